@@ -1,0 +1,578 @@
+"""Scaled dot-product attention and multi-head attention.
+
+Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, written with `keras.ops` only
+so that one code path runs under JAX, TensorFlow and PyTorch.
+
+Two guarantees hold on every backend and on both the fused
+(`keras.ops.dot_product_attention`) and the explicit (softmax) path:
+
+* a query row whose mask allows no key gives zeros (and zero weights), never
+  NaN and never the mean of V;
+* causal attention is aligned to the *end* of the key sequence, so a block of
+  new queries appended to a key/value cache sees every cached key and itself.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+_NEGATIVE_LOGIT = -1e30  # float32 "minus infinity" that stays finite (no NaN)
+
+
+def causal_mask(query_length, key_length, offset=None):
+    """Boolean `(query_length, key_length)` mask for causal attention.
+
+    Query `i` may attend to key `j` iff `j <= i + offset`. The default offset
+    `key_length - query_length` aligns the last query with the last key, which
+    is what decoding with a key/value cache needs.
+
+    Args:
+        query_length: int or scalar tensor, number of queries.
+        key_length: int or scalar tensor, number of keys.
+        offset: optional int or scalar tensor: absolute position of query 0.
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+    """
+    if offset is None:
+        offset = key_length - query_length
+    query_positions = ops.arange(query_length, dtype="int32")[:, None]
+    key_positions = ops.arange(key_length, dtype="int32")[None, :]
+    return key_positions <= query_positions + ops.cast(offset, "int32")
+
+
+def _static_dim(shape, axis):
+    dim = shape[axis]
+    return dim if isinstance(dim, int) else None
+
+
+def _check_attention_inputs(query, key, value):
+    rank = len(query.shape)
+    if rank not in (3, 4):
+        raise ValueError(
+            "scaled_dot_product_attention expects query of rank 3 "
+            "(batch, seq, dim) or rank 4 (batch, seq, heads, dim); "
+            f"got shape {tuple(query.shape)}."
+        )
+    for name, tensor in (("key", key), ("value", value)):
+        if len(tensor.shape) != rank:
+            raise ValueError(
+                f"{name} must have the same rank as query ({rank}); "
+                f"got {name} shape {tuple(tensor.shape)} and query shape "
+                f"{tuple(query.shape)}."
+            )
+    q_dim, k_dim = _static_dim(query.shape, -1), _static_dim(key.shape, -1)
+    if q_dim is not None and k_dim is not None and q_dim != k_dim:
+        raise ValueError(
+            "query and key must have the same last dimension; got "
+            f"{q_dim} and {k_dim}."
+        )
+    k_len, v_len = _static_dim(key.shape, 1), _static_dim(value.shape, 1)
+    if k_len is not None and v_len is not None and k_len != v_len:
+        raise ValueError(
+            "key and value must have the same sequence length; got "
+            f"{k_len} and {v_len}."
+        )
+    return rank
+
+
+def _mask_to_4d(mask, rank):
+    """Brings a mask to a shape broadcastable to (batch, heads, q_len, k_len)."""
+    mask = ops.cast(mask, "bool")
+    mask_rank = len(mask.shape)
+    if mask_rank == 2:  # (batch, k_len): a key padding mask
+        return mask[:, None, None, :]
+    if mask_rank == 3:  # (batch, q_len, k_len)
+        return mask[:, None, :, :]
+    if mask_rank == 4 and rank == 4:  # (batch, heads, q_len, k_len)
+        return mask
+    raise ValueError(
+        "mask must have shape (batch, k_len), (batch, q_len, k_len)"
+        + (" or (batch, heads, q_len, k_len)" if rank == 4 else "")
+        + f"; got shape {tuple(mask.shape)}."
+    )
+
+
+def _rows_with_a_key(mask):
+    """(mask with empty rows opened up, float-able row validity)."""
+    row_valid = ops.any(mask, axis=-1, keepdims=True)
+    # An empty row is opened to every key so no kernel sees an all-masked row
+    # (fused kernels give NaN or mean(V) there); its output is zeroed after.
+    return ops.logical_or(mask, ops.logical_not(row_valid)), row_valid
+
+
+def _explicit_attention(query, key, value, mask, scale, weights_dropout=None):
+    """Softmax path on (batch, seq, heads, dim) tensors; returns (out, weights)."""
+    logits = ops.einsum("btnh,bsnh->bnts", query, key)
+    # Softmax in float32: bfloat16/float16 logits lose the small differences
+    # that matter, and float16 cannot hold a large negative mask value.
+    logits = ops.cast(logits, "float32") * scale
+    if mask is not None:
+        open_mask, row_valid = _rows_with_a_key(mask)
+        logits = ops.where(open_mask, logits, _NEGATIVE_LOGIT)
+    weights = ops.softmax(logits, axis=-1)
+    if mask is not None:
+        weights = weights * ops.cast(row_valid, "float32")
+    weights = ops.cast(weights, value.dtype)
+    attended = weights if weights_dropout is None else weights_dropout(weights)
+    outputs = ops.einsum("bnts,bsnh->btnh", attended, value)
+    return outputs, weights
+
+
+def _fused_attention(query, key, value, mask, scale, is_causal):
+    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors."""
+    row_valid = None
+    if mask is not None:
+        mask, row_valid = _rows_with_a_key(mask)
+    outputs = ops.dot_product_attention(
+        query, key, value, mask=mask, scale=scale, is_causal=is_causal
+    )
+    if row_valid is not None:
+        # row_valid is (b, h, q, 1); outputs are (b, q, h, d).
+        row_valid = ops.transpose(row_valid, (0, 2, 1, 3))
+        outputs = outputs * ops.cast(row_valid, outputs.dtype)
+    return outputs
+
+
+def _attend(
+    query,
+    key,
+    value,
+    mask=None,
+    is_causal=False,
+    scale=None,
+    return_weights=False,
+    weights_dropout=None,
+):
+    """Shared core of `scaled_dot_product_attention` and the layers."""
+    rank = _check_attention_inputs(query, key, value)
+    if rank == 3:
+        query, key, value = (ops.expand_dims(t, 2) for t in (query, key, value))
+    if scale is None:
+        head_dim = _static_dim(query.shape, -1)
+        if head_dim is None:
+            raise ValueError("The last dimension of query must be known.")
+        scale = 1.0 / math.sqrt(head_dim)
+    scale = float(scale)
+
+    full_mask = None if mask is None else _mask_to_4d(mask, rank)
+    q_len, k_len = _static_dim(query.shape, 1), _static_dim(key.shape, 1)
+    native_causal = (
+        is_causal
+        and full_mask is None
+        and not return_weights
+        and weights_dropout is None
+        and q_len is not None
+        and q_len == k_len
+    )
+    if is_causal and not native_causal:
+        causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
+        causal = causal[None, None, :, :]
+        full_mask = causal if full_mask is None else full_mask & causal
+
+    if return_weights or weights_dropout is not None:
+        outputs, weights = _explicit_attention(
+            query, key, value, full_mask, scale, weights_dropout
+        )
+    else:
+        outputs = _fused_attention(
+            query, key, value, full_mask, scale, native_causal
+        )
+        weights = None
+    if rank == 3:
+        outputs = ops.squeeze(outputs, 2)
+        weights = None if weights is None else ops.squeeze(weights, 1)
+    return outputs, weights
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    is_causal=False,
+    scale=None,
+    return_weights=False,
+):
+    """softmax(Q K^T / sqrt(d_k)) V.
+
+    Uses `keras.ops.dot_product_attention` (cuDNN/flash attention on JAX, SDPA
+    on PyTorch) unless the weights are requested, in which case it computes an
+    explicit float32 softmax. Both paths give the same numbers, and a query
+    that may attend to no key gets zeros on both.
+
+    Args:
+        query: `(batch, q_len, dim)` or `(batch, q_len, heads, dim)`.
+        key: `(batch, k_len, dim)` or `(batch, k_len, heads, dim)`.
+        value: `(batch, k_len, dim_v)` or `(batch, k_len, heads, dim_v)`.
+        mask: optional boolean, `True` where attention is allowed. Shape
+            `(batch, k_len)` (key padding), `(batch, q_len, k_len)`, or for
+            4-D inputs `(batch, heads, q_len, k_len)`; size-1 axes broadcast.
+        is_causal: if True, query `i` only sees keys `j <= i + k_len - q_len`
+            (aligned to the end, as with a key/value cache).
+        scale: logit scale; defaults to `1 / sqrt(dim)`.
+        return_weights: also return the attention weights.
+
+    Returns:
+        `outputs` shaped like `query` with `dim_v` last, and, when
+        `return_weights`, `weights` of shape `(batch, q_len, k_len)` for 3-D
+        inputs or `(batch, heads, q_len, k_len)` for 4-D inputs.
+
+    Example:
+
+    >>> q = keras.random.normal((2, 5, 8))
+    >>> out, w = scaled_dot_product_attention(q, q, q, is_causal=True,
+    ...                                       return_weights=True)
+    >>> out.shape, w.shape
+    ((2, 5, 8), (2, 5, 5))
+    """
+    outputs, weights = _attend(
+        query,
+        key,
+        value,
+        mask=mask,
+        is_causal=is_causal,
+        scale=scale,
+        return_weights=return_weights,
+    )
+    return (outputs, weights) if return_weights else outputs
+
+
+def merge_padding_and_attention_mask(
+    query_mask=None, key_mask=None, attention_mask=None
+):
+    """AND-combines padding masks into a `(batch, q_len, k_len)` mask or None.
+
+    Args:
+        query_mask: optional `(batch, q_len)`, True at real query positions.
+        key_mask: optional `(batch, k_len)`, True at real key positions.
+        attention_mask: optional `(batch, q_len, k_len)`.
+    """
+    mask = None
+    if query_mask is not None:
+        mask = ops.cast(query_mask, "bool")[:, :, None]
+    if key_mask is not None:
+        key_mask = ops.cast(key_mask, "bool")[:, None, :]
+        mask = key_mask if mask is None else mask & key_mask
+    if attention_mask is not None:
+        attention_mask = ops.cast(attention_mask, "bool")
+        mask = attention_mask if mask is None else mask & attention_mask
+    return mask
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention: Concat(head_1, ..., head_h) W^O.
+
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V). The call signature and the
+    weight layout follow `keras.layers.MultiHeadAttention`, so its weights can
+    be copied in with `set_weights`. On top of it, this layer supports
+    incremental decoding with a key/value cache (the keras-hub convention):
+
+    * `cache` of shape `(batch, 2, max_len, num_heads, key_dim)` holding
+      projected keys (`cache[:, 0]`) and values (`cache[:, 1]`);
+    * with `cache_update_index=i`, only the new tokens are projected and
+      written at positions `i, i+1, ...`; attention runs over the whole cache
+      and, with `use_causal_mask=True`, query `t` sees cache slots `<= i + t`;
+    * with `cache_update_index=None` the cache is used as it is (e.g. encoder
+      keys/values for cross-attention, computed once by `compute_cache`).
+
+    Args:
+        num_heads: number of attention heads.
+        key_dim: size of each head for query and key.
+        value_dim: size of each head for value; defaults to `key_dim`.
+        dropout: dropout rate on the attention weights (training only).
+        use_bias: whether the projections have biases.
+        output_shape: size of the output's last axis; defaults to the query's.
+        kernel_initializer, bias_initializer, kernel_regularizer,
+        bias_regularizer, kernel_constraint, bias_constraint: as in
+            `keras.layers.Dense`.
+        seed: seed of the attention dropout.
+
+    Call arguments:
+        query: `(batch, q_len, query_dim)`.
+        value: `(batch, k_len, value_dim_in)`.
+        key: optional `(batch, k_len, key_dim_in)`; defaults to `value`.
+        attention_mask: optional boolean `(batch, q_len, k_len)` (True =
+            attend). Keras masks on query, value and key are merged in.
+        use_causal_mask: mask out keys after each query (decoder
+            self-attention).
+        return_attention_scores: also return the weights
+            `(batch, num_heads, q_len, k_len)`.
+        training: enables dropout.
+        cache, cache_update_index: see above.
+
+    Returns:
+        `outputs` of shape `(batch, q_len, output_dim)`, then the scores if
+        requested, then the updated cache if a cache was given.
+
+    Example:
+
+    >>> mha = MultiHeadAttention(num_heads=4, key_dim=16)
+    >>> x = keras.random.normal((2, 10, 64))
+    >>> y, scores = mha(x, x, use_causal_mask=True,
+    ...                 return_attention_scores=True)
+    >>> y.shape, scores.shape
+    ((2, 10, 64), (2, 4, 10, 10))
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        output_shape=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if int(num_heads) < 1 or int(key_dim) < 1:
+            raise ValueError(
+                "num_heads and key_dim must be positive; got "
+                f"num_heads={num_heads}, key_dim={key_dim}."
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
+        self.supports_masking = True
+        self.num_heads = int(num_heads)
+        self.key_dim = int(key_dim)
+        self.value_dim = int(value_dim) if value_dim else self.key_dim
+        self.dropout = float(dropout)
+        self.use_bias = use_bias
+        self._output_dim = output_shape
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.seed = seed
+        self._dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=seed, dtype=self.dtype_policy
+        )
+
+    def _dense(self, equation, output_shape, bias_axes, name):
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=self._clone(self.kernel_initializer),
+            bias_initializer=self._clone(self.bias_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            kernel_constraint=self.kernel_constraint,
+            bias_constraint=self.bias_constraint,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    @staticmethod
+    def _clone(initializer):
+        # Fresh initializer per projection so seeded ones don't repeat values.
+        return initializer.__class__.from_config(initializer.get_config())
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        for name, shape in (
+            ("query", query_shape),
+            ("value", value_shape),
+            ("key", key_shape),
+        ):
+            if len(shape) != 3:
+                raise ValueError(
+                    f"MultiHeadAttention expects {name} of rank 3 "
+                    f"(batch, seq, dim); got shape {tuple(shape)}."
+                )
+        output_dim = self._output_dim or query_shape[-1]
+        heads = self.num_heads
+        self._query_dense = self._dense(
+            "abc,cde->abde", (None, heads, self.key_dim), "de", "query"
+        )
+        self._query_dense.build(query_shape)
+        self._key_dense = self._dense(
+            "abc,cde->abde", (None, heads, self.key_dim), "de", "key"
+        )
+        self._key_dense.build(key_shape)
+        self._value_dense = self._dense(
+            "abc,cde->abde", (None, heads, self.value_dim), "de", "value"
+        )
+        self._value_dense.build(value_shape)
+        self._output_dense = self._dense(
+            "abcd,cde->abe", (None, output_dim), "e", "attention_output"
+        )
+        self._output_dense.build((None, None, heads, self.value_dim))
+        self.built = True
+
+    @property
+    def query_dense(self):
+        return self._query_dense
+
+    @property
+    def key_dense(self):
+        return self._key_dense
+
+    @property
+    def value_dense(self):
+        return self._value_dense
+
+    @property
+    def output_dense(self):
+        return self._output_dense
+
+    def compute_cache(self, value, key=None):
+        """Projects keys and values once: `(batch, 2, k_len, heads, key_dim)`.
+
+        Used for cross-attention during generation, where the encoder output
+        does not change from one step to the next.
+        """
+        key = value if key is None else key
+        return ops.stack(
+            [self._key_dense(key), self._value_dense(value)], axis=1
+        )
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+    ):
+        if key is None:
+            key = value
+            key_mask = None  # value's mask already covers the keys
+
+        projected_query = self._query_dense(query)
+        if cache is None:
+            projected_key = self._key_dense(key)
+            projected_value = self._value_dense(value)
+        else:
+            if self.value_dim != self.key_dim:
+                raise ValueError(
+                    "A key/value cache needs value_dim == key_dim; got "
+                    f"value_dim={self.value_dim}, key_dim={self.key_dim}."
+                )
+            # Keras masks of the new tokens do not describe the whole cache;
+            # padding inside the cache is expressed with attention_mask.
+            value_mask = key_mask = None
+            if cache_update_index is None:
+                projected_key, projected_value = cache[:, 0], cache[:, 1]
+            else:
+                start = [0, cache_update_index, 0, 0]
+                projected_key = ops.slice_update(
+                    cache[:, 0], start, self._key_dense(key)
+                )
+                projected_value = ops.slice_update(
+                    cache[:, 1], start, self._value_dense(value)
+                )
+                cache = ops.stack([projected_key, projected_value], axis=1)
+
+        mask = merge_padding_and_attention_mask(
+            query_mask, value_mask, attention_mask
+        )
+        if key_mask is not None:
+            mask = merge_padding_and_attention_mask(None, key_mask, mask)
+        is_causal = use_causal_mask
+        if use_causal_mask and cache is not None:
+            # Absolute positions: the new queries start at cache_update_index.
+            offset = 0 if cache_update_index is None else cache_update_index
+            causal = causal_mask(
+                ops.shape(query)[1], ops.shape(projected_key)[1], offset
+            )[None, :, :]
+            mask = causal if mask is None else mask & causal
+            is_causal = False
+
+        dropout = None
+        if self.dropout > 0 and training:
+            dropout = lambda w: self._dropout_layer(w, training=training)
+        attended, scores = _attend(
+            projected_query,
+            projected_key,
+            projected_value,
+            mask=mask,
+            is_causal=is_causal,
+            scale=1.0 / math.sqrt(self.key_dim),
+            return_weights=return_attention_scores,
+            weights_dropout=dropout,
+        )
+        outputs = self._output_dense(attended)
+
+        results = (outputs,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (cache,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        output_dim = self._output_dim or query_shape[-1]
+        return tuple(query_shape[:-1]) + (output_dim,)
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        return_attention_scores=False,
+        cache=None,
+        **kwargs,
+    ):
+        shape = self.compute_output_shape(query.shape, value.shape)
+        outputs = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        results = (outputs,)
+        if return_attention_scores:
+            k_len = value.shape[1] if cache is None else cache.shape[2]
+            scores_shape = (query.shape[0], self.num_heads, query.shape[1], k_len)
+            results += (keras.KerasTensor(scores_shape, self.compute_dtype),)
+        if cache is not None:
+            results += (keras.KerasTensor(cache.shape, self.compute_dtype),)
+        return results[0] if len(results) == 1 else results
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "output_shape": self._output_dim,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+                "kernel_regularizer": keras.regularizers.serialize(
+                    self.kernel_regularizer
+                ),
+                "bias_regularizer": keras.regularizers.serialize(
+                    self.bias_regularizer
+                ),
+                "kernel_constraint": keras.constraints.serialize(
+                    self.kernel_constraint
+                ),
+                "bias_constraint": keras.constraints.serialize(
+                    self.bias_constraint
+                ),
+                "seed": self.seed,
+            }
+        )
+        return config
