@@ -1,5 +1,28 @@
-"""Attention layers written with `keras.ops` only (JAX, TensorFlow, PyTorch)."""
+"""Attention layers written with `keras.ops` only (JAX, TensorFlow, PyTorch).
+
+Importing this package registers every layer for `.keras` serialization.
+"""
 
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import causal_mask
 from zoo.layers.attention import scaled_dot_product_attention
+from zoo.layers.pooling import AttentionPooling
+from zoo.layers.pooling import attention_entropy
+from zoo.layers.positions import LearnedPositionEmbedding
+from zoo.layers.positions import PositionalEmbedding
+from zoo.layers.positions import SinusoidalPositionEncoding
+from zoo.layers.transformer import TransformerDecoder
+from zoo.layers.transformer import TransformerEncoder
+
+__all__ = [
+    "AttentionPooling",
+    "LearnedPositionEmbedding",
+    "MultiHeadAttention",
+    "PositionalEmbedding",
+    "SinusoidalPositionEncoding",
+    "TransformerDecoder",
+    "TransformerEncoder",
+    "attention_entropy",
+    "causal_mask",
+    "scaled_dot_product_attention",
+]

@@ -163,6 +163,7 @@ def _attend(
         and full_mask is None
         and not return_weights
         and weights_dropout is None
+        and _static_dim(value.shape, -1) == _static_dim(key.shape, -1)
         and q_len is not None
         and q_len == k_len
     )
@@ -171,7 +172,10 @@ def _attend(
         causal = causal[None, None, :, :]
         full_mask = causal if full_mask is None else full_mask & causal
 
-    if return_weights or weights_dropout is not None:
+    # Fused kernels (jax.nn.dot_product_attention) need value heads as wide
+    # as key heads; other widths take the explicit path.
+    fused_ok = _static_dim(value.shape, -1) == _static_dim(key.shape, -1)
+    if return_weights or weights_dropout is not None or not fused_ok:
         outputs, weights = _explicit_attention(
             query, key, value, full_mask, scale, weights_dropout
         )
@@ -292,7 +296,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Call arguments:
         query: `(batch, q_len, query_dim)`.
-        value: `(batch, k_len, value_dim_in)`.
+        value: `(batch, k_len, value_dim_in)`; may be None with a
+            precomputed cache.
         key: optional `(batch, k_len, key_dim_in)`; defaults to `value`.
         attention_mask: optional boolean `(batch, q_len, k_len)` (True =
             attend). Keras masks on query, value and key are merged in.
@@ -361,7 +366,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
     def _dense(self, equation, output_shape, bias_axes, name):
-        return keras.layers.EinsumDense(
+        dense = keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
@@ -374,6 +379,10 @@ class MultiHeadAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             name=name,
         )
+        # Each position is projected on its own, so a padding mask on the
+        # input still describes the output: pass it on instead of warning.
+        dense.supports_masking = True
+        return dense
 
     @staticmethod
     def _clone(initializer):
@@ -442,7 +451,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def call(
         self,
         query,
-        value,
+        value=None,
         key=None,
         query_mask=None,
         value_mask=None,
@@ -457,6 +466,11 @@ class MultiHeadAttention(keras.layers.Layer):
         if key is None:
             key = value
             key_mask = None  # value's mask already covers the keys
+        if value is None and (cache is None or cache_update_index is not None):
+            raise ValueError(
+                "value may be None only when a precomputed cache is given "
+                "(cache=..., cache_update_index=None)."
+            )
 
         projected_query = self._query_dense(query)
         if cache is None:
@@ -520,7 +534,7 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
-    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         output_dim = self._output_dim or query_shape[-1]
         return tuple(query_shape[:-1]) + (output_dim,)
 
@@ -533,11 +547,11 @@ class MultiHeadAttention(keras.layers.Layer):
         cache=None,
         **kwargs,
     ):
-        shape = self.compute_output_shape(query.shape, value.shape)
+        shape = self.compute_output_shape(query.shape, None)
         outputs = keras.KerasTensor(shape, dtype=self.compute_dtype)
         results = (outputs,)
         if return_attention_scores:
-            k_len = value.shape[1] if cache is None else cache.shape[2]
+            k_len = cache.shape[2] if cache is not None else value.shape[1]
             scores_shape = (query.shape[0], self.num_heads, query.shape[1], k_len)
             results += (keras.KerasTensor(scores_shape, self.compute_dtype),)
         if cache is not None:

@@ -1,0 +1,19 @@
+"""Shared fixtures. The suite runs once per backend (see tests/all_backends.py),
+so every test here runs under whichever backend KERAS_BACKEND names."""
+
+import keras
+import pytest
+
+
+def pytest_report_header(config):
+    return f"keras {keras.__version__}, backend: {keras.backend.backend()}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keras_state():
+    """Every test starts from float32, a fixed seed and a clean name scope."""
+    keras.config.set_dtype_policy("float32")
+    keras.utils.set_random_seed(1234)
+    keras.backend.clear_session()
+    yield
+    keras.config.set_dtype_policy("float32")

@@ -1,0 +1,501 @@
+"""Transformer encoder and decoder blocks.
+
+Post-LN (the original Transformer, the course's formula):
+    X = LN(X + MHA(X));  X = LN(X + MLP(X))
+Pre-LN (`norm_first=True`, GPT-2 and most modern models):
+    X = X + MHA(LN(X));  X = X + MLP(LN(X))
+
+Sub-layer names and weight shapes follow keras-hub's `TransformerEncoder` and
+`TransformerDecoder`, so weights can be copied between the two.
+"""
+
+import keras
+from keras import ops
+
+from zoo.layers.attention import MultiHeadAttention
+
+
+def _clone_initializer(initializer):
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+def _check_sequence_rank(shape, name):
+    if len(shape) != 3:
+        raise ValueError(
+            f"{name} must have shape (batch, seq, hidden_dim); "
+            f"got shape {tuple(shape)}."
+        )
+
+
+def _padding_to_key_mask(padding_mask, attention_mask):
+    """(batch, k_len) padding and/or (batch, q_len, k_len) mask -> one mask."""
+    mask = None
+    if padding_mask is not None:
+        if len(padding_mask.shape) != 2:
+            raise ValueError(
+                "padding masks must have shape (batch, seq); got shape "
+                f"{tuple(padding_mask.shape)}."
+            )
+        mask = ops.cast(padding_mask, "bool")[:, None, :]
+    if attention_mask is not None:
+        if len(attention_mask.shape) != 3:
+            raise ValueError(
+                "attention masks must have shape (batch, q_len, k_len); got "
+                f"shape {tuple(attention_mask.shape)}."
+            )
+        attention_mask = ops.cast(attention_mask, "bool")
+        mask = attention_mask if mask is None else mask & attention_mask
+    return mask
+
+
+class _TransformerBlock(keras.layers.Layer):
+    """Shared configuration and sub-layer factories of the two blocks."""
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.intermediate_dim = int(intermediate_dim)
+        self.dropout = float(dropout)
+        self.activation = keras.activations.get(activation)
+        self.norm_first = bool(norm_first)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _key_dim(self, hidden_dim):
+        if hidden_dim is None or hidden_dim % self.num_heads:
+            raise ValueError(
+                f"hidden_dim ({hidden_dim}) must be a multiple of "
+                f"num_heads ({self.num_heads})."
+            )
+        return hidden_dim // self.num_heads
+
+    def _attention(self, hidden_dim, name):
+        return MultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=self._key_dim(hidden_dim),
+            dropout=self.dropout,
+            kernel_initializer=_clone_initializer(self.kernel_initializer),
+            bias_initializer=_clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def _dropout(self, name):
+        return keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name=name
+        )
+
+    def _build_feedforward(self, shape):
+        hidden_dim = shape[-1]
+        self._feedforward_layer_norm = self._norm("feedforward_layer_norm")
+        self._feedforward_layer_norm.build(shape)
+        self._feedforward_intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=self.activation,
+            kernel_initializer=_clone_initializer(self.kernel_initializer),
+            bias_initializer=_clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name="feedforward_intermediate_dense",
+        )
+        self._feedforward_intermediate_dense.build(shape)
+        self._feedforward_output_dense = keras.layers.Dense(
+            hidden_dim,
+            kernel_initializer=_clone_initializer(self.kernel_initializer),
+            bias_initializer=_clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name="feedforward_output_dense",
+        )
+        self._feedforward_output_dense.build(
+            tuple(shape[:-1]) + (self.intermediate_dim,)
+        )
+        self._feedforward_dropout = self._dropout("feedforward_dropout")
+
+    def _residual(self, x, norm, sublayer, dropout, training):
+        """Post-LN: LN(x + f(x)); pre-LN: x + f(LN(x)). `sublayer` may return
+        extra outputs (scores, caches), which are passed through."""
+        h = norm(x) if self.norm_first else x
+        out = sublayer(h)
+        extras = ()
+        if isinstance(out, tuple):
+            out, extras = out[0], out[1:]
+        x = x + dropout(out, training=training)
+        if not self.norm_first:
+            x = norm(x)
+        return (x,) + extras
+
+    def _feedforward(self, x, training):
+        def mlp(h):
+            return self._feedforward_output_dense(
+                self._feedforward_intermediate_dense(h)
+            )
+
+        return self._residual(
+            x,
+            self._feedforward_layer_norm,
+            mlp,
+            self._feedforward_dropout,
+            training,
+        )[0]
+
+    def compute_output_shape(self, *shapes, **kwargs):
+        return shapes[0]
+
+    def get_config(self):
+        return super().get_config() | {
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "activation": keras.activations.serialize(self.activation),
+            "norm_first": self.norm_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(
+                self.kernel_initializer
+            ),
+            "bias_initializer": keras.initializers.serialize(
+                self.bias_initializer
+            ),
+        }
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerEncoder(_TransformerBlock):
+    """Transformer encoder block: self-attention then an MLP, each residual.
+
+    Post-LN by default (`X = LN(X + MHA(X)); X = LN(X + MLP(X))`), pre-LN
+    with `norm_first=True`. The head size is `hidden_dim // num_heads`.
+
+    Args:
+        num_heads: number of attention heads; must divide `hidden_dim`.
+        intermediate_dim: hidden size of the MLP.
+        dropout: dropout on attention weights and on each residual branch.
+        activation: MLP activation.
+        norm_first: pre-LN instead of post-LN.
+        layer_norm_epsilon: LayerNormalization epsilon.
+        kernel_initializer, bias_initializer: for all projections.
+
+    Call arguments:
+        inputs: `(batch, seq, hidden_dim)`. A Keras mask on it (e.g. from
+            `PositionalEmbedding(mask_zero=True)`) is the padding mask.
+        padding_mask: optional `(batch, seq)`, True at real tokens; overrides
+            the Keras mask.
+        attention_mask: optional `(batch, seq, seq)`, True = may attend.
+        return_attention_scores: also return `(batch, heads, seq, seq)`.
+        training: enables dropout.
+
+    Returns:
+        `(batch, seq, hidden_dim)`, and the attention scores if requested.
+        Outputs at real positions do not depend on padded positions.
+
+    Example:
+
+    >>> x = keras.random.normal((2, 10, 64))
+    >>> TransformerEncoder(num_heads=4, intermediate_dim=128)(x).shape
+    (2, 10, 64)
+    """
+
+    def build(self, inputs_shape):
+        _check_sequence_rank(inputs_shape, "TransformerEncoder inputs")
+        hidden_dim = inputs_shape[-1]
+        self._self_attention_layer = self._attention(
+            hidden_dim, "self_attention_layer"
+        )
+        self._self_attention_layer.build(inputs_shape, inputs_shape)
+        self._self_attention_layer_norm = self._norm("self_attention_layer_norm")
+        self._self_attention_layer_norm.build(inputs_shape)
+        self._self_attention_dropout = self._dropout("self_attention_dropout")
+        self._build_feedforward(inputs_shape)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        mask=None,
+    ):
+        if padding_mask is None:
+            padding_mask = mask  # the Keras mask of `inputs`
+        self_mask = _padding_to_key_mask(padding_mask, attention_mask)
+
+        def attend(h):
+            return self._self_attention_layer(
+                h,
+                h,
+                attention_mask=self_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+
+        x, *scores = self._residual(
+            inputs,
+            self._self_attention_layer_norm,
+            attend,
+            self._self_attention_dropout,
+            training,
+        )
+        x = self._feedforward(x, training)
+        return (x, scores[0]) if return_attention_scores else x
+
+    def compute_output_spec(self, inputs, return_attention_scores=False, **kw):
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        batch, length = inputs.shape[0], inputs.shape[1]
+        scores = keras.KerasTensor(
+            (batch, self.num_heads, length, length), dtype=self.compute_dtype
+        )
+        return outputs, scores
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerDecoder(_TransformerBlock):
+    """Transformer decoder block: causal self-attention, optional
+    cross-attention to an encoder sequence, then an MLP.
+
+    The block has cross-attention when it is first called (built) with an
+    `encoder_sequence`; a GPT-style block is built without one.
+
+    Fast generation (keras-hub's convention): pass a `self_attention_cache`
+    `(batch, 2, max_len, heads, head_dim)` and the index of the first new
+    token; only the new tokens are computed, and the updated cache is
+    returned. For cross-attention, `cross_attention_cache` holds the encoder
+    keys/values: compute it once with `compute_cross_attention_cache` (or
+    pass `cross_attention_cache_update_index=0` on the first step) and pass
+    it with `cross_attention_cache_update_index=None` afterwards.
+
+    Args:
+        num_heads, intermediate_dim, dropout, activation, norm_first,
+        layer_norm_epsilon, kernel_initializer, bias_initializer: as in
+            `TransformerEncoder`.
+
+    Call arguments:
+        decoder_sequence: `(batch, tgt_len, hidden_dim)`; its Keras mask is
+            the decoder padding mask.
+        encoder_sequence: optional `(batch, src_len, enc_dim)`; its Keras mask
+            is the encoder padding mask.
+        decoder_padding_mask: optional `(batch, tgt_len)`; with a cache it
+            covers the whole cache, `(batch, max_len)`.
+        decoder_attention_mask: optional `(batch, tgt_len, tgt_len or
+            max_len)`.
+        encoder_padding_mask: optional `(batch, src_len)`.
+        encoder_attention_mask: optional `(batch, tgt_len, src_len)`.
+        self_attention_cache, self_attention_cache_update_index,
+        cross_attention_cache, cross_attention_cache_update_index: see above.
+        use_causal_mask: causal self-attention (default True).
+        return_attention_scores: also return a dict with the
+            `"self_attention"` and (if any) `"cross_attention"` scores.
+        training: enables dropout.
+
+    Returns:
+        `outputs` `(batch, tgt_len, hidden_dim)`; with a cache, then the
+        updated self-attention cache and (with cross-attention) the
+        cross-attention cache; then the scores dict if requested.
+
+    Example:
+
+    >>> dec = TransformerDecoder(num_heads=4, intermediate_dim=128)
+    >>> y = keras.random.normal((2, 7, 64))
+    >>> enc = keras.random.normal((2, 9, 64))
+    >>> dec(y, enc).shape
+    (2, 7, 64)
+    """
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        _check_sequence_rank(decoder_sequence_shape, "decoder_sequence")
+        hidden_dim = decoder_sequence_shape[-1]
+        self._self_attention_layer = self._attention(
+            hidden_dim, "self_attention"
+        )
+        self._self_attention_layer.build(
+            decoder_sequence_shape, decoder_sequence_shape
+        )
+        self._self_attention_layer_norm = self._norm("self_attention_layer_norm")
+        self._self_attention_layer_norm.build(decoder_sequence_shape)
+        self._self_attention_dropout = self._dropout("self_attention_dropout")
+
+        self.has_cross_attention = encoder_sequence_shape is not None
+        if self.has_cross_attention:
+            _check_sequence_rank(encoder_sequence_shape, "encoder_sequence")
+            self._cross_attention_layer = self._attention(
+                hidden_dim, "cross_attention"
+            )
+            self._cross_attention_layer.build(
+                decoder_sequence_shape, encoder_sequence_shape
+            )
+            self._cross_attention_layer_norm = self._norm(
+                "cross_attention_layer_norm"
+            )
+            self._cross_attention_layer_norm.build(decoder_sequence_shape)
+            self._cross_attention_dropout = self._dropout(
+                "cross_attention_dropout"
+            )
+        self._build_feedforward(decoder_sequence_shape)
+        self.built = True
+
+    def compute_cross_attention_cache(self, encoder_sequence):
+        """Encoder keys/values `(batch, 2, src_len, heads, head_dim)`."""
+        if not self.has_cross_attention:
+            raise ValueError("This decoder block has no cross-attention.")
+        return self._cross_attention_layer.compute_cache(encoder_sequence)
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        decoder_attention_mask=None,
+        encoder_padding_mask=None,
+        encoder_attention_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        cross_attention_cache_update_index=None,
+        use_causal_mask=True,
+        return_attention_scores=False,
+        training=None,
+        mask=None,
+        decoder_sequence_mask=None,
+        encoder_sequence_mask=None,
+    ):
+        # Keras fills `mask` when the decoder sequence is the only tensor
+        # argument, and `<argument>_mask` when there are several.
+        if decoder_padding_mask is None:
+            decoder_padding_mask = (
+                decoder_sequence_mask if decoder_sequence_mask is not None
+                else mask
+            )
+            if self_attention_cache is not None:
+                decoder_padding_mask = None  # covers new tokens, not the cache
+        if encoder_padding_mask is None:
+            encoder_padding_mask = encoder_sequence_mask
+        uses_encoder = (
+            encoder_sequence is not None or cross_attention_cache is not None
+        )
+        if self.has_cross_attention and not uses_encoder:
+            raise ValueError(
+                "This TransformerDecoder was built with cross-attention; "
+                "call it with an encoder_sequence (or a cross_attention_cache)."
+            )
+        if uses_encoder and not self.has_cross_attention:
+            raise ValueError(
+                "This TransformerDecoder was built without cross-attention "
+                "(first called without encoder_sequence); it cannot attend "
+                "to an encoder sequence."
+            )
+        scores = {}
+        caches = ()
+
+        self_mask = _padding_to_key_mask(
+            decoder_padding_mask, decoder_attention_mask
+        )
+
+        def self_attend(h):
+            return self._self_attention_layer(
+                h,
+                h,
+                attention_mask=self_mask,
+                use_causal_mask=use_causal_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                cache=self_attention_cache,
+                cache_update_index=self_attention_cache_update_index,
+            )
+
+        x, *extras = self._residual(
+            decoder_sequence,
+            self._self_attention_layer_norm,
+            self_attend,
+            self._self_attention_dropout,
+            training,
+        )
+        if return_attention_scores:
+            scores["self_attention"] = extras.pop(0)
+        caches += tuple(extras)
+
+        if self.has_cross_attention:
+            cross_mask = _padding_to_key_mask(
+                encoder_padding_mask, encoder_attention_mask
+            )
+            def cross_attend(h):
+                return self._cross_attention_layer(
+                    h,
+                    encoder_sequence,
+                    attention_mask=cross_mask,
+                    return_attention_scores=return_attention_scores,
+                    training=training,
+                    cache=cross_attention_cache,
+                    cache_update_index=cross_attention_cache_update_index,
+                )
+
+            x, *extras = self._residual(
+                x,
+                self._cross_attention_layer_norm,
+                cross_attend,
+                self._cross_attention_dropout,
+                training,
+            )
+            if return_attention_scores:
+                scores["cross_attention"] = extras.pop(0)
+            caches += tuple(extras)
+
+        x = self._feedforward(x, training)
+        results = (x,) + caches
+        if return_attention_scores:
+            results += (scores,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_spec(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        return_attention_scores=False,
+        **kwargs,
+    ):
+        dtype = self.compute_dtype
+        results = (keras.KerasTensor(decoder_sequence.shape, dtype=dtype),)
+        for cache in (self_attention_cache, cross_attention_cache):
+            if cache is not None:
+                results += (keras.KerasTensor(cache.shape, dtype=dtype),)
+        if return_attention_scores:
+            batch, length = decoder_sequence.shape[:2]
+            self_len = (
+                length if self_attention_cache is None
+                else self_attention_cache.shape[2]
+            )
+            scores = {
+                "self_attention": keras.KerasTensor(
+                    (batch, self.num_heads, length, self_len), dtype=dtype
+                )
+            }
+            if encoder_sequence is not None or cross_attention_cache is not None:
+                src_len = (
+                    encoder_sequence.shape[1] if encoder_sequence is not None
+                    else cross_attention_cache.shape[2]
+                )
+                scores["cross_attention"] = keras.KerasTensor(
+                    (batch, self.num_heads, length, src_len), dtype=dtype
+                )
+            results += (scores,)
+        return results[0] if len(results) == 1 else results
