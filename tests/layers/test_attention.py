@@ -176,7 +176,7 @@ def _copied_pair(num_heads=3, key_dim=4, query_len=5, value_len=6, dim=12, value
     theirs = keras.layers.MultiHeadAttention(num_heads, key_dim, **kwargs)
     query, value = random_array((2, query_len, dim), 0), random_array((2, value_len, value_dim_in), 1)
     ours(query, value)
-    theirs(query, value)
+    theirs(query, value, return_attention_scores=True)  # builds on every path
     ours.set_weights(theirs.get_weights())
     return ours, theirs, query, value
 
