@@ -1,0 +1,95 @@
+"""Runs the test suite once per Keras backend and summarises the results.
+
+    python tests/all_backends.py                 # jax, tensorflow and torch
+    python tests/all_backends.py --backends jax  # one backend
+    python tests/all_backends.py -- -k attention # extra pytest arguments
+
+Each backend runs in its own pytest process (a Keras backend is chosen once
+per process), so the suite pays each backend's import once. Backends run
+side by side (`--jobs`, default 2); each one's output is printed when it ends.
+Exits non-zero if any backend fails or collects no test.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+BACKENDS = ("jax", "tensorflow", "torch")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_backend(backend, pytest_args):
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    # Quiet TensorFlow's C++ start-up logging and keep JAX on the CPU unless
+    # a GPU build is installed.
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    start = time.perf_counter()
+    result = subprocess.run(
+        command + list(pytest_args),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return backend, result.returncode, result.stdout, time.perf_counter() - start
+
+
+def summary_line(output):
+    """pytest's closing line, e.g. '120 passed, 2 skipped in 35.1s'."""
+    lines = [l.strip("= ") for l in output.strip().splitlines() if l.strip()]
+    for line in reversed(lines):
+        if re.search(r"\d+ (passed|failed|error|skipped|no tests ran)", line):
+            return line
+    return lines[-1] if lines else "(no output)"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="backends at once")
+    parser.add_argument("pytest_args", nargs="*", help="passed to pytest")
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [
+            pool.submit(run_backend, b, args.pytest_args) for b in args.backends
+        ]
+        results = []
+        for future in futures:
+            backend, code, output, seconds = future.result()
+            print(f"\n{'=' * 30} KERAS_BACKEND={backend} {'=' * 30}")
+            print(output.rstrip())
+            results.append((backend, code, summary_line(output), seconds))
+
+    print(f"\n{'=' * 30} summary {'=' * 30}")
+    failed = False
+    for backend, code, line, seconds in results:
+        status = "ok" if code == 0 else f"FAILED (exit {code})"
+        failed |= code != 0
+        print(f"{backend:>10}: {status:<16} {line}  [{seconds:.0f} s wall]")
+    print(f"total wall time: {time.perf_counter() - start:.0f} s")
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for _, code, line, _ in results:
+        for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", line):
+            word = "failed" if word.startswith("error") else word
+            counts[word] += int(number)
+        if code != 0 and not re.search(r"\d+ (failed|error)", line):
+            counts["failed"] += 1  # a crash or an empty run counts as a failure
+    closing = f"{counts['passed']} passed, {counts['failed']} failed"
+    if counts["skipped"]:
+        closing += f", {counts['skipped']} skipped"
+    print(f"all: {closing}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
