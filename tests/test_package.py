@@ -1,0 +1,56 @@
+"""Package-wide rules: registration, docstrings, and keras.ops-only code."""
+
+import ast
+import inspect
+import pathlib
+
+import keras
+import pytest
+
+import zoo
+from zoo import layers
+
+ZOO_DIR = pathlib.Path(zoo.__file__).parent
+PUBLIC_LAYERS = [
+    getattr(layers, name)
+    for name in layers.__all__
+    if isinstance(getattr(layers, name), type)
+]
+
+
+@pytest.mark.parametrize("cls", PUBLIC_LAYERS, ids=lambda c: c.__name__)
+def test_layer_is_registered_under_zoo(cls):
+    name = keras.saving.get_registered_name(cls)
+    assert name == f"zoo>{cls.__name__}"
+    assert keras.saving.get_registered_object(name) is cls
+
+
+@pytest.mark.parametrize(
+    "obj", PUBLIC_LAYERS + [layers.scaled_dot_product_attention, layers.attention_entropy],
+    ids=lambda o: o.__name__,
+)
+def test_public_docstrings_give_arguments_and_example(obj):
+    doc = inspect.getdoc(obj) or ""
+    assert "Args:" in doc, f"{obj.__name__} documents no arguments"
+    if isinstance(obj, type) or obj is layers.scaled_dot_product_attention:
+        assert "Example" in doc and ">>>" in doc, f"{obj.__name__} has no example"
+        assert "(batch" in doc, f"{obj.__name__} gives no tensor shapes"
+
+
+def test_zoo_uses_no_backend_framework_directly():
+    """Layers and models use keras.ops only; data pipelines may use tf.data."""
+    offenders = []
+    for path in ZOO_DIR.rglob("*.py"):
+        if "data" in path.relative_to(ZOO_DIR).parts[:1]:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] in {"tensorflow", "jax", "torch"}:
+                    offenders.append(f"{path.relative_to(ZOO_DIR)}: {name}")
+    assert offenders == []
