@@ -123,10 +123,12 @@ class AttentionPooling(keras.layers.Layer):
         x = sequence
         valid = None if mask is None else ops.cast(mask, "bool")
         if self.query == "learned":
-            query = ops.cast(self.query_vector, x.dtype)[None, :]
+            query = ops.cast(self.query_vector, x.dtype)
+            logits = ops.einsum("bsd,d->bs", x, query)
         else:
             query = self.query_dense(_masked_mean(x, valid))
-        logits = ops.cast(ops.einsum("bsd,bd->bs", x, query), "float32")
+            logits = ops.einsum("bsd,bd->bs", x, query)
+        logits = ops.cast(logits, "float32")
         if valid is not None:
             logits = ops.where(valid, logits, -1e30)
         weights = ops.softmax(logits, axis=-1)

@@ -1,0 +1,1 @@
+"""Data loaders and tokenisation (these may use tf.data, as Keras does)."""

@@ -1,0 +1,100 @@
+"""Text preprocessing that travels inside saved models.
+
+`TextClassifierPreprocessor` turns raw strings into padded word ids with a
+Keras `TextVectorization` layer. It follows keras-hub's `Preprocessor`
+contract, so a keras-hub `Task` runs it inside `tf.data` before the model:
+`fit`, `evaluate` and `predict` accept raw strings on every backend, and the
+vocabulary is saved in the `.keras` file with the model.
+"""
+
+import re
+import string
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+_PUNCTUATION = "[" + re.escape(string.punctuation) + "]"
+
+
+def standardize_review(text):
+    """Lower-case, drop `<br />` tags, replace punctuation with spaces."""
+    text = tf.strings.lower(text)
+    text = tf.strings.regex_replace(text, r"<br\s*/?>", " ")
+    return tf.strings.regex_replace(text, _PUNCTUATION, " ")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
+    """Raw strings -> `(batch, sequence_length)` word ids, 0 = padding.
+
+    Id 0 is padding and id 1 is out-of-vocabulary, as in `TextVectorization`.
+    Build the vocabulary from the training split only with `adapt`.
+
+    Args:
+        max_tokens: vocabulary size, padding and OOV included.
+        sequence_length: reviews are truncated or padded to this many words.
+        vocabulary: optional list of words (without padding and OOV).
+
+    Call arguments:
+        x: strings `(batch,)`; y, sample_weight: passed through.
+
+    Returns:
+        `(token_ids, y, sample_weight)` packed as Keras expects.
+
+    Example:
+
+    >>> pre = TextClassifierPreprocessor(max_tokens=100, sequence_length=8)
+    >>> pre.adapt(["a good film", "a bad film"])
+    >>> pre(["a good film"]).shape
+    (1, 8)
+    """
+
+    def __init__(self, max_tokens=20000, sequence_length=256, vocabulary=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.max_tokens = int(max_tokens)
+        self.sequence_length = int(sequence_length)
+        self.vectorizer = keras.layers.TextVectorization(
+            max_tokens=self.max_tokens,
+            # Standardised here, in `call`: Keras hands a callable
+            # `standardize` NumPy arrays on JAX/PyTorch, which fails in tf.data.
+            standardize=None,
+            output_sequence_length=self.sequence_length,
+            vocabulary=vocabulary,
+            name="vectorizer",
+        )
+
+    def adapt(self, texts, batch_size=512):
+        """Builds the vocabulary from `texts` (an array or a tf.data dataset)."""
+        if not isinstance(texts, tf.data.Dataset):
+            texts = tf.data.Dataset.from_tensor_slices(list(texts))
+            texts = texts.batch(batch_size)
+        self.vectorizer.adapt(texts.map(standardize_review))
+
+    def get_vocabulary(self):
+        """Words by id: index 0 is padding (''), index 1 is '[UNK]'."""
+        return self.vectorizer.get_vocabulary()
+
+    @property
+    def vocabulary_size(self):
+        return self.vectorizer.vocabulary_size()
+
+    def call(self, x, y=None, sample_weight=None):
+        x = tf.convert_to_tensor(x)
+        if x.shape.rank == 0:
+            x = x[None]
+        # `.call` rather than `__call__`: under JAX/PyTorch, Layer.__call__
+        # would try to turn the symbolic tf.data strings into backend arrays.
+        token_ids = self.vectorizer.call(standardize_review(x))
+        return keras.utils.pack_x_y_sample_weight(token_ids, y, sample_weight)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_tokens": self.max_tokens,
+                "sequence_length": self.sequence_length,
+            }
+        )
+        return config

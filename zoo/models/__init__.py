@@ -1,0 +1,6 @@
+"""Attention models composed from `zoo.layers`."""
+
+from zoo.models.text_classifier import TEXT_CLASSIFIER_KINDS
+from zoo.models.text_classifier import TextClassifier
+from zoo.models.text_classifier import attention_model
+from zoo.models.text_classifier import build_text_backbone

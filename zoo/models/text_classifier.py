@@ -1,0 +1,180 @@
+"""Attention text classifiers: the course's IMDB lab, from the mean-of-embeddings
+baseline to a small Transformer.
+
+`build_text_backbone(kind, ...)` builds the network on word ids;
+`TextClassifier` wraps a backbone and a preprocessor (keras-hub's Task design)
+so that `fit`, `evaluate` and `predict` take raw strings on every backend and
+a saved `.keras` file carries its vocabulary.
+
+| kind          | sequence representation            | pooling                               |
+| ------------- | ---------------------------------- | ------------------------------------- |
+| `mean`        | word embeddings                    | mean over real words (baseline)       |
+| `attention`   | word embeddings                    | softmax(q . x_i), q learned           |
+| `query`       | word embeddings                    | q = W mean(x) + b, values v(x_i)      |
+| `rnn`         | bidirectional GRU/LSTM states      | softmax(q . h_i), q learned           |
+| `transformer` | token + position embedding, N encoder blocks | softmax(q . h_i), q learned |
+"""
+
+import keras
+import keras_hub
+
+from zoo.layers import AttentionPooling
+from zoo.layers import PositionalEmbedding
+from zoo.layers import TransformerEncoder
+
+TEXT_CLASSIFIER_KINDS = ("mean", "attention", "query", "rnn", "transformer")
+POOLING_LAYER_NAME = "attention_pooling"
+
+
+def build_text_backbone(
+    kind,
+    vocabulary_size,
+    sequence_length,
+    embedding_dim=64,
+    dropout=0.3,
+    entropy_weight=0.0,
+    rnn_units=64,
+    rnn_cell="gru",
+    num_layers=2,
+    num_heads=4,
+    intermediate_dim=128,
+    name=None,
+):
+    """Word ids `(batch, seq)` -> P(positive) `(batch, 1)`.
+
+    Args:
+        kind: one of `TEXT_CLASSIFIER_KINDS` (see the module docstring).
+        vocabulary_size: number of word ids; id 0 is padding.
+        sequence_length: maximum number of words (positions of the
+            transformer).
+        embedding_dim: word embedding size.
+        dropout: dropout on the embeddings and on the pooled vector.
+        entropy_weight: weight of the attention-entropy penalty.
+        rnn_units, rnn_cell: size and type ("gru" or "lstm") of the `rnn`
+            kind's recurrent layer (bidirectional).
+        num_layers, num_heads, intermediate_dim: the `transformer` kind.
+
+    Returns:
+        A functional `keras.Model`. Attention kinds call their
+        `AttentionPooling` layer (named "attention_pooling") with
+        `return_attention_scores=True`, so `attention_model(backbone)` can
+        read the weights.
+
+    Example:
+
+    >>> backbone = build_text_backbone("attention", 20000, 256)
+    >>> backbone(np.array([[12, 7, 1, 0]])).shape
+    (1, 1)
+    """
+    if kind not in TEXT_CLASSIFIER_KINDS:
+        raise ValueError(
+            f"kind must be one of {TEXT_CLASSIFIER_KINDS}; got {kind!r}."
+        )
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    if kind == "transformer":
+        x = PositionalEmbedding(
+            vocabulary_size, sequence_length, embedding_dim, name="embedding"
+        )(token_ids)
+    else:
+        x = keras.layers.Embedding(
+            vocabulary_size, embedding_dim, mask_zero=True, name="embedding"
+        )(token_ids)
+    x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
+
+    if kind == "rnn":
+        cell = {"gru": keras.layers.GRU, "lstm": keras.layers.LSTM}[rnn_cell]
+        x = keras.layers.Bidirectional(
+            cell(rnn_units, return_sequences=True), name="rnn"
+        )(x)
+    elif kind == "transformer":
+        for i in range(num_layers):
+            x = TransformerEncoder(
+                num_heads,
+                intermediate_dim,
+                dropout=dropout / 3,
+                name=f"encoder_{i}",
+            )(x)
+
+    if kind == "mean":
+        pooled = keras.layers.GlobalAveragePooling1D(name="mean_pooling")(x)
+    else:
+        pooled, _ = AttentionPooling(
+            query="computed" if kind == "query" else "learned",
+            use_value_transform=kind == "query",
+            entropy_weight=entropy_weight,
+            name=POOLING_LAYER_NAME,
+        )(x, return_attention_scores=True)
+    pooled = keras.layers.Dropout(dropout, name="pooled_dropout")(pooled)
+    # The classifier head stays float32 under mixed precision.
+    probability = keras.layers.Dense(
+        1, activation="sigmoid", dtype="float32", name="classifier"
+    )(pooled)
+    return keras.Model(token_ids, probability, name=name or f"{kind}_backbone")
+
+
+def attention_model(backbone):
+    """Word ids -> attention weights `(batch, seq)` of a backbone's pooling,
+    or None for the `mean` baseline."""
+    try:
+        pooling = backbone.get_layer(POOLING_LAYER_NAME)
+    except ValueError:
+        return None
+    return keras.Model(backbone.inputs, pooling.output[1])
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TextClassifier(keras_hub.models.Task):
+    """Raw text in, P(positive) out: a preprocessor plus a backbone.
+
+    Built on keras-hub's `Task`: `fit`, `evaluate` and `predict` run the
+    preprocessor (strings -> word ids) inside `tf.data`, so they accept raw
+    strings under JAX, TensorFlow and PyTorch alike; the saved `.keras` file
+    holds the vocabulary.
+
+    Args:
+        backbone: a model from `build_text_backbone` (word ids -> P(pos)).
+        preprocessor: a `zoo.data.text.TextClassifierPreprocessor`, or None
+            to feed word ids directly.
+
+    Call arguments:
+        token_ids: `(batch, seq)` word ids (when called directly).
+
+    Returns:
+        `(batch, 1)` probabilities that each review is positive.
+
+    Example:
+
+    >>> classifier = keras.saving.load_model("saved_models/imdb_attention.keras")
+    >>> classifier.predict(["an utterly wonderful film", "a waste of two hours"])
+    array([[0.97], [0.03]], dtype=float32)
+    """
+
+    def __init__(self, backbone, preprocessor=None, **kwargs):
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        super().__init__(
+            inputs=token_ids, outputs=backbone(token_ids), **kwargs
+        )
+
+    def compile(
+        self,
+        optimizer="adam",
+        loss="binary_crossentropy",
+        metrics=("accuracy",),
+        **kwargs,
+    ):
+        super().compile(
+            optimizer=optimizer, loss=loss, metrics=list(metrics), **kwargs
+        )
+
+    def attention_weights(self, texts, batch_size=64):
+        """Attention weights `(n, sequence_length)` and word ids for `texts`;
+        `(None, ids)` for the mean baseline."""
+        token_ids = self.preprocessor(texts)
+        token_ids = keras.ops.convert_to_numpy(token_ids)
+        model = attention_model(self.backbone)
+        if model is None:
+            return None, token_ids
+        weights = model.predict(token_ids, batch_size=batch_size, verbose=0)
+        return weights, token_ids
