@@ -1,0 +1,547 @@
+"""Plots for the IMDB attention recipe: training curves, attention entropy,
+attention weights over review text, and the most-attended words.
+
+Every function takes plain Python / NumPy data (no tensors, no Keras objects
+beyond the dict in `History.history`) and writes one PNG file:
+
+* the parent directory is created if missing;
+* the image is rendered to a temporary file next to `path` and moved over
+  `path` with `os.replace`, so `path` is either the old file or the complete
+  new one, never a half-written image (bad input raises `ValueError` before
+  anything is written);
+* the path written is returned as a string.
+
+Rendering uses matplotlib's object-oriented API with the non-interactive Agg
+canvas (`matplotlib.figure.Figure` + `FigureCanvasAgg`), never `pyplot`: no
+display is needed, no global backend is switched (so calling these from a
+notebook leaves its inline figures alone) and no figure stays registered
+after the call. matplotlib is imported only when a plot is drawn, so
+`import zoo.viz` works without it; install it with
+`pip install "attention-zoo[viz]"`.
+
+Example:
+
+>>> from zoo import viz
+>>> history = {"loss": [0.6, 0.4], "val_loss": [0.5, 0.45]}
+>>> viz.plot_training_curves(history, "plots/curves.png")  # doctest: +SKIP
+'plots/curves.png'
+>>> viz.attention_words_table(["a", "great", "film"], [0.1, 0.7, 0.2], 2)
+[('great', 0.7), ('film', 0.2)]
+"""
+
+import math
+import numbers
+import os
+import unicodedata
+import uuid
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = [
+    "attention_words_table",
+    "plot_attention_text",
+    "plot_entropy_histograms",
+    "plot_top_words",
+    "plot_training_curves",
+]
+
+_INSTALL_HINT = 'zoo.viz needs matplotlib: pip install "attention-zoo[viz]"'
+_DPI = 150
+_MONO_FONT = "DejaVu Sans Mono"  # ships with matplotlib, so always present
+_MONO_ADVANCE = 0.6  # advance width of one DejaVu Sans Mono cell, in em
+_ELLIPSIS = "\u2026"
+
+
+# --------------------------------------------------------------------------
+# matplotlib plumbing
+
+
+def _new_figure(width, height):
+    """A `Figure` on an Agg canvas (no pyplot, no global backend change)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ImportError(_INSTALL_HINT) from err
+    fig = Figure(figsize=(width, height), dpi=_DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _colormap(name):
+    import matplotlib
+
+    return matplotlib.colormaps[name]
+
+
+def _save(fig, path):
+    """Write `fig` to `path` as PNG atomically; return `path` as a string."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError("path is empty")
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    # Unique per call, in the same directory so os.replace is a rename.
+    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp.png"
+    try:
+        with warnings.catch_warnings():
+            # Words outside the font (CJK, emoji) render as boxes; that is
+            # expected, not worth one warning per character.
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from")
+            fig.savefig(tmp, format="png", dpi=_DPI)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    finally:
+        fig.clear()  # drop artists now; the figure is not registered anywhere
+    return path
+
+
+# --------------------------------------------------------------------------
+# input checks
+
+
+def _as_1d_floats(values, what, allow_empty=False):
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{what} must be a sequence of numbers ({err})") from None
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
+    if not allow_empty and array.size == 0:
+        raise ValueError(f"{what} is empty")
+    return array
+
+
+def _check_finite(array, what):
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what} contains NaN or infinite values")
+    return array
+
+
+def _check_words(words, what):
+    if isinstance(words, str):
+        raise ValueError(f"{what} must be a sequence of strings, not one string")
+    try:
+        return [str(word) for word in words]
+    except TypeError:
+        raise ValueError(f"{what} must be a sequence of strings") from None
+
+
+def _set_title(fig, title):
+    if title:
+        fig.suptitle(str(title), parse_math=False)
+
+
+# --------------------------------------------------------------------------
+# 1. training curves
+
+
+def plot_training_curves(history, path, title=None):
+    """Plot training and validation curves, one panel per metric.
+
+    Args:
+        history: dict mapping a metric name to its per-epoch values, as in
+            Keras `History.history`, e.g. `{"loss": [...], "val_loss": [...],
+            "accuracy": [...], "val_accuracy": [...]}` (a `History` object is
+            accepted too). `name` and `val_name` share a panel (train solid,
+            validation dashed); "loss" comes first, other metrics follow in
+            the dict's order. Any subset works (no validation, validation
+            only, extra metrics); keys with no values are skipped. Curves may
+            differ in length (e.g. `validation_freq`); each starts at epoch 1.
+        path: the PNG file to write.
+        title: optional figure title.
+
+    Returns:
+        `path`, as a string.
+
+    Raises:
+        ValueError: `history` is not a dict, has no values at all, or has
+            values that are not one-dimensional sequences of numbers.
+    """
+    history = getattr(history, "history", history)
+    if not isinstance(history, Mapping):
+        raise ValueError(
+            f"history must be a dict like History.history, got {type(history).__name__}"
+        )
+    families = {}  # metric name -> {"train": array, "val": array}
+    for key, values in history.items():
+        key = str(key)
+        series = _as_1d_floats(values, f"history[{key!r}]", allow_empty=True)
+        if series.size == 0:
+            continue
+        split, name = ("val", key[4:]) if key.startswith("val_") else ("train", key)
+        families.setdefault(name, {})[split] = series
+    if not families:
+        raise ValueError("history is empty: no metric has any values")
+    names = sorted(families, key=lambda name: name != "loss")  # stable: loss first
+
+    ncols = min(len(names), 3)
+    nrows = math.ceil(len(names) / ncols)
+    fig = _new_figure(4.2 * ncols, 3.2 * nrows + (0.4 if title else 0.0))
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    from matplotlib.ticker import MaxNLocator
+
+    for ax, name in zip(axes, names):
+        for split, style in (("train", "-"), ("val", "--")):
+            series = families[name].get(split)
+            if series is None:
+                continue
+            epochs = np.arange(1, series.size + 1)
+            label = "train" if split == "train" else "validation"
+            ax.plot(epochs, series, style, marker="o", markersize=3, label=label)
+        ax.set_title(name, parse_math=False)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    _set_title(fig, title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------
+# 2. entropy histograms
+
+
+def plot_entropy_histograms(entropies_by_label, path, max_entropy=None, title=None,
+                            bins=40):
+    """Overlay histograms of per-review attention entropy (in nats).
+
+    Args:
+        entropies_by_label: ordered dict `{label: entropies}`, e.g.
+            `{"epoch 1": array, "epoch 5": array}`, one 1-D array of
+            per-review entropies per label, drawn in that order on shared
+            bins. The legend gives each label's median.
+        path: the PNG file to write.
+        max_entropy: optional reference for uniform attention, `log n` for
+            `n` attended tokens: a number, or a 1-D array of per-review
+            `log n` (its median is drawn). Shown as a dashed vertical line
+            labelled "uniform (log n)".
+        title: optional figure title.
+        bins: number of shared histogram bins.
+
+    Returns:
+        `path`, as a string.
+
+    Raises:
+        ValueError: no labels, an empty or non-finite array, a
+            `max_entropy` that is not finite, or `bins` < 1.
+    """
+    if not isinstance(entropies_by_label, Mapping) or not entropies_by_label:
+        raise ValueError("entropies_by_label must be a non-empty dict {label: entropies}")
+    if not isinstance(bins, numbers.Integral) or bins < 1:
+        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    series = {}
+    for label, values in entropies_by_label.items():
+        what = f"entropies_by_label[{label!r}]"
+        series[str(label)] = _check_finite(_as_1d_floats(values, what), what)
+
+    line, line_label = None, "uniform (log n)"
+    if max_entropy is not None:
+        reference = np.asarray(max_entropy, dtype=np.float64)
+        if reference.ndim == 0:
+            line = float(reference)
+        else:
+            reference = _as_1d_floats(reference.ravel(), "max_entropy")
+            line = float(np.median(reference))
+            line_label = "uniform (log n), median"
+        if not math.isfinite(line):
+            raise ValueError("max_entropy contains NaN or infinite values")
+
+    everything = np.concatenate(list(series.values()))
+    low, high = float(everything.min()), float(everything.max())
+    if line is not None:
+        low, high = min(low, line), max(high, line)
+    if high - low < 1e-9:  # all equal: give the single bar some width
+        low, high = low - 0.5, high + 0.5
+    edges = np.linspace(low, high, int(bins) + 1)
+
+    fig = _new_figure(7.0, 4.2)
+    ax = fig.add_subplot()
+    for label, values in series.items():
+        ax.hist(values, bins=edges, alpha=0.45, histtype="stepfilled",
+                label=f"{label} (median {np.median(values):.2f})")
+    # Opaque outlines in the same colours keep overlapping histograms readable.
+    for patch in ax.patches:
+        patch.set_edgecolor(patch.get_facecolor()[:3] + (1.0,))
+        patch.set_linewidth(1.2)
+    if line is not None:
+        ax.axvline(line, color="black", linestyle="--", linewidth=1.2, label=line_label)
+    ax.set_xlabel("attention entropy (nats)")
+    ax.set_ylabel("reviews")
+    ax.grid(alpha=0.3)
+    for text in ax.legend(fontsize="small").get_texts():
+        text.set_parse_math(False)
+    _set_title(fig, title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------
+# 3. attention over text
+
+
+def _cell_width(text):
+    """Width of `text` in monospace cells (wide CJK = 2, combining marks = 0)."""
+    width = 0
+    for char in text:
+        if unicodedata.combining(char):
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+    return width
+
+
+def _clip(text, cells):
+    """`text` cut to at most `cells` cells, ending in an ellipsis if cut."""
+    if _cell_width(text) <= cells:
+        return text
+    out, width = "", 0
+    for char in text:
+        step = _cell_width(char)
+        if width + step > cells - 1:
+            break
+        out, width = out + char, width + step
+    return out + _ELLIPSIS
+
+
+def _wrap(words, words_per_line, line_cells):
+    """Greedy wrap: at most `words_per_line` words and `line_cells` cells a line."""
+    lines, line, used = [], [], 0
+    for word in words:
+        width = max(_cell_width(word), 1)
+        needed = width if not line else used + 1 + width
+        if line and (len(line) >= words_per_line or needed > line_cells):
+            lines.append(line)
+            line, needed = [], width
+        line.append(word)
+        used = needed
+    if line:
+        lines.append(line)
+    return lines
+
+
+def plot_attention_text(reviews, path, title=None, max_words=120, words_per_line=14):
+    """Draw reviews as text, each word shaded by its attention weight.
+
+    Each review gets its label on one line, then its words wrapped onto lines
+    of at most `words_per_line` words. A word's background is a "Reds" shade
+    proportional to its weight divided by the review's largest weight (so
+    the most attended word of every review is the darkest). Layout is on a
+    fixed monospace grid (DejaVu Sans Mono, position by character count), so
+    it is fast and deterministic; characters the font lacks (e.g. CJK, emoji)
+    draw as boxes but keep their place. The figure grows with the number of
+    lines.
+
+    Args:
+        reviews: list of dicts, one per review, with keys
+            `"words"`: list of strings (tokens, in order);
+            `"weights"`: 1-D array of non-negative attention weights, same
+            length as `"words"`;
+            `"label"` (optional): text shown above the review, e.g.
+            `"positive, p=0.97"`; defaults to "review i".
+        path: the PNG file to write.
+        title: optional figure title.
+        max_words: words shown per review; longer reviews are cut and end
+            with "…" (shading still uses the whole review's largest weight).
+        words_per_line: the most words on one line (a line also breaks
+            before it would get wider than about `7 * words_per_line`
+            characters, and single words longer than 30 characters are cut).
+
+    Returns:
+        `path`, as a string.
+
+    Raises:
+        ValueError: no reviews, a review without "words"/"weights", lengths
+            that differ, an empty review, negative or non-finite weights, or
+            `max_words` / `words_per_line` < 1.
+    """
+    if isinstance(reviews, Mapping):
+        reviews = [reviews]
+    if not isinstance(reviews, (list, tuple)) or not reviews:
+        raise ValueError("reviews must be a non-empty list of dicts")
+    for name, value in (("max_words", max_words), ("words_per_line", words_per_line)):
+        if not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+    line_cells = max(7 * int(words_per_line), 40)
+    word_cells = min(30, line_cells)
+    blocks = []  # (label, lines of (word, intensity)), intensity None = no box
+    for index, review in enumerate(reviews):
+        where = f"reviews[{index}]"
+        if not isinstance(review, Mapping) or "words" not in review or "weights" not in review:
+            raise ValueError(f'{where} must be a dict with "words" and "weights"')
+        words = _check_words(review["words"], f'{where}["words"]')
+        weights = _check_finite(
+            _as_1d_floats(review["weights"], f'{where}["weights"]', allow_empty=True),
+            f'{where}["weights"]',
+        )
+        if len(words) != weights.size:
+            raise ValueError(
+                f"{where}: {len(words)} words but {weights.size} weights; "
+                "they must have the same length"
+            )
+        if not words:
+            raise ValueError(f"{where} has no words")
+        if np.any(weights < 0):
+            raise ValueError(f'{where}["weights"] has negative values')
+        top = float(weights.max())
+        intensity = weights / top if top > 0 else np.zeros_like(weights)
+        cells = [(_clip(word, word_cells), float(x))
+                 for word, x in zip(words[:max_words], intensity[:max_words])]
+        if len(words) > max_words:
+            cells.append((_ELLIPSIS, None))
+        by_word = dict(enumerate(cells))
+        # Wrap on positions so repeated words keep their own intensity.
+        lines = _wrap([word for word, _ in cells], words_per_line, line_cells)
+        positioned, cursor = [], 0
+        for line in lines:
+            positioned.append([by_word[cursor + i] for i in range(len(line))])
+            cursor += len(line)
+        label = review.get("label")
+        label = f"review {index + 1}" if label is None else str(label)
+        blocks.append((_clip(label, line_cells), positioned))
+
+    # Grid: x in character cells, y in rows (0 at the top).
+    fontsize = 10.0
+    cell_in = fontsize * _MONO_ADVANCE / 72.0
+    row_in = fontsize * 1.9 / 72.0
+    margin = 1.5  # cells left and right
+    title_rows = 1.6 if title else 0.4
+    rows = title_rows + sum(1 + len(lines) + 0.7 for _, lines in blocks)
+    width_cells = line_cells + 2 * margin
+    fig = _new_figure(width_cells * cell_in, rows * row_in)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width_cells)
+    ax.set_ylim(rows, 0)
+    ax.set_axis_off()
+
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    cmap = _colormap("Reds")
+    boxes, colours = [], []
+    text_style = dict(fontfamily=_MONO_FONT, fontsize=fontsize, va="center",
+                      ha="left", parse_math=False)
+    if title:
+        ax.text(width_cells / 2, 0.8, str(title), ha="center", va="center",
+                fontsize=fontsize * 1.3, fontweight="bold", parse_math=False)
+    y = title_rows
+    for label, lines in blocks:
+        ax.text(margin, y + 0.5, label, fontweight="bold", **text_style)
+        y += 1
+        for line in lines:
+            x = margin
+            for word, level in line:
+                width = max(_cell_width(word), 1)
+                if level is not None:
+                    boxes.append(Rectangle((x - 0.3, y + 0.1), width + 0.6, 0.8))
+                    # Cap at 0.85: the darkest Reds are nearly black.
+                    colours.append(cmap(0.85 * level))
+                dark = level is not None and level > 0.6
+                ax.text(x, y + 0.5, word, color="white" if dark else "black",
+                        **text_style)
+                x += width + 1
+            y += 1
+        y += 0.7
+    if boxes:
+        ax.add_collection(PatchCollection(boxes, facecolors=colours,
+                                          edgecolors="none", zorder=0))
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------
+# 4. top words
+
+
+def plot_top_words(words, scores, path, title=None, xlabel="mean attention weight"):
+    """Horizontal bar chart of words and scores, highest score at the top.
+
+    Args:
+        words: list of strings (e.g. the most attended vocabulary words).
+        scores: 1-D array of numbers, one per word (e.g. the mean attention
+            weight each word received). Bars are sorted by score, highest
+            first (ties keep input order), and labelled with their value.
+        path: the PNG file to write.
+        title: optional figure title.
+        xlabel: label of the score axis.
+
+    Returns:
+        `path`, as a string.
+
+    Raises:
+        ValueError: `words` and `scores` differ in length, are empty, or the
+            scores are not finite numbers.
+    """
+    words = _check_words(words, "words")
+    scores = _check_finite(_as_1d_floats(scores, "scores", allow_empty=True), "scores")
+    if len(words) != scores.size:
+        raise ValueError(
+            f"{len(words)} words but {scores.size} scores; they must have the same length"
+        )
+    if not words:
+        raise ValueError("words and scores are empty")
+    order = sorted(range(len(words)), key=lambda i: (-scores[i], i))
+    labels = [_clip(words[i], 30) for i in order]
+    values = scores[order]
+
+    fig = _new_figure(6.5, 1.2 + 0.28 * len(words) + (0.3 if title else 0.0))
+    ax = fig.add_subplot()
+    positions = np.arange(len(words))
+    bars = ax.barh(positions, values, color=_colormap("Reds")(0.6))
+    ax.set_yticks(positions)
+    ax.set_yticklabels(labels, parse_math=False)
+    ax.invert_yaxis()  # first (highest) at the top
+    ax.bar_label(bars, fmt="%.3g", padding=2, fontsize="small")
+    ax.set_xlabel(str(xlabel), parse_math=False)
+    ax.margins(x=0.12)
+    ax.grid(axis="x", alpha=0.3)
+    _set_title(fig, title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------
+# 5. table helper
+
+
+def attention_words_table(words, weights, top_k):
+    """The `top_k` most attended words of one review, for printing.
+
+    Args:
+        words: list of strings, the review's tokens in order.
+        weights: 1-D array of attention weights, same length as `words`.
+        top_k: how many rows to return (all of them if the review is
+            shorter; 0 gives an empty list).
+
+    Returns:
+        A list of `(word, weight)` tuples, highest weight first; equal
+        weights keep their order in the review. Weights are Python floats.
+
+    Raises:
+        ValueError: lengths differ, weights are not finite numbers, or
+            `top_k` is negative or not an integer.
+
+    Example:
+
+    >>> attention_words_table(["a", "great", "film"], [0.1, 0.7, 0.2], 2)
+    [('great', 0.7), ('film', 0.2)]
+    """
+    words = _check_words(words, "words")
+    weights = _check_finite(_as_1d_floats(weights, "weights", allow_empty=True), "weights")
+    if len(words) != weights.size:
+        raise ValueError(
+            f"{len(words)} words but {weights.size} weights; they must have the same length"
+        )
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 0:
+        raise ValueError(f"top_k must be a non-negative integer, got {top_k!r}")
+    order = sorted(range(len(words)), key=lambda i: (-weights[i], i))[: int(top_k)]
+    return [(words[i], float(weights[i])) for i in order]
