@@ -14,6 +14,7 @@ def _fresh_keras_state():
     """Every test starts from float32, a fixed seed and a clean name scope."""
     keras.config.set_dtype_policy("float32")
     keras.utils.set_random_seed(1234)
-    keras.backend.clear_session()
+    # free_memory=False skips a full garbage collection (0.3 s a test).
+    keras.backend.clear_session(free_memory=False)
     yield
     keras.config.set_dtype_policy("float32")

@@ -82,26 +82,28 @@ def test_computed_query_uses_masked_mean_and_zero_weights_on_padding():
 
 @pytest.mark.parametrize("query", ["learned", "computed"])
 def test_appending_padding_does_not_change_output(query):
-    x = random_array((2, 5, DIM))
+    x = random_array((BATCH, 4, DIM))
     layer = AttentionPooling(query=query, use_value_transform=True)
     unpadded = to_numpy(layer(x))
-    padded_x = np.concatenate([x, 10.0 * random_array((2, 3, DIM), seed=1)], axis=1)
-    mask = np.arange(8)[None, :].repeat(2, 0) < 5
+    padding = 10.0 * random_array((BATCH, SEQ - 4, DIM), seed=1)
+    padded_x = np.concatenate([x, padding], axis=1)
+    mask = np.broadcast_to(np.arange(SEQ) < 4, (BATCH, SEQ))
     padded = to_numpy(layer(padded_x, mask=mask))
     np.testing.assert_allclose(padded, unpadded, atol=1e-6)
 
 
 @pytest.mark.parametrize("query", ["learned", "computed"])
 def test_fully_masked_sequence_pools_to_zeros(query):
-    x = random_array((2, 4, DIM))
-    mask = np.array([[True, True, False, False], [False] * 4])
+    x = random_array((BATCH, SEQ, DIM))
+    mask = MASK.copy()
+    mask[1] = False  # row 1 has no real position
     layer = AttentionPooling(query=query, use_value_transform=True)
     pooled, weights = layer(x, mask=mask, return_attention_scores=True)
     pooled, weights = to_numpy(pooled), to_numpy(weights)
     assert not np.isnan(pooled).any() and not np.isnan(weights).any()
     np.testing.assert_array_equal(pooled[1], np.zeros(DIM))
-    np.testing.assert_array_equal(weights[1], np.zeros(4))
-    np.testing.assert_allclose(weights[0].sum(), 1.0, atol=ATOL)
+    np.testing.assert_array_equal(weights[1], np.zeros(SEQ))
+    np.testing.assert_allclose(weights[[0, 2]].sum(-1), [1.0, 1.0], atol=ATOL)
 
 
 def test_keras_mask_from_positional_embedding_reaches_pooling():

@@ -59,18 +59,18 @@ def test_sinusoidal_matches_course_formula(dim, max_wavelength):
 
 
 def test_sinusoidal_start_index_gives_later_rows():
-    out = SinusoidalPositionEncoding()(random_array((1, 4, 8)), start_index=5)
-    np.testing.assert_allclose(to_numpy(out)[0], np_sinusoidal(9, 8)[5:], atol=ATOL)
+    out = SinusoidalPositionEncoding()(random_array((2, 6, DIM)), start_index=5)
+    np.testing.assert_allclose(to_numpy(out)[1], np_sinusoidal(11, DIM)[5:], atol=ATOL)
 
 
 def test_sinusoidal_output_shape_equals_input_shape():
     layer = SinusoidalPositionEncoding()
-    table = np_sinusoidal(5, 6)
-    batched = to_numpy(layer(random_array((3, 5, 6))))
-    assert batched.shape == (3, 5, 6)
-    np.testing.assert_allclose(batched, np.broadcast_to(table, (3, 5, 6)), atol=ATOL)
-    unbatched = to_numpy(layer(random_array((5, 6))))
-    assert unbatched.shape == (5, 6)
+    table = np_sinusoidal(6, DIM)
+    batched = to_numpy(layer(random_array((3, 6, DIM))))
+    assert batched.shape == (3, 6, DIM)
+    np.testing.assert_allclose(batched, np.broadcast_to(table, (3, 6, DIM)), atol=ATOL)
+    unbatched = to_numpy(layer(random_array((6, DIM))))
+    assert unbatched.shape == (6, DIM)
     np.testing.assert_allclose(unbatched, table, atol=ATOL)
 
 
@@ -78,18 +78,18 @@ def test_sinusoidal_output_shape_equals_input_shape():
 
 def test_learned_positions_return_weight_rows():
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
-    out = to_numpy(layer(random_array((2, 5, DIM))))
+    out = to_numpy(layer(random_array((2, 6, DIM))))
     table = to_numpy(layer.position_embeddings)
     assert table.shape == (SEQ_LEN, DIM)
-    assert out.shape == (2, 5, DIM)
-    np.testing.assert_allclose(out[0], table[:5], atol=ATOL)
-    np.testing.assert_allclose(out[1], table[:5], atol=ATOL)
+    assert out.shape == (2, 6, DIM)
+    np.testing.assert_allclose(out[0], table[:6], atol=ATOL)
+    np.testing.assert_allclose(out[1], table[:6], atol=ATOL)
 
 
 def test_learned_positions_start_index_slices_table():
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
-    out = to_numpy(layer(random_array((1, 4, DIM)), start_index=6))
-    np.testing.assert_allclose(out[0], to_numpy(layer.position_embeddings)[6:10], atol=ATOL)
+    out = to_numpy(layer(random_array((2, 6, DIM)), start_index=6))  # the last 6 rows
+    np.testing.assert_allclose(out[1], to_numpy(layer.position_embeddings)[6:], atol=ATOL)
 
 
 @pytest.mark.parametrize("length, start_index", [(SEQ_LEN + 1, 0), (4, SEQ_LEN - 3)])
@@ -97,6 +97,17 @@ def test_learned_positions_past_sequence_length_raise(length, start_index):
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
     with pytest.raises(ValueError, match="sequence_length"):
         layer(random_array((1, length, DIM)), start_index=start_index)
+
+
+def test_learned_positions_tensor_start_index():
+    # Cached decoding passes the start as a tensor; its value is visible when
+    # eager, so running past the table must raise, not read clamped rows.
+    layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
+    x = random_array((2, 6, DIM))
+    out = to_numpy(layer(x, start_index=keras.ops.convert_to_tensor(4, "int32")))
+    np.testing.assert_allclose(out[1], to_numpy(layer.position_embeddings)[4:10], atol=ATOL)
+    with pytest.raises(ValueError, match="sequence_length"):
+        layer(x, start_index=keras.ops.convert_to_tensor(SEQ_LEN - 2, "int32"))
 
 
 def test_learned_positions_reject_non_positive_sequence_length():
@@ -121,16 +132,12 @@ def test_positional_embedding_is_token_row_plus_position_row(positions):
     )
 
 
-def test_positional_embedding_mask_is_nonzero_ids():
-    layer = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, mask_zero=True)
-    ids = _ids((3, 7), pad_from=[5, 2])
-    mask = layer.compute_mask(ids)
-    np.testing.assert_array_equal(to_numpy(mask).astype(bool), ids != 0)
-
-
-def test_positional_embedding_no_mask_without_mask_zero():
-    layer = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, mask_zero=False)
-    assert layer.compute_mask(_ids((2, 5), pad_from=[3])) is None
+def test_positional_embedding_mask_is_nonzero_ids_only_with_mask_zero():
+    ids = _ids((3, 6), pad_from=[5, 2])
+    masked = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, mask_zero=True)
+    np.testing.assert_array_equal(to_numpy(masked.compute_mask(ids)).astype(bool), ids != 0)
+    unmasked = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, mask_zero=False)
+    assert unmasked.compute_mask(ids) is None
 
 
 @pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
@@ -150,7 +157,7 @@ def test_positional_embedding_mask_reaches_global_average_pooling():
     embed = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, mask_zero=True)
     pooled = keras.layers.GlobalAveragePooling1D()(embed(inputs))
     model = keras.Model(inputs, pooled)
-    ids = _ids((3, 7), pad_from=[4, 1, 7])
+    ids = _ids((3, 6), pad_from=[4, 1, 6])
     out = model.predict(ids, verbose=0)
     full = _np_positional_embedding(embed, ids)
     real = (ids != 0)[..., None]
@@ -162,30 +169,33 @@ def test_positional_embedding_mask_reaches_global_average_pooling():
 
 def test_positional_embedding_too_long_raises_eagerly():
     layer = PositionalEmbedding(VOCAB, SEQ_LEN, DIM)
+    assert tuple(layer(_ids((2, SEQ_LEN))).shape) == (2, SEQ_LEN, DIM)  # longest allowed
     with pytest.raises(ValueError, match="sequence_length"):
         layer(_ids((2, SEQ_LEN + 1)))
 
 
 def test_positional_embedding_too_long_raises_in_predict():
-    # A fresh model: the first trace sees the static length 13 on every backend
-    # (after a retrace TensorFlow may relax it to None; then only the slice fails).
+    # A fresh model, so that the first trace sees the static length on every
+    # backend (after a retrace TensorFlow may relax it to None; then only the
+    # slice fails). Not reused afterwards: JAX's predict leaves the variables
+    # purged when a step raises.
     model, _ = _id_model()
     with pytest.raises(ValueError, match="sequence_length"):
         model.predict(_ids((2, SEQ_LEN + 1)), verbose=0)
-    assert model.predict(_ids((2, SEQ_LEN)), verbose=0).shape == (2, SEQ_LEN, DIM)
 
 
-def test_positional_embedding_too_long_static_input_raises_in_predict():
+def test_positional_embedding_too_long_static_input_raises_when_built():
+    """A fixed input length longer than the positions fails as the
+    functional model is built, before any data is seen."""
     inputs = keras.Input((SEQ_LEN + 1,), dtype="int32")
-    model = keras.Model(inputs, PositionalEmbedding(VOCAB, SEQ_LEN, DIM)(inputs))
     with pytest.raises(ValueError, match="sequence_length"):
-        model.predict(_ids((2, SEQ_LEN + 1)), verbose=0)
+        PositionalEmbedding(VOCAB, SEQ_LEN, DIM)(inputs)
 
 
 @pytest.mark.parametrize("bad_id", [VOCAB, -3], ids=["too_large", "negative"])
 def test_positional_embedding_out_of_vocabulary_id_raises(bad_id):
     layer = PositionalEmbedding(VOCAB, SEQ_LEN, DIM)
-    ids = _ids((2, 5))
+    ids = _ids((3, 6))
     ids[1, 3] = bad_id
     with pytest.raises(ValueError, match="vocabulary_size") as error:
         layer(ids)
@@ -291,7 +301,8 @@ def test_one_training_step_updates_learned_positions():
 def test_mixed_precision_output_uses_compute_dtype(policy, compute_dtype):
     keras.config.set_dtype_policy(policy)
     for name, factory in LAYER_FACTORIES.items():
-        x = _ids((2, 6), pad_from=[4]) if name.startswith("embedding") else random_array((2, 6, DIM))
+        is_embedding = name.startswith("embedding")
+        x = _ids((2, 6), pad_from=[4]) if is_embedding else random_array((2, 6, DIM))
         out = factory()(x)
         assert keras.backend.standardize_dtype(out.dtype) == compute_dtype, name
         assert not np.isnan(to_numpy(out)).any(), name

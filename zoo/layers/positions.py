@@ -21,7 +21,11 @@ def check_sequence_length(length, start_index, sequence_length, layer_name):
     """Raises when positions `start_index .. start_index+length-1` do not exist."""
     if not isinstance(length, int):
         return  # unknown until run time; slicing fails there instead
-    start = start_index if isinstance(start_index, int) else 0
+    if isinstance(start_index, int):
+        start = start_index
+    else:  # a tensor: check it when its value is visible (eager calls)
+        value = _concrete(start_index)
+        start = 0 if value is None else int(value)
     if start + length > sequence_length:
         raise ValueError(
             f"{layer_name}: the sequence has {length} positions"
@@ -274,6 +278,11 @@ class PositionalEmbedding(keras.layers.Layer):
         return ops.not_equal(inputs, 0)
 
     def compute_output_shape(self, input_shape):
+        # Functional models are built from shapes: catch a fixed input length
+        # longer than the positions when the model is built, not at predict.
+        check_sequence_length(
+            input_shape[1], 0, self.sequence_length, self.name
+        )
         return tuple(input_shape) + (self.embedding_dim,)
 
     def get_config(self):
