@@ -11,6 +11,7 @@ import re
 import string
 
 import keras
+import numpy as np
 import keras_hub
 import tensorflow as tf
 
@@ -65,6 +66,9 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
             name="vectorizer",
         )
 
+    def build(self, input_shape=None):
+        self.built = True  # the vectorizer builds itself; nothing else to do
+
     def adapt(self, texts, batch_size=512):
         """Builds the vocabulary from `texts` (an array or a tf.data dataset)."""
         if not isinstance(texts, tf.data.Dataset):
@@ -98,3 +102,26 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
             }
         )
         return config
+
+
+def token_dataset(texts, labels, preprocessor, batch_size, shuffle=False,
+                  seed=None):
+    """`tf.data` pipeline of `(token_ids, label)` batches.
+
+    Strings are tokenised once and cached; shuffling (seeded) happens after
+    the cache, so every epoch sees a new order without re-tokenising.
+    """
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (list(texts), np.asarray(labels, dtype="float32"))
+    )
+    dataset = dataset.batch(1024).map(
+        lambda x, y: (preprocessor(x), y), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    dataset = dataset.unbatch().apply(
+        tf.data.experimental.assert_cardinality(len(texts))
+    ).cache()
+    if shuffle:
+        dataset = dataset.shuffle(
+            len(texts), seed=seed, reshuffle_each_iteration=True
+        )
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)

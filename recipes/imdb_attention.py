@@ -1,0 +1,289 @@
+"""Train and evaluate the course's attention sentiment classifiers on IMDB.
+
+    KERAS_BACKEND=jax python recipes/imdb_attention.py --model attention
+    python recipes/imdb_attention.py --model rnn --data-dir ../shared/data/aclImdb
+    python recipes/imdb_attention.py --smoke          # 30-second check, no data
+
+Models (`--model`), the lab in order: `mean` (mean of word embeddings, the
+baseline), `attention` (learned query), `query` (query computed from the
+text, with a value transform), `rnn` (bidirectional GRU + attention),
+`transformer` (positional embedding + encoder blocks + attention pooling).
+
+Writes `metrics.json`, pictures and `imdb_<model>.keras` to `--output-dir`;
+`--ship` also writes `saved_models/imdb_<model>.keras`. A saved model takes
+raw strings under any backend:
+
+    import keras, zoo
+    model = keras.saving.load_model("saved_models/imdb_attention.keras")
+    model.predict(["an utterly wonderful film", "a waste of two hours"])
+"""
+
+import argparse
+import collections
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
+
+from zoo import viz  # noqa: E402
+from zoo.callbacks import AttentionEntropyHistory  # noqa: E402
+from zoo.data.glove import glove_embedding_matrix  # noqa: E402
+from zoo.data.imdb import DataNotFoundError  # noqa: E402
+from zoo.data.imdb import load_imdb  # noqa: E402
+from zoo.data.imdb import make_synthetic_imdb  # noqa: E402
+from zoo.data.text import TextClassifierPreprocessor  # noqa: E402
+from zoo.data.text import token_dataset  # noqa: E402
+from zoo.models import TEXT_CLASSIFIER_KINDS  # noqa: E402
+from zoo.models import TextClassifier  # noqa: E402
+from zoo.models import attention_model  # noqa: E402
+from zoo.models import build_text_backbone  # noqa: E402
+from zoo.saving import save_model_atomic  # noqa: E402
+from zoo.saving import write_json_atomic  # noqa: E402
+
+DEFAULT_EPOCHS = {"mean": 6, "attention": 6, "query": 6, "rnn": 3, "transformer": 4}
+SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
+             embedding_dim=16, learning_rate=1e-2)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Attention sentiment classifiers on IMDB (any backend).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--model", choices=TEXT_CLASSIFIER_KINDS,
+                        default="attention", help="which classifier to train")
+    parser.add_argument("--data-dir", default=None,
+                        help="local aclImdb directory (train/pos, train/neg, "
+                        "optional test/); default: tensorflow-datasets")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="training epochs (default: per model, "
+                        f"{DEFAULT_EPOCHS})")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-length", type=int, default=256,
+                        help="words kept per review (longer ones truncated)")
+    parser.add_argument("--vocab-size", type=int, default=20000,
+                        help="vocabulary size, built on the training split")
+    parser.add_argument("--embedding-dim", type=int, default=64,
+                        help="word embedding size (the GloVe size with --glove)")
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--dropout", type=float, default=0.3)
+    parser.add_argument("--entropy-weight", type=float, default=0.0,
+                        help="weight of the attention-entropy penalty "
+                        "(>0 sharpens attention, <0 spreads it)")
+    parser.add_argument("--glove", default=None, metavar="PATH",
+                        help="initialise embeddings from a GloVe text file")
+    parser.add_argument("--validation-fraction", type=float, default=0.2,
+                        help="share of train held out (fixed seed); 0 trains "
+                        "on the full train split")
+    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--output-dir", default=None,
+                        help="default: runs/imdb_attention/<model>/")
+    parser.add_argument("--ship", action="store_true",
+                        help="also save saved_models/imdb_<model>.keras")
+    parser.add_argument("--smoke", action="store_true",
+                        help="same code path on a small generated dataset")
+    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                        help="Keras progress output")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        for key, value in SMOKE.items():
+            if getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
+    if args.epochs is None:
+        args.epochs = DEFAULT_EPOCHS[args.model]
+    if args.output_dir is None:
+        suffix = "-smoke" if args.smoke else ""
+        args.output_dir = os.path.join(
+            ROOT, "runs", "imdb_attention", args.model + suffix
+        )
+    return args
+
+
+def load_splits(args):
+    if args.smoke:
+        return make_synthetic_imdb(seed=args.seed)
+    return load_imdb(args.data_dir, args.validation_fraction, args.seed)
+
+
+def build_classifier(args, preprocessor):
+    embedding_dim = args.embedding_dim
+    matrix = None
+    if args.glove:
+        matrix, found = glove_embedding_matrix(
+            preprocessor.get_vocabulary(), args.glove, seed=args.seed
+        )
+        embedding_dim = matrix.shape[1]
+        print(f"GloVe: {found}/{len(matrix)} words have a vector "
+              f"({embedding_dim}-d)")
+    backbone = build_text_backbone(
+        args.model,
+        vocabulary_size=preprocessor.vocabulary_size,
+        sequence_length=args.max_length,
+        embedding_dim=embedding_dim,
+        dropout=args.dropout,
+        entropy_weight=args.entropy_weight,
+    )
+    if matrix is not None:
+        embedding = backbone.get_layer("embedding")
+        table = getattr(embedding, "token_embedding", embedding)
+        table.embeddings.assign(matrix)
+    backbone.compile(
+        optimizer=keras.optimizers.Adam(args.learning_rate),
+        loss="binary_crossentropy",
+        metrics=["accuracy"],
+    )
+    return backbone
+
+
+def top_attended_words(weights, token_ids, vocabulary, min_count=20, k=25):
+    """Words whose attention most exceeds uniform (weight x review length),
+    averaged over their occurrences."""
+    lengths = np.maximum((token_ids != 0).sum(axis=1, keepdims=True), 1)
+    ratio = weights * lengths
+    totals, counts = collections.defaultdict(float), collections.Counter()
+    for ids, values in zip(token_ids, ratio):
+        for i, value in zip(ids, values):
+            if i > 1:  # skip padding and out-of-vocabulary
+                totals[i] += float(value)
+                counts[i] += 1
+    scored = [(totals[i] / counts[i], vocabulary[i]) for i in counts
+              if counts[i] >= min_count]
+    scored.sort(reverse=True)
+    return [(word, score) for score, word in scored[:k]]
+
+
+def make_pictures(args, history, entropy_history, classifier, texts, labels):
+    out = args.output_dir
+    viz.plot_training_curves(history, os.path.join(out, "training_curves.png"),
+                             title=f"IMDB {args.model} ({keras.backend.backend()})")
+    weights_model = attention_model(classifier.backbone)
+    if weights_model is None:
+        return
+    epochs = sorted(entropy_history.entropies)
+    viz.plot_entropy_histograms(
+        {f"epoch {e}": entropy_history.entropies[e]
+         for e in (epochs[0], epochs[-1])},
+        os.path.join(out, "attention_entropy.png"),
+        max_entropy=entropy_history.max_entropies,
+        title=f"Attention entropy, {args.model}",
+    )
+    sample = min(len(texts), 2000)
+    weights, token_ids = classifier.attention_weights(texts[:sample])
+    probabilities = classifier.backbone.predict(token_ids, verbose=0)[:, 0]
+    vocabulary = classifier.preprocessor.get_vocabulary()
+    reviews = []
+    for i in range(min(4, sample)):
+        length = int((token_ids[i] != 0).sum())
+        reviews.append({
+            "words": [vocabulary[t] for t in token_ids[i][:length]],
+            "weights": weights[i][:length],
+            "label": f"{'positive' if labels[i] else 'negative'} review, "
+                     f"P(positive) = {probabilities[i]:.2f}",
+        })
+    viz.plot_attention_text(reviews, os.path.join(out, "attention_text.png"),
+                            title=f"Attention weights, {args.model}")
+    top = top_attended_words(weights, token_ids, vocabulary,
+                             min_count=3 if args.smoke else 20)
+    if top:
+        viz.plot_top_words([w for w, _ in top], [s for _, s in top],
+                           os.path.join(out, "top_words.png"),
+                           title="Most attended words (validation)",
+                           xlabel="attention / uniform attention")
+        print("most attended words:", ", ".join(w for w, _ in top[:15]))
+
+
+def run(args):
+    keras.utils.set_random_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+    splits = load_splits(args)
+    train_texts, train_labels = splits["train"]
+    print(f"IMDB: " + ", ".join(f"{k} {len(v[0])}" for k, v in splits.items())
+          + f" | backend {keras.backend.backend()}")
+
+    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length)
+    preprocessor.adapt(train_texts)  # vocabulary from the training split only
+    backbone = build_classifier(args, preprocessor)
+    classifier = TextClassifier(backbone, preprocessor, name=f"imdb_{args.model}")
+    print(f"{args.model}: {backbone.count_params():,} parameters, "
+          f"vocabulary {preprocessor.vocabulary_size}, max length "
+          f"{args.max_length}")
+
+    def dataset(split, shuffle=False):
+        texts, labels = splits[split]
+        return token_dataset(texts, labels, preprocessor, args.batch_size,
+                             shuffle=shuffle, seed=args.seed)
+
+    train_ds = dataset("train", shuffle=True)
+    val_ds = dataset("validation") if "validation" in splits else None
+    monitor_texts, monitor_labels = splits.get("validation", splits["train"])
+    callbacks = []
+    entropy_history = None
+    weights_model = attention_model(backbone)
+    if weights_model is not None:
+        monitor_ids = keras.ops.convert_to_numpy(
+            preprocessor(monitor_texts[:512]))
+        entropy_history = AttentionEntropyHistory(weights_model, monitor_ids)
+        callbacks.append(entropy_history)
+
+    start = time.perf_counter()
+    history = backbone.fit(train_ds, validation_data=val_ds,
+                           epochs=args.epochs, callbacks=callbacks,
+                           shuffle=False,  # the dataset shuffles itself
+                           verbose=args.verbose)
+    seconds = time.perf_counter() - start
+
+    metrics = {
+        "model": args.model,
+        "backend": keras.backend.backend(),
+        "epochs": args.epochs,
+        "train_seconds": round(seconds, 1),
+        "parameters": int(backbone.count_params()),
+        "max_length": args.max_length,
+        "vocabulary_size": int(preprocessor.vocabulary_size),
+        "entropy_weight": args.entropy_weight,
+        "glove": args.glove,
+        "smoke": args.smoke,
+        "data": "synthetic" if args.smoke else (args.data_dir or "tfds"),
+        "history": {k: [float(v) for v in vs]
+                    for k, vs in history.history.items()},
+    }
+    for split in splits:
+        loss, accuracy = backbone.evaluate(dataset(split), verbose=0)
+        metrics[f"{split}_loss"] = round(float(loss), 4)
+        metrics[f"{split}_accuracy"] = round(float(accuracy), 4)
+
+    model_path = save_model_atomic(
+        classifier, os.path.join(args.output_dir, f"imdb_{args.model}.keras"))
+    if args.ship:
+        save_model_atomic(classifier, os.path.join(
+            ROOT, "saved_models", f"imdb_{args.model}.keras"))
+    write_json_atomic(metrics, os.path.join(args.output_dir, "metrics.json"))
+    make_pictures(args, history.history, entropy_history, classifier,
+                  monitor_texts, monitor_labels)
+
+    scores = " ".join(f"{s} acc {metrics[f'{s}_accuracy']:.4f}"
+                      for s in ("train", "validation", "test") if s in splits)
+    print(f"RESULT imdb_attention model={args.model} "
+          f"backend={keras.backend.backend()} {scores} "
+          f"train_time={seconds:.0f}s params={metrics['parameters']} "
+          f"-> {model_path}")
+    return metrics
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except DataNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+if __name__ == "__main__":
+    main()
