@@ -1,0 +1,160 @@
+"""IMDB loaders, the text preprocessor and GloVe, on fixtures the tests write."""
+
+import os
+
+import numpy as np
+import pytest
+
+from zoo.data import imdb
+from zoo.data.glove import glove_embedding_matrix
+from zoo.data.glove import load_glove
+from zoo.data.imdb import DataNotFoundError
+from zoo.data.imdb import load_imdb
+from zoo.data.imdb import split_validation
+from zoo.data.text import TextClassifierPreprocessor
+from zoo.data.text import token_dataset
+
+
+def write_aclimdb(root, per_class=6, with_test=True):
+    """A tiny aclImdb tree: <root>/aclImdb/{train,test}/{pos,neg}/<id>_<r>.txt."""
+    splits = ("train", "test") if with_test else ("train",)
+    for split in splits:
+        for polarity, word in (("pos", "wonderful"), ("neg", "awful")):
+            folder = os.path.join(root, "aclImdb", split, polarity)
+            os.makedirs(folder)
+            for i in range(per_class):
+                rating = 9 if polarity == "pos" else 2
+                with open(os.path.join(folder, f"{i}_{rating}.txt"), "w") as f:
+                    f.write(f"A {word} {split} film number {i}.<br /><br />The End")
+    return os.path.join(root, "aclImdb")
+
+
+def test_aclimdb_layout_is_read_with_labels(tmp_path):
+    write_aclimdb(tmp_path)
+    splits = load_imdb(str(tmp_path), validation_fraction=0.5, seed=3)
+    assert set(splits) == {"train", "validation", "test"}
+    texts, labels = splits["test"]
+    assert len(texts) == 12 and labels.sum() == 6
+    for text, label in zip(texts, labels):
+        assert ("wonderful" in text) == bool(label)
+    assert len(splits["train"][0]) == len(splits["validation"][0]) == 6
+    # Stratified: each half keeps the class balance.
+    assert splits["validation"][1].sum() == 3
+
+
+def test_data_dir_may_be_the_aclimdb_folder_itself(tmp_path):
+    root = write_aclimdb(tmp_path, with_test=False)
+    splits = load_imdb(root, validation_fraction=0.25)
+    assert set(splits) == {"train", "validation"}
+    assert len(splits["train"][0]) + len(splits["validation"][0]) == 12
+
+
+def test_validation_split_is_seeded_and_disjoint():
+    texts = np.array([f"review {i}" for i in range(100)], dtype=object)
+    labels = np.array([i % 2 for i in range(100)], dtype="int32")
+    (a_train, _), (a_val, a_val_labels) = split_validation(texts, labels, 0.2, seed=7)
+    (b_train, _), (b_val, _) = split_validation(texts, labels, 0.2, seed=7)
+    (_, _), (c_val, _) = split_validation(texts, labels, 0.2, seed=8)
+    assert list(a_val) == list(b_val) and list(a_train) == list(b_train)
+    assert set(a_val) != set(c_val)
+    assert not set(a_val) & set(a_train) and len(a_val) == 20
+    assert a_val_labels.sum() == 10
+
+
+def test_missing_data_dir_gives_a_clear_error(tmp_path):
+    with pytest.raises(DataNotFoundError, match="does not exist"):
+        load_imdb(str(tmp_path / "nowhere"))
+    with pytest.raises(DataNotFoundError, match="train/pos"):
+        load_imdb(str(tmp_path))  # exists, but holds no aclImdb
+
+
+def _fake_tfds_load(name, split, as_supervised, data_dir=None):
+    import tensorflow as tf
+
+    assert name == "imdb_reviews" and as_supervised
+    texts = [f"a wonderful {split} film", f"an awful {split} film"] * 5
+    labels = [1, 0] * 5
+    return tf.data.Dataset.from_tensor_slices((texts, labels))
+
+
+def test_default_source_is_tfds(monkeypatch):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    monkeypatch.setattr(tfds, "load", _fake_tfds_load)
+    splits = load_imdb(validation_fraction=0.2, seed=0)
+    assert set(splits) == {"train", "validation", "test"}
+    assert len(splits["train"][0]) == 8 and len(splits["test"][0]) == 10
+    assert isinstance(splits["test"][0][0], str)
+    assert all(("wonderful" in t) == bool(l) for t, l in zip(*splits["test"]))
+
+
+def test_tfds_failure_names_what_was_tried(monkeypatch):
+    tfds = pytest.importorskip("tensorflow_datasets")
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Failed to establish a connection\nlong trace")
+
+    monkeypatch.setattr(tfds, "load", offline)
+    with pytest.raises(DataNotFoundError) as error:
+        load_imdb()
+    message = str(error.value)
+    assert "imdb_reviews" in message and "--data-dir" in message
+    assert "ConnectionError" in message and "long trace" not in message
+
+
+def test_preprocessor_lowercases_strips_br_and_punctuation():
+    pre = TextClassifierPreprocessor(max_tokens=20, sequence_length=6)
+    pre.adapt(["Great film!<br />Great acting.", "bad, BAD film"])
+    vocabulary = pre.get_vocabulary()
+    assert vocabulary[:2] == ["", "[UNK]"]
+    assert "br" not in vocabulary and "great" in vocabulary and "film!" not in vocabulary
+    ids = np.asarray(pre(["GREAT film<br />unknownword"]))
+    expected = [vocabulary.index("great"), vocabulary.index("film"), 1, 0, 0, 0]
+    assert ids.tolist() == [expected]
+
+
+def test_preprocessor_truncates_to_sequence_length():
+    pre = TextClassifierPreprocessor(max_tokens=20, sequence_length=3)
+    pre.adapt(["one two three four five"])
+    assert np.asarray(pre(["one two three four five"])).shape == (1, 3)
+
+
+def test_token_dataset_is_cached_batched_and_shuffled_by_seed():
+    pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=4)
+    texts = np.array([f"word{i} film" for i in range(10)], dtype=object)
+    pre.adapt(texts)
+    labels = np.arange(10) % 2
+    ordered = token_dataset(texts, labels, pre, batch_size=4)
+    assert [x.shape[0] for x, _ in ordered] == [4, 4, 2]
+    first = lambda ds: np.concatenate([np.asarray(y) for _, y in ds])
+    np.testing.assert_array_equal(first(ordered), labels)
+    a = first(token_dataset(texts, labels, pre, 4, shuffle=True, seed=1))
+    b = first(token_dataset(texts, labels, pre, 4, shuffle=True, seed=1))
+    np.testing.assert_array_equal(a, b)
+    assert sorted(a) == sorted(labels)
+
+
+def test_glove_matrix_uses_vectors_and_zero_padding(tmp_path):
+    path = tmp_path / "glove.txt"
+    path.write_text("the 0.1 0.2 0.3\nfilm 1.0 -1.0 0.5\ngreat 0.0 0.0 2.0\n")
+    vectors, dim = load_glove(str(path))
+    assert dim == 3 and set(vectors) == {"the", "film", "great"}
+    matrix, found = glove_embedding_matrix(["", "[UNK]", "film", "zzz", "the"], str(path))
+    assert matrix.shape == (5, 3) and found == 2
+    np.testing.assert_allclose(matrix[2], [1.0, -1.0, 0.5])
+    np.testing.assert_allclose(matrix[4], [0.1, 0.2, 0.3])
+    assert np.all(matrix[0] == 0) and np.abs(matrix[3]).sum() > 0
+
+
+def test_glove_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="GloVe file"):
+        load_glove(str(tmp_path / "missing.txt"))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("the 0.1 0.2 0.3\nfilm 1.0 -1.0\n")
+    with pytest.raises(ValueError, match=r"bad.txt:2: expected 3 numbers"):
+        load_glove(str(bad))
+
+
+def test_synthetic_imdb_is_deterministic_and_balanced():
+    a, b = imdb.make_synthetic_imdb(seed=4), imdb.make_synthetic_imdb(seed=4)
+    assert list(a["train"][0][:5]) == list(b["train"][0][:5])
+    assert 0.35 < a["train"][1].mean() < 0.65
