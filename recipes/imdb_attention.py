@@ -276,6 +276,46 @@ def run(args):
     return metrics
 
 
+def check_setup(variant="attention", smoke=True, seed=1337, num_steps=20,
+                batch_size=16):
+    """What `recipes/check_backends.py` compares across backends.
+
+    Builds the `variant` classifier (dropout off) on the smoke data, or on
+    real IMDB when `smoke` is False, with a vocabulary from its training
+    split. Returns a dict with:
+        model: the `TextClassifier` (fresh weights, preprocessor adapted);
+        inputs: a fixed `(batch, seq)` int32 batch of token ids;
+        train_batches: `num_steps` `(token_ids, labels)` NumPy batches, in a
+            NumPy-seeded order;
+        texts: raw review strings for saved-model agreement;
+        loss: the training loss name.
+    """
+    argv = ["--model", variant, "--seed", str(seed), "--dropout", "0"]
+    args = parse_args(argv + (["--smoke"] if smoke else []))
+    keras.utils.set_random_seed(seed)
+    splits = load_splits(args)
+    texts, labels = splits["train"]
+    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length)
+    preprocessor.adapt(texts)
+    backbone = build_classifier(args, preprocessor)
+    model = TextClassifier(backbone, preprocessor, name=f"imdb_{variant}")
+    token_ids = np.asarray(keras.ops.convert_to_numpy(preprocessor(texts)),
+                           dtype="int32")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(texts))
+    steps = [order[(i * batch_size) % len(order):][:batch_size]
+             for i in range(num_steps)]
+    val_texts = splits.get("validation", splits["train"])[0]
+    return {
+        "model": model,
+        "inputs": token_ids[:batch_size],
+        "train_batches": [(token_ids[i], labels[i].astype("float32"))
+                          for i in steps],
+        "texts": [str(t) for t in val_texts[:8]],
+        "loss": "binary_crossentropy",
+    }
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:

@@ -2,5 +2,6 @@
 
 from zoo.models.text_classifier import TEXT_CLASSIFIER_KINDS
 from zoo.models.text_classifier import TextClassifier
+from zoo.models.text_classifier import TextClassifierPreprocessor
 from zoo.models.text_classifier import attention_model
 from zoo.models.text_classifier import build_text_backbone

@@ -18,6 +18,7 @@ a saved `.keras` file carries its vocabulary.
 import keras
 import keras_hub
 
+from zoo.data.text import TextClassifierPreprocessor
 from zoo.layers import AttentionPooling
 from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerEncoder
@@ -133,7 +134,7 @@ class TextClassifier(keras_hub.models.Task):
 
     Args:
         backbone: a model from `build_text_backbone` (word ids -> P(pos)).
-        preprocessor: a `zoo.data.text.TextClassifierPreprocessor`, or None
+        preprocessor: a `TextClassifierPreprocessor`, or None
             to feed word ids directly.
 
     Call arguments:
@@ -164,9 +165,15 @@ class TextClassifier(keras_hub.models.Task):
         metrics=("accuracy",),
         **kwargs,
     ):
+        metrics = None if metrics is None else list(metrics)
         super().compile(
-            optimizer=optimizer, loss=loss, metrics=list(metrics), **kwargs
+            optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
+
+    def compile_from_config(self, config):
+        # Restores the saved compile settings (our `compile` is custom, so
+        # Keras would otherwise skip them with a warning).
+        self.compile(**keras.saving.deserialize_keras_object(config))
 
     def attention_weights(self, texts, batch_size=64):
         """Attention weights `(n, sequence_length)` and word ids for `texts`;
