@@ -112,6 +112,24 @@ def test_preprocessor_lowercases_strips_br_and_punctuation():
     assert ids.tolist() == [expected]
 
 
+def test_vocabulary_survives_a_keras_round_trip_with_line_break_characters(tmp_path):
+    """IMDB writes "..." as \x85; a token holding it would be split in two by
+    the vocabulary file that .keras saves one token per line."""
+    import keras
+
+    from zoo.models import TextClassifier
+    from zoo.models import build_text_backbone
+
+    texts = ["Great film\x85 loved it\u2028really", "bad\x1cfilm\rawful\x0bmess"]
+    pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=8)
+    pre.adapt(texts)
+    assert all(len(token.splitlines()) <= 1 for token in pre.get_vocabulary())
+    model = TextClassifier(build_text_backbone("mean", pre.vocabulary_size, 8, 4), pre)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.preprocessor.get_vocabulary() == pre.get_vocabulary()
+
+
 def test_preprocessor_truncates_to_sequence_length():
     pre = TextClassifierPreprocessor(max_tokens=20, sequence_length=3)
     pre.adapt(["one two three four five"])

@@ -18,10 +18,18 @@ import tensorflow as tf
 _PUNCTUATION = "[" + re.escape(string.punctuation) + "]"
 
 
+# Characters Python's str.splitlines() breaks lines at (IMDB uses \x85 for
+# "..."): a token holding one would not survive the vocabulary file that
+# TextVectorization saves one token per line.
+_LINE_BREAKS = r"[\n\r\x0b\x0c\x1c-\x1e\x{85}\x{2028}\x{2029}]"
+
+
 def standardize_review(text):
-    """Lower-case, drop `<br />` tags, replace punctuation with spaces."""
+    """Lower-case, drop `<br />` tags, replace punctuation and line-break
+    characters with spaces."""
     text = tf.strings.lower(text)
     text = tf.strings.regex_replace(text, r"<br\s*/?>", " ")
+    text = tf.strings.regex_replace(text, _LINE_BREAKS, " ")
     return tf.strings.regex_replace(text, _PUNCTUATION, " ")
 
 
