@@ -46,7 +46,8 @@ from zoo.models import build_text_backbone  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
-DEFAULT_EPOCHS = {"mean": 6, "attention": 6, "query": 6, "rnn": 3, "transformer": 4}
+DEFAULT_EPOCHS = {"mean": 10, "attention": 10, "query": 10, "rnn": 5,
+                  "transformer": 5}
 SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)
 
@@ -78,6 +79,10 @@ def parse_args(argv=None):
                         "(>0 sharpens attention, <0 spreads it)")
     parser.add_argument("--glove", default=None, metavar="PATH",
                         help="initialise embeddings from a GloVe text file")
+    parser.add_argument("--patience", type=int, default=2,
+                        help="early stopping: stop after this many epochs "
+                        "without a better validation accuracy and keep the "
+                        "best weights (0 disables; needs a validation split)")
     parser.add_argument("--validation-fraction", type=float, default=0.2,
                         help="share of train held out (fixed seed); 0 trains "
                         "on the full train split")
@@ -231,6 +236,13 @@ def run(args):
         entropy_history = AttentionEntropyHistory(weights_model, monitor_ids)
         callbacks.append(entropy_history)
 
+    stopper = None
+    if val_ds is not None and args.patience > 0:
+        stopper = keras.callbacks.EarlyStopping(
+            monitor="val_accuracy", patience=args.patience,
+            restore_best_weights=True)
+        callbacks.append(stopper)
+
     start = time.perf_counter()
     history = backbone.fit(train_ds, validation_data=val_ds,
                            epochs=args.epochs, callbacks=callbacks,
@@ -241,7 +253,9 @@ def run(args):
     metrics = {
         "model": args.model,
         "backend": keras.backend.backend(),
-        "epochs": args.epochs,
+        "epochs": len(history.history["loss"]),
+        "best_epoch": (stopper.best_epoch + 1 if stopper and stopper.best_weights
+                       else len(history.history["loss"])),
         "train_seconds": round(seconds, 1),
         "parameters": int(backbone.count_params()),
         "max_length": args.max_length,

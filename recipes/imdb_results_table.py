@@ -1,0 +1,45 @@
+"""Prints the README's IMDB results table (model x backend) from the
+`metrics.json` files that `recipes/imdb_attention.py` writes.
+
+    python recipes/imdb_results_table.py runs/imdb_attention
+"""
+
+import argparse
+import glob
+import json
+import os
+
+MODELS = ("mean", "attention", "query", "rnn", "transformer")
+BACKENDS = ("jax", "tensorflow", "torch")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="?", default="runs/imdb_attention")
+    args = parser.parse_args(argv)
+    results = {}
+    for path in glob.glob(os.path.join(args.runs, "*", "metrics.json")):
+        with open(path) as f:
+            m = json.load(f)
+        if m.get("smoke") or "validation_accuracy" not in m:
+            continue
+        if m.get("entropy_weight") or m.get("glove"):
+            continue  # variants are reported separately
+        results[(m["model"], m["backend"])] = m
+    header = "| model | " + " | ".join(BACKENDS) + " |"
+    print(header)
+    print("|" + " --- |" * (len(BACKENDS) + 1))
+    for model in MODELS:
+        cells = []
+        for backend in BACKENDS:
+            m = results.get((model, backend))
+            cells.append(
+                "—" if m is None else
+                f"{100 * m['validation_accuracy']:.2f}% ({m['train_seconds']:.0f} s, "
+                f"{m['epochs']} ep)"
+            )
+        print(f"| `{model}` | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
