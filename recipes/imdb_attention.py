@@ -52,6 +52,9 @@ SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)
 
 
+CHECK_VARIANTS = TEXT_CLASSIFIER_KINDS  # for recipes/check_backends.py
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Attention sentiment classifiers on IMDB (any backend).",
@@ -272,6 +275,10 @@ def run(args):
         metrics[f"{split}_loss"] = round(float(loss), 4)
         metrics[f"{split}_accuracy"] = round(float(accuracy), 4)
 
+    # A fresh optimizer: Adam's moment estimates (twice the size of the
+    # weights) are of no use to someone who loads the model to predict.
+    backbone.compile(optimizer=keras.optimizers.Adam(args.learning_rate),
+                     loss="binary_crossentropy", metrics=["accuracy"])
     model_path = save_model_atomic(
         classifier, os.path.join(args.output_dir, f"imdb_{args.model}.keras"))
     if args.ship:

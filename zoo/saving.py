@@ -17,6 +17,14 @@ def _atomic_path(path):
     return tmp
 
 
+def _publish(tmp, path):
+    # mkstemp makes 0600 files; give the result the usual umask permissions.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
 def save_model_atomic(model, path):
     """`model.save(path)` through a temporary file and an atomic rename."""
     if not path.endswith(".keras"):
@@ -24,7 +32,7 @@ def save_model_atomic(model, path):
     tmp = _atomic_path(path)
     try:
         model.save(tmp)
-        os.replace(tmp, path)
+        _publish(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -38,7 +46,7 @@ def write_json_atomic(data, path):
         with open(tmp, "w") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")
-        os.replace(tmp, path)
+        _publish(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

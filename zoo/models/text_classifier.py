@@ -170,6 +170,31 @@ class TextClassifier(keras_hub.models.Task):
             optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
 
+    def get_config(self):
+        config = super().get_config()
+        # The backbone's own compile settings are not needed to use the
+        # model and record backend-specific choices (see get_compile_config).
+        config["backbone"].pop("compile_config", None)
+        return config
+
+    def get_compile_config(self):
+        # Keras records its *resolved* choices: jit_compile=True from "auto"
+        # (then torch.compile runs when the file is loaded under PyTorch) and,
+        # under PyTorch, a torch-only optimizer class. Store portable ones so
+        # a file saved under any backend works under every other.
+        config = super().get_compile_config()
+        if not config:
+            return config
+        config = dict(config, jit_compile="auto")
+        optimizer = config.get("optimizer")
+        if isinstance(optimizer, dict) and str(
+            optimizer.get("module", "")
+        ).startswith("keras.src.backend."):
+            config["optimizer"] = dict(
+                optimizer, module="keras.optimizers", registered_name=None
+            )
+        return config
+
     def compile_from_config(self, config):
         # Restores the saved compile settings (our `compile` is custom, so
         # Keras would otherwise skip them with a warning).

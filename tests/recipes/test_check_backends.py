@@ -1,0 +1,276 @@
+"""recipes/check_backends.py: the comparisons, the report and the exit status
+(pure NumPy, under every backend), and once, under JAX, the fast
+cross-backend check itself as a subprocess."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from recipes import check_backends as cb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "recipes", "check_backends.py")
+BACKENDS = ["jax", "tensorflow", "torch"]
+CROSS_BACKEND_ONLY_ONCE = pytest.mark.skipif(
+    keras.backend.backend() != "jax",
+    reason="starts its own jax, tensorflow and torch subprocesses whatever "
+    "this suite's backend, so it runs once, in the jax run of the suite",
+)
+
+
+def agreeing_raw(steps=3, rng_seed=0):
+    """Worker results that agree to float32 rounding on every backend."""
+    rng = np.random.default_rng(rng_seed)
+    forward = rng.random((4, 1)).astype("float32")
+    losses = list(rng.random(steps) + 0.5)
+    weights = [rng.normal(size=(5, 3)).astype("float32"),
+               rng.normal(size=(3,)).astype("float32")]
+    saved = rng.random((8, 1)).astype("float32")
+    return {
+        "forward": {b: forward.copy() for b in BACKENDS},
+        "losses": {b: list(losses) for b in BACKENDS},
+        "weights": {b: [w.copy() for w in weights] for b in BACKENDS},
+        "weight_names": ["embedding/embeddings", "classifier/bias"],
+        "saved": {l: {s: saved.copy() for s in BACKENDS} for l in BACKENDS},
+        "ids_match": {l: {s: True for s in BACKENDS} for l in BACKENDS},
+        "full": None,
+        "errors": [],
+    }
+
+
+def report_of(raw, **kwargs):
+    results = {"attention": cb.compare_variant(raw, BACKENDS)}
+    settings = dict(smoke=True, steps=3, full=raw["full"] is not None)
+    settings.update(kwargs)
+    return cb.build_report("imdb_attention", results, BACKENDS, **settings)
+
+
+def test_max_abs_diff_never_lets_nan_or_a_shape_mismatch_pass():
+    assert cb.max_abs_diff([1.0, 2.0], [1.0, 2.5]) == 0.5
+    assert cb.max_abs_diff([1.0, np.nan], [1.0, np.nan]) == math.inf
+    assert cb.max_abs_diff([1.0, 2.0], [1.0, np.inf]) == math.inf
+    assert cb.max_abs_diff(np.zeros((2, 1)), np.zeros((1, 2))) == math.inf
+    assert cb.max_abs_diff(np.zeros((0,)), np.zeros((0,))) == 0.0
+
+
+def test_relative_diffs():
+    rel = cb.relative_diffs([1.0, 0.0, -2.0, 1.0], [1.1, 0.0, -2.0, np.nan])
+    np.testing.assert_allclose(rel[:3], [0.1 / 1.1, 0.0, 0.0])
+    assert rel[3] == math.inf
+
+
+def test_agreeing_backends_pass_with_exit_status_zero():
+    raw = agreeing_raw()
+    raw["forward"]["torch"] = raw["forward"]["torch"] + np.float32(6e-8)
+    report = report_of(raw)
+    assert report["passed"] and cb.exit_status(report) == 0
+    result = report["variants"]["attention"]
+    assert set(result["forward"]["pairs"]) == {
+        "jax vs tensorflow", "jax vs torch", "tensorflow vs torch"}
+    assert result["forward"]["max"] < 1e-7
+    assert result["loss"]["max"] == 0.0 and result["saved"]["max"] == 0.0
+    table = cb.format_table(report)
+    assert "attention" in table and "pass" in table
+    assert "all checks passed" in table and "FAIL" not in table
+
+
+def test_one_pair_over_the_forward_tolerance_fails_and_is_named():
+    raw = agreeing_raw()
+    raw["forward"]["torch"] = raw["forward"]["torch"] + np.float32(3e-5)
+    report = report_of(raw)
+    assert not report["passed"] and cb.exit_status(report) != 0
+    pairs = report["variants"]["attention"]["forward"]["pairs"]
+    assert pairs["jax vs tensorflow"] == 0.0
+    assert pairs["jax vs torch"] > cb.TOLERANCES["forward"]
+    failures = "\n".join(report["failures"])
+    assert "attention: forward: jax vs torch" in failures
+    assert "tensorflow vs torch" in failures
+    assert "jax vs tensorflow" not in failures
+    table = cb.format_table(report)
+    assert "FAIL" in table and "forward: jax vs torch" in table
+
+
+def test_loss_divergence_names_the_pair_and_the_step():
+    raw = agreeing_raw(steps=5)
+    raw["losses"]["tensorflow"][3] *= 1 + 5e-4
+    report = report_of(raw, steps=5)
+    assert cb.exit_status(report) == 1
+    (message, *others) = [m for m in report["failures"] if "jax vs tensorflow" in m]
+    assert "loss" in message and "worst at step 3" in message and not others
+    assert "first over at step 3" in message
+    assert report["variants"]["attention"]["loss"]["worst_step"][
+        "jax vs tensorflow"] == 3
+    verbose = cb.format_table(report, verbose=True)
+    assert "per-step losses" in verbose and "tensorflow" in verbose
+
+
+def test_a_saved_model_cell_off_the_reference_names_saver_and_loader():
+    raw = agreeing_raw()
+    raw["saved"]["torch"]["tensorflow"] = raw["saved"]["torch"]["tensorflow"] + 1e-3
+    report = report_of(raw)
+    saved = report["variants"]["attention"]["saved"]
+    assert saved["matrix"]["tensorflow"]["torch"] > cb.TOLERANCES["saved"]
+    assert saved["matrix"]["torch"]["tensorflow"] == 0.0
+    assert report["failures"] == [
+        "attention: saved: saved by tensorflow, loaded by torch vs saved and "
+        "loaded by jax: max abs diff 1.0e-03 > 1.0e-05"]
+
+
+def test_different_token_ids_fail_even_when_outputs_agree():
+    raw = agreeing_raw()
+    raw["ids_match"]["jax"]["torch"] = False
+    report = report_of(raw)
+    assert cb.exit_status(report) == 1
+    assert "token ids of saved-torch.keras loaded by jax" in report["failures"][0]
+
+
+def test_weights_are_reported_not_gated():
+    raw = agreeing_raw()
+    raw["weights"]["jax"][1] = raw["weights"]["jax"][1] + 1.0
+    report = report_of(raw)
+    weights = report["variants"]["attention"]["weights"]
+    assert weights["max"] == pytest.approx(1.0)
+    assert weights["worst_weight"]["jax vs torch"] == "classifier/bias"
+    assert report["passed"]
+
+
+def test_a_missing_worker_result_fails_the_variant():
+    raw = agreeing_raw()
+    del raw["forward"]["torch"]
+    raw["errors"].append("no forward outputs from the torch worker (see its log)")
+    report = report_of(raw)
+    result = report["variants"]["attention"]
+    assert result["forward"] is None and not result["passed"]
+    assert cb.exit_status(report) == 1
+    assert "torch worker" in cb.format_table(report)
+
+
+def test_full_runs_compare_validation_and_test_accuracy():
+    raw = agreeing_raw()
+    raw["full"] = {
+        "jax": {"validation_accuracy": 0.85, "test_accuracy": 0.84},
+        "tensorflow": {"validation_accuracy": 0.855, "test_accuracy": 0.84},
+        "torch": {"validation_accuracy": 0.85, "test_accuracy": 0.82},
+    }
+    report = report_of(raw)
+    full = report["variants"]["attention"]["full"]
+    assert full["pairs"]["jax vs tensorflow validation_accuracy"] == pytest.approx(0.005)
+    failing = [m for m in report["failures"] if "full" in m]
+    assert len(failing) == 2 and all("test_accuracy" in m for m in failing)
+    assert "full acc max|d|" in cb.format_table(report)
+
+
+def test_portability_scan_flags_backend_specific_classes_and_jit_compile():
+    config = {
+        "module": "zoo.models.text_classifier", "class_name": "TextClassifier",
+        "config": {"backbone": {
+            "module": "keras.src.models.functional", "class_name": "Functional",
+            "compile_config": {"jit_compile": True, "optimizer": {
+                "module": "keras.src.backend.torch.optimizers.torch_adam",
+                "class_name": "Adam"}}}},
+        "compile_config": {"jit_compile": False, "optimizer": {
+            "module": "keras.optimizers", "class_name": "Adam"}},
+    }
+    issues = cb.portability_issues(config)
+    assert len(issues) == 2
+    assert any("backbone.compile_config.optimizer" in i and "needs torch" in i
+               for i in issues)
+    assert any(i.startswith("backbone: compile_config has jit_compile=True")
+               for i in issues)
+    clean = {"module": "keras.optimizers", "class_name": "SGD",
+             "compile_config": {"jit_compile": False}}
+    assert cb.portability_issues(clean) == []
+
+
+def test_warnings_are_listed_but_do_not_change_the_exit_status():
+    raw = agreeing_raw()
+    results = {"attention": cb.compare_variant(raw, BACKENDS)}
+    results["attention"]["portability"] = {"saved-torch.keras": ["model: x"]}
+    report = cb.build_report("imdb_attention", results, BACKENDS, smoke=True,
+                             steps=3, full=False)
+    assert report["warnings"] == ["saved-torch.keras model: x [attention]"]
+    assert cb.exit_status(report) == 0
+    assert "not gated" in cb.format_table(report)
+
+
+def test_json_report_is_strict_json_written_atomically(tmp_path):
+    raw = agreeing_raw()
+    raw["forward"]["jax"] = raw["forward"]["jax"] * np.nan
+    report = report_of(raw)
+    path = tmp_path / "sub" / "report.json"
+    cb.write_json_atomic(report, str(path))
+    text = path.read_text()
+    loaded = json.loads(text, parse_constant=lambda c: pytest.fail(c))
+    assert loaded["passed"] is False
+    assert loaded["variants"]["attention"]["forward"]["pairs"]["jax vs torch"] == "inf"
+    assert loaded["variants"]["attention"]["loss"]["per_step"]["torch"] == (
+        raw["losses"]["torch"])
+    assert [p.name for p in path.parent.iterdir()] == ["report.json"]
+
+
+def test_command_line():
+    args = cb.parse_args(["imdb_attention", "--smoke", "--no-train"])
+    assert args.steps == 0 and args.backends == BACKENDS and args.smoke
+    args = cb.parse_args(["imdb_attention", "--variants", "mean", "rnn",
+                          "--backends", "torch", "jax", "--steps", "5"])
+    assert args.variants == ["mean", "rnn"] and args.backends == ["torch", "jax"]
+    assert args.steps == 5
+    for bad in ([], ["imdb_attention", "--backends", "jax", "jax"],
+                ["imdb_attention", "--steps", "-1"]):
+        with pytest.raises(SystemExit):
+            cb.parse_args(bad)
+
+
+def run_tool(args, timeout):
+    result = subprocess.run(
+        [sys.executable, SCRIPT, *args], cwd=ROOT, capture_output=True,
+        text=True, timeout=timeout,
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
+    report_path = tmp_path / "report.json"
+    code, output = run_tool(
+        ["imdb_attention", "--smoke", "--variants", "attention", "transformer",
+         "--steps", "2", "--json", str(report_path), "--timeout", "400"],
+        timeout=450,
+    )
+    assert code == 0, output
+    report = json.loads(report_path.read_text())
+    assert report["passed"] and report["failures"] == []
+    assert report["backends"] == BACKENDS
+    assert list(report["variants"]) == ["attention", "transformer"]
+    for variant, result in report["variants"].items():
+        forward = result["forward"]
+        assert len(forward["pairs"]) == 3, variant
+        assert all(d <= 1e-5 for d in forward["pairs"].values()), forward
+        assert all(len(result["loss"]["per_step"][b]) == 2 for b in BACKENDS)
+        assert all(d <= 1e-4 for d in result["loss"]["pairs"].values())
+        cells = [d for row in result["saved"]["matrix"].values()
+                 for d in row.values()]
+        assert len(cells) == 9 and all(d <= 1e-5 for d in cells), cells
+        assert all(all(row.values())
+                   for row in result["saved"]["token_ids_match"].values())
+    assert "attention" in output and "transformer" in output
+    assert "all checks passed" in output
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_a_failing_worker_makes_the_exit_status_non_zero(tmp_path):
+    code, output = run_tool(
+        ["imdb_attention", "--smoke", "--backends", "jax", "--variants",
+         "no_such_model", "--json", str(tmp_path / "report.json")],
+        timeout=300,
+    )
+    assert code != 0
+    assert "unknown variant" in output and "worker jax exited" in output
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert not report["passed"]
