@@ -1,0 +1,103 @@
+"""recipes/imdb_attention.py in-process: every model under --smoke, the data
+errors, --glove, and the shipped models under the current backend."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (registers the layers for loading)
+from recipes import imdb_attention
+from tests.data.test_imdb import write_aclimdb
+from zoo.models import TEXT_CLASSIFIER_KINDS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REVIEWS = ["an utterly wonderful film", "a waste of two hours"]
+
+
+@pytest.mark.parametrize("model", TEXT_CLASSIFIER_KINDS)
+def test_every_model_runs_under_smoke(model, tmp_path):
+    metrics = imdb_attention.main(
+        ["--smoke", "--model", model, "--verbose", "0", "--output-dir", str(tmp_path)]
+    )
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["model"] == model and written["backend"] == keras.backend.backend()
+    for key in ("train_accuracy", "validation_accuracy", "test_accuracy", "train_loss",
+                "validation_loss", "test_loss", "epochs", "train_seconds", "parameters"):
+        assert key in written, key
+    assert written["test_accuracy"] == metrics["test_accuracy"]
+    assert np.isfinite(written["train_loss"])
+    assert (tmp_path / "training_curves.png").exists()
+    if model != "mean":
+        for picture in ("attention_entropy.png", "attention_text.png", "top_words.png"):
+            assert (tmp_path / picture).read_bytes()[:4] == b"\x89PNG", picture
+    loaded = keras.saving.load_model(str(tmp_path / f"imdb_{model}.keras"))
+    probabilities = np.asarray(loaded.predict(REVIEWS, verbose=0))
+    assert probabilities.shape == (2, 1)
+    assert np.all((probabilities >= 0) & (probabilities <= 1))
+
+
+def test_attention_smoke_run_learns_the_cue_words(tmp_path):
+    metrics = imdb_attention.main(
+        ["--smoke", "--model", "attention", "--epochs", "6", "--verbose", "0",
+         "--output-dir", str(tmp_path)]
+    )
+    assert metrics["validation_accuracy"] > 0.8
+    classifier = keras.saving.load_model(str(tmp_path / "imdb_attention.keras"))
+    weights, ids = classifier.attention_weights(["the film was superb and the plot"])
+    vocabulary = classifier.preprocessor.get_vocabulary()
+    assert vocabulary[ids[0][np.argmax(weights[0])]] == "superb"
+
+
+def test_local_aclimdb_directory_and_glove(tmp_path):
+    data = write_aclimdb(tmp_path / "data", per_class=20)
+    glove = tmp_path / "glove.txt"
+    glove.write_text("".join(f"{w} " + " ".join(["0.5"] * 8) + "\n"
+                             for w in ("film", "wonderful", "awful")))
+    out = tmp_path / "out"
+    metrics = imdb_attention.main(
+        ["--data-dir", data, "--model", "attention", "--epochs", "1", "--max-length", "16",
+         "--glove", str(glove), "--verbose", "0", "--output-dir", str(out)]
+    )
+    assert {"train_accuracy", "validation_accuracy", "test_accuracy"} <= set(metrics)
+    assert metrics["data"] == data and metrics["glove"] == str(glove)
+    assert metrics["parameters"] > 0
+    model = keras.saving.load_model(str(out / "imdb_attention.keras"))
+    embedding = model.backbone.get_layer("embedding")
+    assert embedding.embeddings.shape[1] == 8  # the GloVe size wins
+
+
+def test_missing_data_dir_exits_with_one_clear_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_attention.main(["--data-dir", str(tmp_path / "missing"), "--output-dir",
+                             str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0] and "Traceback" not in err[0]
+
+
+def test_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        imdb_attention.main(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--model", "--entropy-weight", "--glove", "--epochs", "--batch-size",
+                 "--max-length", "--embedding-dim", "--seed", "--output-dir", "--smoke",
+                 "--data-dir"):
+        assert flag in text, flag
+
+
+SHIPPED = sorted(
+    name for name in os.listdir(os.path.join(ROOT, "saved_models"))
+    if name.startswith("imdb_") and name.endswith(".keras")
+) if os.path.isdir(os.path.join(ROOT, "saved_models")) else []
+
+
+@pytest.mark.parametrize("name", SHIPPED or ["imdb_attention.keras"])
+def test_shipped_model_predicts_on_raw_strings(name):
+    path = os.path.join(ROOT, "saved_models", name)
+    assert os.path.exists(path), f"{path} is not committed"
+    model = keras.saving.load_model(path)
+    positive, negative = np.asarray(model.predict(REVIEWS, verbose=0))[:, 0]
+    assert positive > 0.5 > negative
