@@ -636,10 +636,13 @@ def recipe_variants(module):
     return list(variants) if variants is not None else ["default"]
 
 
-def _check_setup(module, variant, smoke, steps):
+def _check_setup(module, variant, smoke, steps, data_dir=None):
+    kwargs = {"smoke": smoke, "num_steps": steps}
+    if data_dir is not None:
+        kwargs["data_dir"] = data_dir
     if variant == "default" and not hasattr(module, "CHECK_VARIANTS"):
-        return module.check_setup(smoke=smoke, num_steps=steps)
-    return module.check_setup(variant, smoke=smoke, num_steps=steps)
+        return module.check_setup(**kwargs)
+    return module.check_setup(variant, **kwargs)
 
 
 def _to_numpy(x):
@@ -666,7 +669,8 @@ def _worker_setup(module, config, workdir, log):
         vdir = os.path.join(workdir, variant)
         os.makedirs(vdir, exist_ok=True)
         keras.backend.clear_session()
-        setup = _check_setup(module, variant, config["smoke"], config["steps"])
+        setup = _check_setup(module, variant, config["smoke"], config["steps"],
+                             config.get("data_dir"))
         model = setup["model"]
         texts = [str(t) for t in setup["texts"]]
         arrays = {
@@ -789,6 +793,8 @@ def _worker_full(module, config, workdir, variant, backend, log):
     out = os.path.join(workdir, "full", variant, backend)
     argv = [] if variant == "default" else ["--model", variant]
     argv += (["--smoke"] if config["smoke"] else []) + ["--output-dir", out]
+    if config.get("data_dir"):
+        argv += ["--data-dir", config["data_dir"]]
     start = time.perf_counter()
     keras.backend.clear_session()
     module.main(argv)
@@ -958,6 +964,9 @@ def parse_args(argv=None):
                         help="default: the recipe's CHECK_VARIANTS")
     parser.add_argument("--smoke", action="store_true",
                         help="the recipe's small generated data")
+    parser.add_argument("--data-dir", default=None,
+                        help="passed to the recipe (a local copy of its data "
+                        "instead of the default download)")
     parser.add_argument("--steps", type=int, default=20,
                         help="training steps compared")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
@@ -1009,6 +1018,8 @@ def run_check(args):
     backends = list(args.backends)
     config = {"recipe": args.recipe, "variants": args.variants,
               "smoke": args.smoke, "steps": args.steps, "full": args.full,
+              "data_dir": (os.path.abspath(args.data_dir) if args.data_dir
+                           else None),
               "optimizer": args.optimizer,
               "learning_rate": args.learning_rate,
               "backends": backends, "started": time.time()}

@@ -298,12 +298,12 @@ def run(args):
 
 
 def check_setup(variant="attention", smoke=True, seed=1337, num_steps=20,
-                batch_size=16):
+                batch_size=16, data_dir=None):
     """What `recipes/check_backends.py` compares across backends.
 
     Builds the `variant` classifier (dropout off) on the smoke data, or on
-    real IMDB when `smoke` is False, with a vocabulary from its training
-    split. Returns a dict with:
+    real IMDB when `smoke` is False (from `data_dir` when given), with a
+    vocabulary from its training split. Returns a dict with:
         model: the `TextClassifier` (fresh weights, preprocessor adapted);
         inputs: a fixed `(batch, seq)` int32 batch of token ids;
         train_batches: `num_steps` `(token_ids, labels)` NumPy batches, in a
@@ -312,6 +312,8 @@ def check_setup(variant="attention", smoke=True, seed=1337, num_steps=20,
         loss: the training loss name.
     """
     argv = ["--model", variant, "--seed", str(seed), "--dropout", "0"]
+    if data_dir is not None:
+        argv += ["--data-dir", data_dir]
     args = parse_args(argv + (["--smoke"] if smoke else []))
     keras.utils.set_random_seed(seed)
     splits = load_splits(args)
