@@ -9,13 +9,14 @@ import pytest
 
 import zoo
 from zoo import layers
+from zoo import models
 
 ZOO_DIR = pathlib.Path(zoo.__file__).parent
 PUBLIC_LAYERS = [
     getattr(layers, name)
     for name in layers.__all__
     if isinstance(getattr(layers, name), type)
-]
+] + [models.TextClassifier, models.TextClassifierPreprocessor]
 
 
 @pytest.mark.parametrize("cls", PUBLIC_LAYERS, ids=lambda c: c.__name__)
@@ -26,13 +27,17 @@ def test_layer_is_registered_under_zoo(cls):
 
 
 @pytest.mark.parametrize(
-    "obj", PUBLIC_LAYERS + [layers.scaled_dot_product_attention, layers.attention_entropy],
+    "obj",
+    PUBLIC_LAYERS
+    + [layers.scaled_dot_product_attention, layers.attention_entropy, models.build_text_backbone],
     ids=lambda o: o.__name__,
 )
 def test_public_docstrings_give_arguments_and_example(obj):
     doc = inspect.getdoc(obj) or ""
     assert "Args:" in doc, f"{obj.__name__} documents no arguments"
-    if isinstance(obj, type) or obj is layers.scaled_dot_product_attention:
+    if isinstance(obj, type) or obj in (
+        layers.scaled_dot_product_attention, models.build_text_backbone
+    ):
         assert "Example" in doc and ">>>" in doc, f"{obj.__name__} has no example"
         assert "(batch" in doc, f"{obj.__name__} gives no tensor shapes"
 
