@@ -243,6 +243,11 @@ def scaled_dot_product_attention(
     return (outputs, weights) if return_weights else outputs
 
 
+def clone_initializer(initializer):
+    """A fresh copy, so each sub-layer gets its own (stateless) initializer."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
 def merge_padding_and_attention_mask(
     query_mask=None, key_mask=None, attention_mask=None
 ):
@@ -370,8 +375,8 @@ class MultiHeadAttention(keras.layers.Layer):
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=self._clone(self.kernel_initializer),
-            bias_initializer=self._clone(self.bias_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             kernel_regularizer=self.kernel_regularizer,
             bias_regularizer=self.bias_regularizer,
             kernel_constraint=self.kernel_constraint,
@@ -383,11 +388,6 @@ class MultiHeadAttention(keras.layers.Layer):
         # input still describes the output: pass it on instead of warning.
         dense.supports_masking = True
         return dense
-
-    @staticmethod
-    def _clone(initializer):
-        # Fresh initializer per projection so seeded ones don't repeat values.
-        return initializer.__class__.from_config(initializer.get_config())
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape

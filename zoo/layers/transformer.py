@@ -10,13 +10,10 @@ Sub-layer names and weight shapes follow keras-hub's `TransformerEncoder` and
 """
 
 import keras
-from keras import ops
 
 from zoo.layers.attention import MultiHeadAttention
-
-
-def _clone_initializer(initializer):
-    return initializer.__class__.from_config(initializer.get_config())
+from zoo.layers.attention import clone_initializer
+from zoo.layers.attention import merge_padding_and_attention_mask
 
 
 def _check_sequence_rank(shape, name):
@@ -29,23 +26,19 @@ def _check_sequence_rank(shape, name):
 
 def _padding_to_key_mask(padding_mask, attention_mask):
     """(batch, k_len) padding and/or (batch, q_len, k_len) mask -> one mask."""
-    mask = None
-    if padding_mask is not None:
-        if len(padding_mask.shape) != 2:
-            raise ValueError(
-                "padding masks must have shape (batch, seq); got shape "
-                f"{tuple(padding_mask.shape)}."
-            )
-        mask = ops.cast(padding_mask, "bool")[:, None, :]
-    if attention_mask is not None:
-        if len(attention_mask.shape) != 3:
-            raise ValueError(
-                "attention masks must have shape (batch, q_len, k_len); got "
-                f"shape {tuple(attention_mask.shape)}."
-            )
-        attention_mask = ops.cast(attention_mask, "bool")
-        mask = attention_mask if mask is None else mask & attention_mask
-    return mask
+    if padding_mask is not None and len(padding_mask.shape) != 2:
+        raise ValueError(
+            "padding masks must have shape (batch, seq); got shape "
+            f"{tuple(padding_mask.shape)}."
+        )
+    if attention_mask is not None and len(attention_mask.shape) != 3:
+        raise ValueError(
+            "attention masks must have shape (batch, q_len, k_len); got "
+            f"shape {tuple(attention_mask.shape)}."
+        )
+    return merge_padding_and_attention_mask(
+        key_mask=padding_mask, attention_mask=attention_mask
+    )
 
 
 class _TransformerBlock(keras.layers.Layer):
@@ -87,8 +80,8 @@ class _TransformerBlock(keras.layers.Layer):
             num_heads=self.num_heads,
             key_dim=self._key_dim(hidden_dim),
             dropout=self.dropout,
-            kernel_initializer=_clone_initializer(self.kernel_initializer),
-            bias_initializer=_clone_initializer(self.bias_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -110,16 +103,16 @@ class _TransformerBlock(keras.layers.Layer):
         self._feedforward_intermediate_dense = keras.layers.Dense(
             self.intermediate_dim,
             activation=self.activation,
-            kernel_initializer=_clone_initializer(self.kernel_initializer),
-            bias_initializer=_clone_initializer(self.bias_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name="feedforward_intermediate_dense",
         )
         self._feedforward_intermediate_dense.build(shape)
         self._feedforward_output_dense = keras.layers.Dense(
             hidden_dim,
-            kernel_initializer=_clone_initializer(self.kernel_initializer),
-            bias_initializer=_clone_initializer(self.bias_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name="feedforward_output_dense",
         )
