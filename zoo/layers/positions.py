@@ -35,6 +35,23 @@ def check_sequence_length(length, start_index, sequence_length, layer_name):
         )
 
 
+def check_token_ids(token_ids, vocabulary_size, layer_name):
+    """Raises when a visible token id is outside `[0, vocabulary_size)`.
+
+    Ids are only visible in eager calls; inside compiled functions there is
+    nothing to check (and an out-of-range gather would give garbage or NaN).
+    """
+    ids = _concrete(token_ids)
+    if ids is not None and ids.size:
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= vocabulary_size:
+            bad = high if high >= vocabulary_size else low
+            raise ValueError(
+                f"{layer_name}: token id {bad} is outside "
+                f"[0, vocabulary_size={vocabulary_size})."
+            )
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class SinusoidalPositionEncoding(keras.layers.Layer):
     """Fixed sinusoidal position encoding, the same shape as its input.
@@ -252,15 +269,7 @@ class PositionalEmbedding(keras.layers.Layer):
         check_sequence_length(
             inputs.shape[1], start_index, self.sequence_length, self.name
         )
-        ids = _concrete(inputs)
-        if ids is not None and ids.size:
-            low, high = int(ids.min()), int(ids.max())
-            if low < 0 or high >= self.vocabulary_size:
-                bad = high if high >= self.vocabulary_size else low
-                raise ValueError(
-                    f"{self.name}: token id {bad} is outside "
-                    f"[0, vocabulary_size={self.vocabulary_size})."
-                )
+        check_token_ids(inputs, self.vocabulary_size, self.name)
 
     def call(self, inputs, start_index=0):
         if len(inputs.shape) != 2:

@@ -1,0 +1,268 @@
+"""zoo.models.gpt: architecture, causality, the key/value cache, generation
+with keras-hub samplers, errors, saving, mixed precision and training."""
+
+import numpy as np
+import pytest
+
+import keras
+from keras import ops
+
+import zoo  # noqa: F401  (registers the layers for loading)
+from zoo.data.tokenizers import CharacterTokenizer
+from zoo.models.gpt import GPT
+from zoo.models.gpt import GPTBackbone
+from zoo.models.gpt import GPTPreprocessor
+from zoo.models.gpt import TokenEmbedding
+from zoo.models.gpt import get_sampler
+
+TEXT = "to be, or not to be, that is the question:\nwhether 'tis nobler\n"
+CONTEXT = 24
+
+
+def make_gpt(tie_weights=True, dropout=0.0, num_layers=2, dtype=None):
+    tokenizer = CharacterTokenizer.from_text(TEXT)
+    backbone = GPTBackbone(
+        tokenizer.vocabulary_size(), num_layers=num_layers, num_heads=2,
+        hidden_dim=16, intermediate_dim=32, sequence_length=CONTEXT,
+        dropout=dropout, tie_weights=tie_weights, dtype=dtype,
+    )
+    return GPT(backbone, GPTPreprocessor(tokenizer, CONTEXT))
+
+
+def token_ids(gpt, text, length):
+    ids = np.asarray(gpt.preprocessor.tokenizer(text), "int32")[:length]
+    return ids[None, :]
+
+
+def logits_of(gpt, ids):
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    return ops.convert_to_numpy(gpt(inputs))
+
+
+def test_parameter_count_matches_the_architecture():
+    # Tied: token table, positions, per block 2 LayerNorms, QKV+O with biases
+    # and the MLP; a final LayerNorm; no separate output matrix.
+    gpt = make_gpt()
+    v, d, f, t = gpt.backbone.vocabulary_size, 16, 32, CONTEXT
+    block = 2 * 2 * d + 4 * (d * d + d) + (d * f + f) + (f * d + d)
+    expected = v * d + t * d + 2 * block + 2 * d
+    assert gpt.backbone.count_params() == expected
+    assert make_gpt(tie_weights=False).backbone.count_params() == expected + v * d
+
+
+def test_logits_shape_and_float32():
+    gpt = make_gpt()
+    logits = logits_of(gpt, token_ids(gpt, TEXT, 10))
+    assert logits.shape == (1, 10, gpt.backbone.vocabulary_size)
+    assert logits.dtype == np.float32
+
+
+def test_the_whole_model_is_causal():
+    gpt = make_gpt()
+    ids = token_ids(gpt, TEXT, 16)
+    changed = ids.copy()
+    changed[0, 9:] = (changed[0, 9:] + 3) % gpt.backbone.vocabulary_size
+    a, b = logits_of(gpt, ids), logits_of(gpt, changed)
+    np.testing.assert_allclose(a[:, :9], b[:, :9], atol=1e-6)
+    assert np.abs(a[:, 9:] - b[:, 9:]).max() > 1e-4
+
+
+def test_cached_logits_equal_full_logits_token_by_token():
+    gpt = make_gpt()
+    ids = token_ids(gpt, TEXT, 20)
+    full = logits_of(gpt, ids)
+    cache = ops.zeros((1, 2, 2, 20, 2, 8))
+    for t in range(20):
+        logits, _, cache = gpt.call_with_cache(ids[:, t:t + 1], cache, t)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(logits)[0, 0], full[0, t], atol=1e-5)
+
+
+def test_greedy_with_cache_equals_greedy_without():
+    gpt = make_gpt()
+    prompts = ["to be", "whether 'tis"]  # different lengths in one batch
+    cached = gpt.generate(prompts, max_length=CONTEXT)
+    uncached = gpt.generate(prompts, max_length=CONTEXT, use_cache=False)
+    assert cached == uncached
+    assert [s[:len(p)] for s, p in zip(cached, prompts)] == prompts
+
+
+def test_generate_string_in_string_out_and_strip_prompt():
+    gpt = make_gpt()
+    full = gpt.generate("to be", max_length=12)
+    assert isinstance(full, str) and full.startswith("to be")
+    assert gpt.generate("to be", max_length=12, strip_prompt=True) == full[5:]
+
+
+def test_top_k_never_picks_outside_the_top_k():
+    gpt = make_gpt()
+    ids_model = GPT(gpt.backbone, preprocessor=None)  # ids in, ids out
+    k = 3
+    prompt = np.zeros((2, 20), "int32")
+    prompt[:, :5] = token_ids(gpt, "to be", 5)
+    mask = np.zeros((2, 20), bool)
+    mask[:, :5] = True
+    for seed in range(3):
+        out = ids_model.generate(
+            {"token_ids": prompt, "padding_mask": mask}, sampler="top_k",
+            k=k, seed=seed, stop_token_ids=None)
+        ids = np.asarray(out["token_ids"])
+        logits = logits_of(gpt, ids)
+        for row in range(2):
+            for t in range(4, 19):  # position t predicts t + 1
+                top = np.argsort(logits[row, t])[-k:]
+                assert ids[row, t + 1] in top, (seed, row, t)
+
+
+def test_seeded_sampling_is_reproducible():
+    gpt = make_gpt()
+    for sampler in ("top_k", "top_p", "random"):
+        a = gpt.generate(["to be"] * 2, max_length=CONTEXT, sampler=sampler,
+                         seed=7)
+        b = gpt.generate(["to be"] * 2, max_length=CONTEXT, sampler=sampler,
+                         seed=7)
+        c = gpt.generate(["to be"] * 2, max_length=CONTEXT, sampler=sampler,
+                         seed=8)
+        assert a == b, sampler
+        assert a != c, sampler
+
+
+def test_repeated_calls_reuse_the_compiled_function():
+    gpt = make_gpt()
+    gpt.generate("to be", max_length=16, sampler="top_k", seed=1)
+    function = gpt.generate_function
+    gpt.generate("or not", max_length=16, sampler="top_k", seed=2)
+    assert gpt.generate_function is function
+    gpt.generate("to be", max_length=16)  # greedy: its own function
+    gpt.generate("or not", max_length=16, sampler="top_k", seed=3)
+    assert gpt.generate_function is function
+
+
+def test_beam_search_returns_the_highest_scoring_beam():
+    # Hand-made next-token distribution over 4 tokens, after prompt [0]:
+    # step 1: P(1)=0.5, P(2)=0.4, P(3)=0.1. After 1: max P = 0.4 (total
+    # 0.2). After 2: P(3) = 0.9 (total 0.36). Greedy takes 1, beam takes 2, 3.
+    table = np.log(np.array([
+        [1e-9, 0.5, 0.4, 0.1],   # after token 0
+        [0.3, 0.3, 0.4, 1e-9],   # after token 1
+        [0.05, 0.05, 1e-9, 0.9],  # after token 2
+        [0.25, 0.25, 0.25, 0.25],
+    ], "float32"))
+
+    def next(prompt, cache, index):
+        last = ops.take_along_axis(
+            prompt, ops.reshape(index - 1, (1, 1)) * ops.ones_like(prompt[:, :1]),
+            axis=1)[:, 0]
+        return ops.take(ops.convert_to_tensor(table), last, axis=0), None, cache
+
+    prompt = np.zeros((1, 3), "int32")
+    mask = np.array([[True, False, False]])
+    cache = np.zeros((1, 1), "float32")
+    beam = get_sampler("beam", num_beams=2)(next, prompt, cache=cache, index=1,
+                                            mask=mask)
+    greedy = get_sampler("greedy")(next, prompt, cache=cache, index=1,
+                                   mask=mask)
+    assert ops.convert_to_numpy(beam).tolist() == [[0, 2, 3]]
+    assert ops.convert_to_numpy(greedy).tolist() == [[0, 1, 2]]
+
+
+def test_beam_sampler_runs_through_generate():
+    gpt = make_gpt()
+    out = gpt.generate(["to be", "or"], max_length=16, sampler="beam",
+                       num_beams=3)
+    assert len(out) == 2 and out[0].startswith("to be")
+    assert out == gpt.generate(["to be", "or"], max_length=16,
+                               sampler="beam", num_beams=3, use_cache=False)
+
+
+def test_generation_stops_at_a_stop_token():
+    gpt = make_gpt()
+    ids_model = GPT(gpt.backbone, preprocessor=None)
+    prompt = {"token_ids": np.zeros((1, 12), "int32"),
+              "padding_mask": np.zeros((1, 12), bool)}
+    prompt["token_ids"][0, :5] = token_ids(gpt, "to be", 5)[0]
+    prompt["padding_mask"][0, :5] = True
+    free = ids_model.generate(dict(prompt), stop_token_ids=None)
+    assert np.asarray(free["padding_mask"]).all()
+    first_new = int(np.asarray(free["token_ids"])[0, 5])
+    stopped = ids_model.generate(dict(prompt), stop_token_ids=(first_new,))
+    mask = np.asarray(stopped["padding_mask"])[0]
+    assert mask[:6].all() and not mask[6:].any()
+
+
+def test_end_token_of_the_tokenizer_is_the_auto_stop():
+    tokenizer = CharacterTokenizer.from_text(TEXT, end_token="<eos>")
+    assert tokenizer.end_token_id == 2
+    backbone = GPTBackbone(tokenizer.vocabulary_size(), num_layers=1,
+                           num_heads=2, hidden_dim=16, sequence_length=CONTEXT)
+    gpt = GPT(backbone, GPTPreprocessor(tokenizer, CONTEXT))
+    out = gpt.generate("to", max_length=12)
+    assert out.startswith("to") and "<eos>" not in out
+
+
+def test_prompt_and_length_errors():
+    gpt = make_gpt()
+    with pytest.raises(ValueError, match="context"):
+        gpt.generate("to be", max_length=CONTEXT + 1)
+    with pytest.raises(ValueError, match="no room"):
+        gpt.generate("x" * CONTEXT, max_length=CONTEXT)
+    with pytest.raises(ValueError, match="empty"):
+        gpt.generate("", max_length=CONTEXT)
+    with pytest.raises(ValueError, match="sampler must be one of"):
+        gpt.generate("to be", max_length=10, sampler="nucleus")
+
+
+def test_out_of_range_token_ids_are_an_error():
+    gpt = make_gpt()
+    ids = np.array([[1, 2, gpt.backbone.vocabulary_size]], "int32")
+    with pytest.raises(ValueError, match="outside"):
+        gpt({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    with pytest.raises(ValueError, match="longer than sequence_length"):
+        long = np.ones((1, CONTEXT + 1), "int32")
+        gpt({"token_ids": long, "padding_mask": long})
+
+
+def test_save_load_generate(tmp_path):
+    gpt = make_gpt(tie_weights=False)
+    path = str(tmp_path / "gpt.keras")
+    gpt.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, GPT)
+    assert loaded.backbone.get_config() == gpt.backbone.get_config()
+    ids = token_ids(gpt, TEXT, 12)
+    np.testing.assert_allclose(logits_of(loaded, ids), logits_of(gpt, ids),
+                               atol=1e-6)
+    assert loaded.generate(["to be"], max_length=20) == gpt.generate(
+        ["to be"], max_length=20)
+    assert loaded.generate("or", max_length=20, sampler="top_k", seed=3) == \
+        gpt.generate("or", max_length=20, sampler="top_k", seed=3)
+
+
+def test_mixed_bfloat16_forward_and_generate():
+    gpt = make_gpt(dtype="mixed_bfloat16")
+    logits = logits_of(gpt, token_ids(gpt, TEXT, 10))
+    assert logits.dtype == np.float32 and np.isfinite(logits).all()
+    assert gpt.generate("to be", max_length=16).startswith("to be")
+
+
+def test_one_training_step_changes_weights_and_is_finite():
+    gpt = make_gpt(dropout=0.1)
+    trainer = keras.Model(gpt.input, gpt.output)
+    trainer.compile(
+        optimizer=keras.optimizers.AdamW(1e-2),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    ids = np.asarray(gpt.preprocessor.tokenizer(TEXT), "int32")[None, :CONTEXT + 1]
+    x = {"token_ids": ids[:, :-1], "padding_mask": np.ones_like(ids[:, :-1])}
+    before = ops.convert_to_numpy(gpt.backbone.token_embedding.embeddings).copy()
+    first = trainer.train_on_batch(x, ids[:, 1:])
+    for _ in range(5):
+        last = trainer.train_on_batch(x, ids[:, 1:])
+    assert np.isfinite(last) and last < first
+    after = ops.convert_to_numpy(gpt.backbone.token_embedding.embeddings)
+    assert np.abs(after - before).max() > 0
+
+
+def test_token_embedding_config_round_trip():
+    layer = TokenEmbedding(10, 4, tie_weights=False)
+    clone = TokenEmbedding.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()

@@ -1,0 +1,271 @@
+"""Tokenizers for the language models: characters, and keras-hub subwords.
+
+`CharacterTokenizer` is a keras-hub `Tokenizer` whose vocabulary is the set
+of characters of a corpus (nanoGPT's Tiny Shakespeare set-up). Because it is
+a keras-hub tokenizer it plugs into `keras_hub.models.CausalLMPreprocessor`
+and is saved inside a `.keras` file with its vocabulary. `train_tokenizer`
+builds either it or a keras-hub `WordPieceTokenizer` from a corpus.
+"""
+
+import numpy as np
+
+import keras
+import keras_hub
+
+PAD_TOKEN = "<pad>"
+UNKNOWN_TOKEN = "<unk>"
+TOKENIZER_KINDS = ("character", "wordpiece")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
+    """Text <-> one id per character, with a fixed vocabulary.
+
+    Ids 0 and 1 are the padding and unknown tokens; characters not in the
+    vocabulary map to the unknown id (and come back as U+FFFD). An optional
+    end token (e.g. `"<eos>"`) lets generation stop. Runs in plain Python,
+    so it works with every Keras backend.
+
+    Args:
+        vocabulary: list of tokens. Special tokens (`pad_token`,
+            `unknown_token`, `end_token`) must be in it; every other entry
+            must be a single character. Use `CharacterTokenizer.from_text`
+            to build one from a corpus.
+        pad_token, unknown_token: names of the padding and unknown tokens.
+        end_token: optional end-of-text token; None for none.
+
+    Call arguments:
+        inputs: a string, or a list / 1-D array of strings.
+
+    Returns:
+        A list of ids (int) for a string, or a list of such lists.
+
+    Example:
+
+    >>> tokenizer = CharacterTokenizer.from_text("hello world")
+    >>> ids = tokenizer("hello")
+    >>> tokenizer.detokenize(ids)
+    'hello'
+    """
+
+    def __init__(
+        self,
+        vocabulary=None,
+        pad_token=PAD_TOKEN,
+        unknown_token=UNKNOWN_TOKEN,
+        end_token=None,
+        **kwargs,
+    ):
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        self.pad_token = pad_token
+        self.unknown_token = unknown_token
+        self.end_token = end_token
+        self._add_special_token(pad_token, "pad_token")
+        self._add_special_token(unknown_token, "unknown_token")
+        if end_token is not None:
+            self._add_special_token(end_token, "end_token")
+        else:
+            self.end_token_id = None
+        # The causal-LM preprocessor reads these; characters have no start.
+        self.start_token_id = None
+        self.set_vocabulary(vocabulary)
+
+    @classmethod
+    def from_text(cls, text, end_token=None, **kwargs):
+        """A tokenizer whose vocabulary is the sorted characters of `text`."""
+        specials = [PAD_TOKEN, UNKNOWN_TOKEN]
+        if end_token is not None:
+            specials.append(end_token)
+        return cls(specials + sorted(set(text)), end_token=end_token, **kwargs)
+
+    def set_vocabulary(self, vocabulary):
+        if vocabulary is None:
+            self.vocabulary = None
+            return
+        vocabulary = [str(token) for token in vocabulary]
+        if len(set(vocabulary)) != len(vocabulary):
+            raise ValueError("The vocabulary has repeated tokens.")
+        specials = set(self.special_tokens)
+        for token in vocabulary:
+            if token not in specials and len(token) != 1:
+                raise ValueError(
+                    "CharacterTokenizer entries must be single characters "
+                    f"or special tokens; got {token!r}."
+                )
+        self.vocabulary = vocabulary
+        self._token_to_id = {token: i for i, token in enumerate(vocabulary)}
+        self._update_special_token_ids()
+        # Lookup table for whole-array encoding of characters below U+10000.
+        self._id_of_code = np.full(
+            0x10000, self.unknown_token_id, dtype="int32"
+        )
+        for token, i in self._token_to_id.items():
+            if len(token) == 1 and ord(token) < 0x10000:
+                if token not in specials:
+                    self._id_of_code[ord(token)] = i
+
+    def _check_vocabulary(self):
+        if self.vocabulary is None:
+            raise ValueError(
+                "No vocabulary has been set for CharacterTokenizer; pass "
+                "`vocabulary=` or use `CharacterTokenizer.from_text(text)`."
+            )
+
+    def get_vocabulary(self):
+        self._check_vocabulary()
+        return list(self.vocabulary)
+
+    def vocabulary_size(self):
+        self._check_vocabulary()
+        return len(self.vocabulary)
+
+    def id_to_token(self, id):
+        self._check_vocabulary()
+        if not 0 <= int(id) < len(self.vocabulary):
+            raise ValueError(
+                f"Token id {id} is outside the vocabulary "
+                f"[0, {len(self.vocabulary)})."
+            )
+        return self.vocabulary[int(id)]
+
+    def token_to_id(self, token):
+        self._check_vocabulary()
+        return self._token_to_id.get(token, self.unknown_token_id)
+
+    def encode_text(self, text):
+        """A whole corpus -> a 1-D int32 NumPy array (fast path for data)."""
+        self._check_vocabulary()
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+        ids = np.full(codes.shape, self.unknown_token_id, dtype="int32")
+        small = codes < 0x10000
+        ids[small] = self._id_of_code[codes[small]]
+        return ids
+
+    def tokenize(self, inputs):
+        self._check_vocabulary()
+        if self._use_tf_workflow():
+            raise NotImplementedError(
+                "CharacterTokenizer runs in Python only; call it outside "
+                "tf.data / tf.function (e.g. with `encode_text`)."
+            )
+        texts, batched = _as_python_strings(inputs)
+        lookup = self._token_to_id
+        unknown = self.unknown_token_id
+        ids = [[lookup.get(ch, unknown) for ch in text] for text in texts]
+        return ids if batched else ids[0]
+
+    def detokenize(self, inputs):
+        self._check_vocabulary()
+        sequences, batched = _as_python_ids(inputs)
+        size = len(self.vocabulary)
+        texts = []
+        for ids in sequences:
+            chars = []
+            for i in ids:
+                if not 0 <= i < size:
+                    raise ValueError(
+                        f"Token id {i} is outside the vocabulary [0, {size})."
+                    )
+                if i == self.pad_token_id:
+                    continue
+                if i == self.unknown_token_id:
+                    chars.append("\ufffd")
+                elif i == self.end_token_id:
+                    continue
+                else:
+                    chars.append(self.vocabulary[i])
+            texts.append("".join(chars))
+        return texts if batched else texts[0]
+
+    def call(self, inputs, *args, training=None, **kwargs):
+        return self.tokenize(inputs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary": self.vocabulary,
+                "pad_token": self.pad_token,
+                "unknown_token": self.unknown_token,
+                "end_token": self.end_token,
+            }
+        )
+        return config
+
+
+def _as_python_strings(inputs):
+    """str | bytes | list | array -> (list of str, batched?)."""
+    if isinstance(inputs, (str, bytes)):
+        inputs, batched = [inputs], False
+    else:
+        inputs = np.asarray(inputs, dtype=object)
+        if inputs.ndim == 0:
+            inputs, batched = [inputs.item()], False
+        elif inputs.ndim == 1:
+            inputs, batched = list(inputs), True
+        else:
+            raise ValueError(
+                "Expected a string or a 1-D list of strings; got an input of "
+                f"rank {inputs.ndim}."
+            )
+    return [
+        x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in inputs
+    ], batched
+
+
+def _as_python_ids(inputs):
+    """ids (list, ragged list, array, tensor) -> (list of lists, batched?)."""
+    if not isinstance(inputs, (list, tuple)):
+        inputs = keras.ops.convert_to_numpy(inputs)
+        if inputs.ndim == 1:
+            return [inputs.tolist()], False
+        if inputs.ndim != 2:
+            raise ValueError(
+                f"Expected ids of rank 1 or 2; got rank {inputs.ndim}."
+            )
+        return inputs.tolist(), True
+    if len(inputs) and not np.isscalar(inputs[0]):
+        return [
+            [int(i) for i in np.asarray(row).reshape(-1)] for row in inputs
+        ], True
+    return [[int(i) for i in inputs]], False
+
+
+def train_tokenizer(text, kind="character", vocabulary_size=2000):
+    """A tokenizer fitted to a corpus.
+
+    Args:
+        text: the training text (one string).
+        kind: "character" (`CharacterTokenizer`) or "wordpiece" (a keras-hub
+            `WordPieceTokenizer`, vocabulary computed by keras-hub).
+        vocabulary_size: size of the wordpiece vocabulary.
+    """
+    if kind == "character":
+        return CharacterTokenizer.from_text(text)
+    if kind == "wordpiece":
+        lines = [line for line in text.split("\n") if line.strip()]
+        vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
+            lines,
+            vocabulary_size,
+            lowercase=False,
+            reserved_tokens=["[PAD]", "[UNK]"],
+        )
+        return keras_hub.tokenizers.WordPieceTokenizer(
+            vocabulary=vocabulary,
+            lowercase=False,
+            oov_token="[UNK]",
+            dtype="int32",
+        )
+    raise ValueError(f"kind must be one of {TOKENIZER_KINDS}; got {kind!r}.")
+
+
+def encode_corpus(tokenizer, text):
+    """A whole corpus -> one 1-D int32 NumPy array of token ids."""
+    if isinstance(tokenizer, CharacterTokenizer):
+        return tokenizer.encode_text(text)
+    ids = []
+    for line in text.split("\n"):
+        if line.strip():
+            ids.extend(np.asarray(tokenizer.tokenize(line)).tolist())
+    return np.asarray(ids, dtype="int32")
