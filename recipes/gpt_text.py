@@ -34,6 +34,7 @@ from zoo.data.corpus import consecutive_windows  # noqa: E402
 from zoo.data.corpus import load_text  # noqa: E402
 from zoo.data.corpus import split_ids  # noqa: E402
 from zoo.data.imdb import DataNotFoundError  # noqa: E402
+from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
 from zoo.data.tokenizers import TOKENIZER_KINDS  # noqa: E402
 from zoo.data.tokenizers import encode_corpus  # noqa: E402
 from zoo.data.tokenizers import train_tokenizer  # noqa: E402
@@ -258,7 +259,8 @@ def run(args):
         "best_validation_loss": round(min(history["val_loss"]), 4),
         "history": history,
         "samples": samples,
-        "data": "smoke" if args.smoke else (args.data or "download"),
+        "data": args.data or SHAKESPEARE_URL,
+        "smoke": args.smoke,
     }
     model_path = save_model_atomic(
         gpt, os.path.join(args.output_dir, f"gpt_{args.preset}.keras"))

@@ -244,9 +244,12 @@ def train_tokenizer(text, kind="character", vocabulary_size=2000):
     if kind == "character":
         return CharacterTokenizer.from_text(text)
     if kind == "wordpiece":
+        import tensorflow as tf  # keras-hub's vocabulary trainer reads tf.data
+
         lines = [line for line in text.split("\n") if line.strip()]
+        # A list of strings would be read as file names; a dataset is data.
         vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-            lines,
+            tf.data.Dataset.from_tensor_slices(lines).batch(1000),
             vocabulary_size,
             lowercase=False,
             reserved_tokens=["[PAD]", "[UNK]"],

@@ -229,6 +229,20 @@ class GPTPreprocessor(keras_hub.models.CausalLMPreprocessor):
             **kwargs,
         )
 
+    def build(self, input_shape):
+        # keras-hub's build reads start/end/pad ids that only its model
+        # tokenizers define; a bare WordPieceTokenizer has none of them.
+        tokenizer = self.tokenizer
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.packer = keras_hub.layers.StartEndPacker(
+            start_value=getattr(tokenizer, "start_token_id", None),
+            end_value=getattr(tokenizer, "end_token_id", None),
+            pad_value=0 if pad is None else pad,
+            sequence_length=self.sequence_length,
+            return_padding_mask=True,
+        )
+        self.built = True
+
 
 def get_sampler(name, temperature=1.0, seed=None, **options):
     """A `keras_hub.samplers.Sampler` from a short name.
@@ -528,9 +542,9 @@ class GPT(keras_hub.models.CausalLM):
             )
         if self.preprocessor is not None:
             self._check_prompts(inputs, max_length)
-            if self.preprocessor.tokenizer.end_token_id is None and (
-                stop_token_ids == "auto"
-            ):
+            # Tokenizers without an end token (WordPiece) have no attribute.
+            end = getattr(self.preprocessor.tokenizer, "end_token_id", None)
+            if end is None and stop_token_ids == "auto":
                 stop_token_ids = None
 
         # One compiled function per sampler setting: repeated calls reuse it
