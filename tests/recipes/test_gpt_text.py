@@ -93,7 +93,6 @@ def test_missing_data_is_one_clear_error(tmp_path, capsys):
     assert "Traceback" not in error
 
 
-@pytest.mark.skipif(not os.path.exists(SHIPPED), reason="not shipped yet")
 def test_shipped_model_generates_from_strings():
     gpt = keras.saving.load_model(SHIPPED)
     greedy = gpt.generate(["ROMEO:\n", "JULIET:\n"], max_length=40)
