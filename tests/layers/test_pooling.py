@@ -78,6 +78,30 @@ def test_computed_query_uses_masked_mean_and_zero_weights_on_padding():
     )
 
 
+@pytest.mark.parametrize("query", ["learned", "computed"])
+def test_zero_query_initializer_starts_as_masked_mean(query):
+    x = random_array((BATCH, SEQ, DIM))
+    layer = AttentionPooling(query=query, query_initializer="zeros")
+    pooled, weights = layer(x, mask=MASK, return_attention_scores=True)
+    real = MASK[..., None]
+    np.testing.assert_allclose(
+        to_numpy(weights), MASK / MASK.sum(1, keepdims=True), atol=ATOL
+    )
+    np.testing.assert_allclose(
+        to_numpy(pooled), (x * real).sum(1) / real.sum(1), atol=ATOL
+    )
+
+
+def test_query_initializer_defaults_to_kernel_initializer():
+    layer = AttentionPooling(kernel_initializer="ones")
+    layer.build((BATCH, SEQ, DIM))
+    np.testing.assert_array_equal(to_numpy(layer.query_vector), np.ones(DIM))
+    # Configs saved before the option existed still load.
+    config = layer.get_config()
+    assert config.pop("query_initializer") is None
+    assert AttentionPooling.from_config(config).query_initializer is None
+
+
 # ---- Masking -----------------------------------------------------------------
 
 @pytest.mark.parametrize("query", ["learned", "computed"])
@@ -179,6 +203,7 @@ LAYER_KWARGS = {
         query="computed", use_value_transform=True, value_dim=5,
         entropy_weight=0.1, kernel_initializer="he_normal",
     ),
+    "zero_query": dict(query="computed", query_initializer="zeros"),
 }
 
 

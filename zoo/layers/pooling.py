@@ -48,6 +48,10 @@ class AttentionPooling(keras.layers.Layer):
             the attention weights to the model's losses while training
             (positive: sharper attention; negative: flatter).
         kernel_initializer: for the query and value maps.
+        query_initializer: for the learned query vector, or the kernel of
+            the computed query's map; defaults to `kernel_initializer`.
+            `"zeros"` starts the attention as the plain (masked) mean, so
+            training moves away from mean pooling only where that helps.
 
     Call arguments:
         sequence: `(batch, seq, dim)`.
@@ -73,6 +77,7 @@ class AttentionPooling(keras.layers.Layer):
         value_dim=None,
         entropy_weight=0.0,
         kernel_initializer="glorot_uniform",
+        query_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -87,6 +92,10 @@ class AttentionPooling(keras.layers.Layer):
         self.value_dim = value_dim
         self.entropy_weight = float(entropy_weight)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.query_initializer = (
+            None if query_initializer is None
+            else keras.initializers.get(query_initializer)
+        )
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -96,14 +105,15 @@ class AttentionPooling(keras.layers.Layer):
                 f"{tuple(input_shape)}."
             )
         dim = input_shape[-1]
+        query_initializer = self.query_initializer or self.kernel_initializer
         if self.query == "learned":
             self.query_vector = self.add_weight(
-                name="query", shape=(dim,), initializer=self.kernel_initializer
+                name="query", shape=(dim,), initializer=query_initializer
             )
         else:
             self.query_dense = keras.layers.Dense(
                 dim,
-                kernel_initializer=self.kernel_initializer,
+                kernel_initializer=query_initializer,
                 dtype=self.dtype_policy,
                 name="query_dense",
             )
@@ -167,6 +177,10 @@ class AttentionPooling(keras.layers.Layer):
             "entropy_weight": self.entropy_weight,
             "kernel_initializer": keras.initializers.serialize(
                 self.kernel_initializer
+            ),
+            "query_initializer": (
+                None if self.query_initializer is None
+                else keras.initializers.serialize(self.query_initializer)
             ),
         }
 
