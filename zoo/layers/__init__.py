@@ -13,6 +13,7 @@ from zoo.layers.positions import PositionalEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
 from zoo.layers.transformer import TransformerDecoder
 from zoo.layers.transformer import TransformerEncoder
+from zoo.layers.word_dropout import WordDropout
 
 __all__ = [
     "AttentionPooling",
@@ -22,6 +23,7 @@ __all__ = [
     "SinusoidalPositionEncoding",
     "TransformerDecoder",
     "TransformerEncoder",
+    "WordDropout",
     "attention_entropy",
     "causal_mask",
     "scaled_dot_product_attention",
