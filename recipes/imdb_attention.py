@@ -76,10 +76,18 @@ def parse_args(argv=None):
     parser.add_argument("--embedding-dim", type=int, default=64,
                         help="word embedding size (the GloVe size with --glove)")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--dropout", type=float, default=0.3)
+    parser.add_argument("--dropout", type=float, default=0.3,
+                        help="dropout on the embeddings and the pooled vector")
+    parser.add_argument("--word-dropout", type=float, default=0.0,
+                        help="probability of dropping a whole word while "
+                        "training")
     parser.add_argument("--entropy-weight", type=float, default=0.0,
                         help="weight of the attention-entropy penalty "
                         "(>0 sharpens attention, <0 spreads it)")
+    parser.add_argument("--query-initializer", default=None,
+                        help="initializer of the attention query (a Keras "
+                        "name; 'zeros' starts every attention model as mean "
+                        "pooling); default: glorot_uniform")
     parser.add_argument("--glove", default=None, metavar="PATH",
                         help="initialise embeddings from a GloVe text file")
     parser.add_argument("--patience", type=int, default=2,
@@ -135,7 +143,9 @@ def build_classifier(args, preprocessor):
         sequence_length=args.max_length,
         embedding_dim=embedding_dim,
         dropout=args.dropout,
+        word_dropout=args.word_dropout,
         entropy_weight=args.entropy_weight,
+        query_initializer=args.query_initializer,
     )
     if matrix is not None:
         embedding = backbone.get_layer("embedding")
@@ -264,6 +274,13 @@ def run(args):
         "max_length": args.max_length,
         "vocabulary_size": int(preprocessor.vocabulary_size),
         "entropy_weight": args.entropy_weight,
+        "word_dropout": args.word_dropout,
+        "query_initializer": args.query_initializer,
+        "dropout": args.dropout,
+        "learning_rate": args.learning_rate,
+        "embedding_dim": args.embedding_dim,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
         "glove": args.glove,
         "smoke": args.smoke,
         "data": "synthetic" if args.smoke else (args.data_dir or "tfds"),

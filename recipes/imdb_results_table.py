@@ -23,7 +23,8 @@ def main(argv=None):
             m = json.load(f)
         if m.get("smoke") or "validation_accuracy" not in m:
             continue
-        if m.get("entropy_weight") or m.get("glove"):
+        if any(m.get(k) for k in ("entropy_weight", "glove", "word_dropout",
+                                  "query_initializer")):
             continue  # variants are reported separately
         results[(m["model"], m["backend"])] = m
     header = "| model | " + " | ".join(BACKENDS) + " |"

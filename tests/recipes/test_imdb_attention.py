@@ -51,6 +51,21 @@ def test_attention_smoke_run_learns_the_cue_words(tmp_path):
     assert vocabulary[ids[0][np.argmax(weights[0])]] == "superb"
 
 
+def test_regularisation_flags_reach_the_saved_model(tmp_path):
+    imdb_attention.main(
+        ["--smoke", "--model", "attention", "--epochs", "1", "--verbose", "0",
+         "--word-dropout", "0.2", "--entropy-weight", "-0.05",
+         "--query-initializer", "zeros", "--output-dir", str(tmp_path)]
+    )
+    model = keras.saving.load_model(str(tmp_path / "imdb_attention.keras"))
+    assert model.backbone.get_layer("word_dropout").rate == 0.2
+    pooling = model.backbone.get_layer("attention_pooling")
+    assert pooling.entropy_weight == -0.05
+    assert pooling.get_config()["query_initializer"]["class_name"] == "Zeros"
+    probabilities = np.asarray(model.predict(REVIEWS, verbose=0))
+    assert np.isfinite(probabilities).all()
+
+
 def test_local_aclimdb_directory_and_glove(tmp_path):
     data = write_aclimdb(tmp_path / "data", per_class=20)
     glove = tmp_path / "glove.txt"
@@ -84,7 +99,7 @@ def test_help_explains_every_flag(capsys):
     text = capsys.readouterr().out
     for flag in ("--model", "--entropy-weight", "--glove", "--epochs", "--batch-size",
                  "--max-length", "--embedding-dim", "--seed", "--output-dir", "--smoke",
-                 "--data-dir"):
+                 "--data-dir", "--word-dropout", "--query-initializer"):
         assert flag in text, flag
 
 
