@@ -91,9 +91,10 @@ def test_invalid_rate_raises(kwargs, message):
         WordDropout(**kwargs)
 
 
-def test_rank_3_input_raises():
+@pytest.mark.parametrize("training", [True, False])
+def test_rank_3_input_raises(training):
     with pytest.raises(ValueError, match=r"\(batch, seq\)"):
-        WordDropout(0.2)(np.ones((2, 3, 4), "int32"), training=True)
+        WordDropout(0.2)(np.ones((2, 3, 4), "int32"), training=training)
 
 
 def _classifier(rate=0.3):

@@ -47,13 +47,13 @@ class WordDropout(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, training=None):
-        if not training or self.rate == 0.0:
-            return token_ids
         if len(token_ids.shape) != 2:
             raise ValueError(
                 "WordDropout expects token ids of shape (batch, seq); got "
                 f"{tuple(token_ids.shape)}."
             )
+        if not training or self.rate == 0.0:
+            return token_ids
         real = ops.not_equal(token_ids, self.padding_id)
         draws = keras.random.uniform(
             ops.shape(token_ids), seed=self.seed_generator
