@@ -173,11 +173,6 @@ def main(argv=None):
         backends = list(BACKENDS)
     else:
         backends = args.backends.split(",")
-    worker_argv = [a for a in argv if not a.startswith("--json")]
-    if args.json:  # drop "--json PATH" from what the workers get
-        i = argv.index("--json") if "--json" in argv else None
-        if i is not None:
-            worker_argv = argv[:i] + argv[i + 2:]
     print(f"GPT {args.num_layers} layers x width {args.hidden_dim}, batch "
           f"{args.batch_size}: {args.prompt_length}-token prompt + "
           f"{args.new_tokens} new tokens (greedy), median of {args.repeats}")
@@ -186,7 +181,8 @@ def main(argv=None):
           f"{'speed-up':>9} | identical")
     results = []
     for backend in backends:
-        r = run_backend(backend, worker_argv)
+        # Workers get the same flags; only this process writes --json.
+        r = run_backend(backend, argv)
         results.append(r)
         print(f"{backend:<11} {r['cached']['seconds']:>9.3f} "
               f"{r['cached']['tokens_per_second']:>8.1f} | "

@@ -33,8 +33,8 @@ from zoo.data.corpus import RandomWindows  # noqa: E402
 from zoo.data.corpus import consecutive_windows  # noqa: E402
 from zoo.data.corpus import load_text  # noqa: E402
 from zoo.data.corpus import split_ids  # noqa: E402
-from zoo.data.imdb import DataNotFoundError  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
+from zoo.data.imdb import DataNotFoundError  # noqa: E402
 from zoo.data.tokenizers import TOKENIZER_KINDS  # noqa: E402
 from zoo.data.tokenizers import encode_corpus  # noqa: E402
 from zoo.data.tokenizers import train_tokenizer  # noqa: E402
