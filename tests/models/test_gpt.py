@@ -12,7 +12,6 @@ from zoo.data.tokenizers import CharacterTokenizer
 from zoo.models.gpt import GPT
 from zoo.models.gpt import GPTBackbone
 from zoo.models.gpt import GPTPreprocessor
-from zoo.models.gpt import TokenEmbedding
 from zoo.models.gpt import get_sampler
 
 TEXT = "to be, or not to be, that is the question:\nwhether 'tis nobler\n"
@@ -260,9 +259,3 @@ def test_one_training_step_changes_weights_and_is_finite():
     assert np.isfinite(last) and last < first
     after = ops.convert_to_numpy(gpt.backbone.token_embedding.embeddings)
     assert np.abs(after - before).max() > 0
-
-
-def test_token_embedding_config_round_trip():
-    layer = TokenEmbedding(10, 4, tie_weights=False)
-    clone = TokenEmbedding.from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()

@@ -6,6 +6,7 @@ Importing this package registers every layer for `.keras` serialization.
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import causal_mask
 from zoo.layers.attention import scaled_dot_product_attention
+from zoo.layers.embedding import TokenEmbedding
 from zoo.layers.pooling import AttentionPooling
 from zoo.layers.pooling import attention_entropy
 from zoo.layers.positions import LearnedPositionEmbedding
@@ -21,6 +22,7 @@ __all__ = [
     "MultiHeadAttention",
     "PositionalEmbedding",
     "SinusoidalPositionEncoding",
+    "TokenEmbedding",
     "TransformerDecoder",
     "TransformerEncoder",
     "WordDropout",

@@ -19,8 +19,8 @@ import numpy as np
 from keras import ops
 
 from zoo.layers import LearnedPositionEmbedding
+from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerDecoder
-from zoo.layers.positions import check_token_ids
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
 
@@ -28,31 +28,6 @@ SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
 def _gpt_initializer():
     # GPT-2's N(0, 0.02) for every weight matrix.
     return keras.initializers.RandomNormal(stddev=0.02)
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class TokenEmbedding(keras_hub.layers.ReversibleEmbedding):
-    """keras-hub's `ReversibleEmbedding` that rejects out-of-range ids.
-
-    `layer(ids)` embeds `(batch, seq)` ids to `(batch, seq, dim)`;
-    `layer(hidden, reverse=True)` maps `(batch, seq, dim)` back to
-    `(batch, seq, vocabulary)` logits, with the same matrix when
-    `tie_weights=True`. Ids are checked whenever their values are visible
-    (eager calls): an id `>= input_dim` is an error, never a NaN row.
-
-    Example:
-
-    >>> layer = TokenEmbedding(100, 16)
-    >>> layer(np.array([[1, 2, 3]])).shape
-    (1, 3, 16)
-    """
-
-    def call(self, inputs, reverse=False, check_ids=True):
-        # Generation feeds ids it made itself, and a host copy per step
-        # would stall an accelerator, so it passes check_ids=False.
-        if not reverse and check_ids:
-            check_token_ids(inputs, self.input_dim, self.name)
-        return super().call(inputs, reverse=reverse)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -21,6 +21,7 @@ import keras_hub
 from zoo.data.text import TextClassifierPreprocessor
 from zoo.layers import AttentionPooling
 from zoo.layers import PositionalEmbedding
+from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerEncoder
 from zoo.layers import WordDropout
 
@@ -97,7 +98,7 @@ def build_text_backbone(
             vocabulary_size, sequence_length, embedding_dim, name="embedding"
         )(words)
     else:
-        x = keras.layers.Embedding(
+        x = TokenEmbedding(
             vocabulary_size, embedding_dim, mask_zero=True, name="embedding"
         )(words)
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)

@@ -1,0 +1,69 @@
+"""TokenEmbedding under the current backend: a table lookup that refuses
+out-of-range ids (JAX would give NaN rows), masks padding, reverses to
+logits with the tied matrix, and survives config and `.keras` round trips."""
+
+import keras
+import numpy as np
+import pytest
+
+from tests.helpers import config_round_trip
+from tests.helpers import keras_round_trip
+from tests.helpers import to_numpy
+from zoo.layers import TokenEmbedding
+
+
+def test_lookup_and_tied_reverse_match_numpy():
+    layer = TokenEmbedding(10, 4)
+    ids = np.array([[1, 2, 9], [0, 3, 3]], "int32")
+    vectors = to_numpy(layer(ids))
+    table = to_numpy(layer.embeddings)
+    np.testing.assert_allclose(vectors, table[ids], rtol=1e-6)
+    logits = to_numpy(layer(vectors, reverse=True))
+    np.testing.assert_allclose(logits, vectors @ table.T, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [10, 57, -1])
+def test_out_of_range_ids_are_an_error_naming_the_id(bad):
+    layer = TokenEmbedding(10, 4, name="words")
+    ids = np.array([[1, bad, 2]], "int32")
+    with pytest.raises(ValueError, match=rf"words: token id {bad} is outside"):
+        layer(ids)
+    # A generation loop that made the ids itself may skip the check.
+    layer(np.array([[1, 2]], "int32"), check_ids=False)
+
+
+def test_mask_zero_hides_padding_from_the_layers_after_it():
+    ids = keras.Input((None,), dtype="int32")
+    pooled = keras.layers.GlobalAveragePooling1D()(
+        TokenEmbedding(10, 4, mask_zero=True)(ids)
+    )
+    model = keras.Model(ids, pooled)
+    short = np.array([[4, 5, 6]], "int32")
+    padded = np.array([[4, 5, 6, 0, 0]], "int32")
+    np.testing.assert_allclose(
+        to_numpy(model(padded)), to_numpy(model(short)), rtol=1e-6
+    )
+
+
+def test_config_and_keras_round_trips(tmp_path):
+    layer = TokenEmbedding(10, 4, tie_weights=False, mask_zero=True)
+    clone = config_round_trip(layer)
+    assert isinstance(clone, TokenEmbedding)
+    assert clone.get_config() == layer.get_config()
+
+    ids = keras.Input((None,), dtype="int32")
+    model = keras.Model(ids, TokenEmbedding(10, 4, mask_zero=True)(ids))
+    x = np.array([[1, 2, 0]], "int32")
+    loaded = keras_round_trip(model, tmp_path)
+    assert isinstance(loaded.layers[-1], TokenEmbedding)
+    np.testing.assert_allclose(to_numpy(loaded(x)), to_numpy(model(x)))
+    with pytest.raises(ValueError, match="outside"):
+        loaded(np.array([[12]], "int32"))
+
+
+def test_mixed_bfloat16():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    layer = TokenEmbedding(10, 4)
+    out = layer(np.array([[1, 2]], "int32"))
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert np.isfinite(to_numpy(out)).all()
