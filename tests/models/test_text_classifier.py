@@ -1,0 +1,197 @@
+"""The course's text classifiers (zoo.models.text_classifier) under the current
+backend: each pooling against a NumPy reference of its formula, padding
+never changing a prediction, the attention weights, raw strings through a
+`.keras` round trip, a training step, mixed precision and the errors."""
+
+import keras
+import numpy as np
+import pytest
+
+from tests.helpers import keras_round_trip
+from tests.helpers import np_softmax
+from tests.helpers import to_numpy
+from zoo.data.text import TextClassifierPreprocessor
+from zoo.models import TEXT_CLASSIFIER_KINDS
+from zoo.models import TextClassifier
+from zoo.models import attention_model
+from zoo.models import build_text_backbone
+
+VOCAB, SEQ, DIM = 40, 12, 8
+SMALL = dict(rnn_units=4, num_layers=1, num_heads=2, intermediate_dim=8)
+TEXTS = [
+    "a wonderful film with a wonderful cast",
+    "a dull and boring film",
+    "wonderful",
+    "boring boring plot and a dull cast",
+]
+LABELS = np.array([1, 0, 1, 0], "float32")
+
+
+def _token_ids():
+    ids = np.random.default_rng(0).integers(2, VOCAB, (4, SEQ)).astype("int32")
+    ids[1, 7:] = 0
+    ids[2, 2:] = 0
+    ids[3, 1:] = 0  # a one-word review
+    return ids
+
+
+def _backbone(kind, **kwargs):
+    return build_text_backbone(kind, VOCAB, SEQ, DIM, **{**SMALL, **kwargs})
+
+
+def _weights(layer):
+    return [to_numpy(w) for w in layer.weights]
+
+
+def _np_sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@pytest.mark.parametrize("kind", ["mean", "attention", "query"])
+def test_prediction_matches_the_numpy_formula(kind):
+    backbone = _backbone(kind, dropout=0.3)  # dropout is off at inference
+    ids = _token_ids()
+    (table,) = _weights(backbone.get_layer("embedding"))
+    x = table[ids]
+    real = (ids != 0)[..., None]
+    mean = (x * real).sum(1) / real.sum(1)
+    if kind == "mean":
+        pooled = mean
+    else:
+        pooling = backbone.get_layer("attention_pooling")
+        if kind == "attention":
+            # log p(a_i | t) = const + q . x_i
+            logits = x @ to_numpy(pooling.query_vector)
+            values = x
+        else:
+            # q = W mean(x) + b, values v(x_i) = W_v x_i + b_v
+            w_q, b_q = _weights(pooling.query_dense)
+            w_v, b_v = _weights(pooling.value_dense)
+            logits = np.einsum("bsd,bd->bs", x, mean @ w_q + b_q)
+            values = x @ w_v + b_v
+        weights = np_softmax(np.where(real[..., 0], logits, -np.inf))
+        pooled = np.einsum("bs,bsd->bd", weights, values)
+    kernel, bias = _weights(backbone.get_layer("classifier"))
+    expected = _np_sigmoid(pooled @ kernel + bias)
+    np.testing.assert_allclose(
+        to_numpy(backbone(ids)), expected, rtol=1e-4, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("kind", TEXT_CLASSIFIER_KINDS)
+def test_padding_never_changes_a_prediction(kind):
+    backbone = build_text_backbone(kind, VOCAB, 2 * SEQ, DIM, **SMALL)
+    ids = _token_ids()
+    padded = np.concatenate([ids, np.zeros_like(ids)], axis=1)
+    np.testing.assert_allclose(
+        to_numpy(backbone(padded)), to_numpy(backbone(ids)),
+        rtol=1e-4, atol=1e-5,
+    )
+
+
+@pytest.mark.parametrize("kind", ["attention", "query", "rnn", "transformer"])
+def test_attention_weights_are_a_distribution_over_the_real_words(kind):
+    backbone = _backbone(kind)
+    ids = _token_ids()
+    weights = to_numpy(attention_model(backbone)(ids))
+    assert weights.shape == ids.shape
+    np.testing.assert_array_equal(weights[ids == 0], 0.0)
+    np.testing.assert_allclose(weights.sum(1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(weights[3, 0], 1.0, rtol=1e-6)
+
+
+def test_mean_baseline_has_no_attention_weights():
+    assert attention_model(_backbone("mean")) is None
+
+
+def test_a_zero_query_starts_as_the_mean_baseline():
+    attention = _backbone("attention", query_initializer="zeros")
+    mean = _backbone("mean")
+    for name in ("embedding", "classifier"):
+        mean.get_layer(name).set_weights(attention.get_layer(name).get_weights())
+    ids = _token_ids()
+    np.testing.assert_allclose(
+        to_numpy(attention(ids)), to_numpy(mean(ids)), rtol=1e-5, atol=1e-6
+    )
+
+
+def _classifier(kind="attention"):
+    preprocessor = TextClassifierPreprocessor(max_tokens=VOCAB, sequence_length=SEQ)
+    preprocessor.adapt(TEXTS)
+    backbone = build_text_backbone(
+        kind, preprocessor.vocabulary_size, SEQ, DIM, **SMALL
+    )
+    classifier = TextClassifier(backbone, preprocessor)
+    classifier.compile(optimizer=keras.optimizers.Adam(0.05))
+    return classifier
+
+
+@pytest.mark.parametrize("kind", ["mean", "attention", "rnn"])
+def test_raw_strings_in_probabilities_out_through_a_keras_round_trip(kind, tmp_path):
+    classifier = _classifier(kind)
+    expected = np.asarray(classifier.predict(TEXTS, verbose=0))
+    assert expected.shape == (4, 1)
+    assert ((expected > 0) & (expected < 1)).all()
+    loaded = keras_round_trip(classifier, tmp_path)
+    assert isinstance(loaded, TextClassifier)
+    assert loaded.preprocessor.get_vocabulary() == (
+        classifier.preprocessor.get_vocabulary()
+    )
+    np.testing.assert_allclose(
+        np.asarray(loaded.predict(TEXTS, verbose=0)), expected, rtol=1e-5, atol=1e-6
+    )
+    weights, ids = loaded.attention_weights(TEXTS)
+    assert ids.shape == (4, SEQ)
+    if kind == "mean":
+        assert weights is None
+    else:
+        np.testing.assert_allclose(weights.sum(1), 1.0, rtol=1e-5)
+
+
+# rnn and transformer train end to end in tests/recipes (every --model under
+# --smoke); compiling them again here would double the suite's slowest tests.
+@pytest.mark.parametrize("kind", ["mean", "attention", "query"])
+def test_training_on_raw_strings_lowers_the_loss(kind):
+    classifier = _classifier(kind)
+    history = classifier.fit(
+        TEXTS, LABELS, batch_size=4, epochs=8, shuffle=False, verbose=0
+    )
+    losses = history.history["loss"]
+    assert np.isfinite(losses).all()
+    assert losses[-1] < losses[0]
+
+
+def test_entropy_penalty_is_added_to_the_training_loss():
+    ids, labels = _token_ids(), LABELS[:, None]
+    plain = _backbone("attention", dropout=0.0)
+    penalised = _backbone("attention", dropout=0.0, entropy_weight=1.0)
+    penalised.set_weights(plain.get_weights())
+    for model in (plain, penalised):
+        model.compile(optimizer="sgd", loss="binary_crossentropy")
+    weights = to_numpy(attention_model(plain)(ids))
+    safe = np.where(weights > 0, weights, 1.0)
+    entropy = -(weights * np.log(safe)).sum(1).mean()
+    gap = float(penalised.train_on_batch(ids, labels)) - float(
+        plain.train_on_batch(ids, labels)
+    )
+    np.testing.assert_allclose(gap, entropy, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", TEXT_CLASSIFIER_KINDS)
+def test_mixed_bfloat16_keeps_a_float32_probability(kind):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    backbone = _backbone(kind)
+    out = backbone(_token_ids())
+    assert keras.backend.standardize_dtype(out.dtype) == "float32"
+    out = to_numpy(out)
+    assert np.isfinite(out).all() and ((out >= 0) & (out <= 1)).all()
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        build_text_backbone("lstm", VOCAB, SEQ)
+    backbone = _backbone("attention")
+    with pytest.raises(ValueError, match=f"token id {VOCAB + 3} is outside"):
+        backbone(np.array([[1, VOCAB + 3, 2]], "int32"))
+    with pytest.raises(ValueError, match="longer than sequence_length"):
+        _backbone("transformer")(np.ones((1, SEQ + 1), "int32"))
