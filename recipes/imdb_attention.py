@@ -88,6 +88,19 @@ def parse_args(argv=None):
                         help="initializer of the attention query (a Keras "
                         "name; 'zeros' starts every attention model as mean "
                         "pooling); default: glorot_uniform")
+    parser.add_argument("--rnn-cell", choices=("gru", "lstm"), default="gru",
+                        help="recurrent cell of --model rnn (bidirectional)")
+    parser.add_argument("--rnn-units", type=int, default=64,
+                        help="units per direction of --model rnn")
+    parser.add_argument("--rnn-skip", action="store_true",
+                        help="--model rnn pools the word embeddings "
+                        "concatenated with the recurrent states")
+    parser.add_argument("--num-layers", type=int, default=2,
+                        help="encoder blocks of --model transformer")
+    parser.add_argument("--num-heads", type=int, default=4,
+                        help="attention heads of --model transformer")
+    parser.add_argument("--intermediate-dim", type=int, default=128,
+                        help="feed-forward width of --model transformer")
     parser.add_argument("--glove", default=None, metavar="PATH",
                         help="initialise embeddings from a GloVe text file")
     parser.add_argument("--patience", type=int, default=2,
@@ -146,6 +159,12 @@ def build_classifier(args, preprocessor):
         word_dropout=args.word_dropout,
         entropy_weight=args.entropy_weight,
         query_initializer=args.query_initializer,
+        rnn_units=args.rnn_units,
+        rnn_cell=args.rnn_cell,
+        rnn_skip=args.rnn_skip,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        intermediate_dim=args.intermediate_dim,
     )
     if matrix is not None:
         embedding = backbone.get_layer("embedding")
@@ -279,6 +298,11 @@ def run(args):
         "dropout": args.dropout,
         "learning_rate": args.learning_rate,
         "embedding_dim": args.embedding_dim,
+        **({"rnn_cell": args.rnn_cell, "rnn_units": args.rnn_units,
+            "rnn_skip": args.rnn_skip} if args.model == "rnn" else {}),
+        **({"num_layers": args.num_layers, "num_heads": args.num_heads,
+            "intermediate_dim": args.intermediate_dim}
+           if args.model == "transformer" else {}),
         "batch_size": args.batch_size,
         "seed": args.seed,
         "glove": args.glove,

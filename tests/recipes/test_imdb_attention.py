@@ -66,6 +66,28 @@ def test_regularisation_flags_reach_the_saved_model(tmp_path):
     assert np.isfinite(probabilities).all()
 
 
+@pytest.mark.parametrize("model,flags,check", [
+    ("rnn", ["--rnn-cell", "lstm", "--rnn-units", "6", "--rnn-skip"],
+     lambda b: (isinstance(b.get_layer("rnn").forward_layer, keras.layers.LSTM)
+                and b.get_layer("rnn").forward_layer.units == 6
+                and b.get_layer("rnn_skip") is not None)),
+    ("transformer", ["--num-layers", "1", "--num-heads", "2",
+                     "--intermediate-dim", "12"],
+     lambda b: (b.get_layer("encoder_0").num_heads == 2
+                and b.get_layer("encoder_0").intermediate_dim == 12
+                and "encoder_1" not in [layer.name for layer in b.layers])),
+])
+def test_architecture_flags_reach_the_saved_model(model, flags, check, tmp_path):
+    metrics = imdb_attention.main(
+        ["--smoke", "--model", model, "--epochs", "1", "--verbose", "0",
+         "--output-dir", str(tmp_path), *flags]
+    )
+    loaded = keras.saving.load_model(str(tmp_path / f"imdb_{model}.keras"))
+    assert check(loaded.backbone)
+    for flag in flags[::2]:
+        assert flag[2:].replace("-", "_") in metrics, flag
+
+
 def test_local_aclimdb_directory_and_glove(tmp_path):
     data = write_aclimdb(tmp_path / "data", per_class=20)
     glove = tmp_path / "glove.txt"
@@ -99,7 +121,9 @@ def test_help_explains_every_flag(capsys):
     text = capsys.readouterr().out
     for flag in ("--model", "--entropy-weight", "--glove", "--epochs", "--batch-size",
                  "--max-length", "--embedding-dim", "--seed", "--output-dir", "--smoke",
-                 "--data-dir", "--word-dropout", "--query-initializer"):
+                 "--data-dir", "--word-dropout", "--query-initializer", "--rnn-cell",
+                 "--rnn-units", "--rnn-skip", "--num-layers", "--num-heads",
+                 "--intermediate-dim"):
         assert flag in text, flag
 
 
