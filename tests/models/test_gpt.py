@@ -66,15 +66,23 @@ def test_the_whole_model_is_causal():
     assert np.abs(a[:, 9:] - b[:, 9:]).max() > 1e-4
 
 
-def test_cached_logits_equal_full_logits_token_by_token():
+@pytest.mark.parametrize("layout", ["per_block", "stacked"])
+def test_cached_logits_equal_full_logits_token_by_token(layout):
     gpt = make_gpt()
     ids = token_ids(gpt, TEXT, 20)
     full = logits_of(gpt, ids)
-    cache = ops.zeros((1, 2, 2, 20, 2, 8))
+    if layout == "stacked":  # keras-hub's (batch, layers, 2, len, heads, dim)
+        cache = ops.zeros((1, 2, 2, 20, 2, 8))
+    else:  # what generate() carries: one (batch, 2, len, heads, dim) per block
+        cache = tuple(ops.zeros((1, 2, 20, 2, 8)) for _ in range(2))
     for t in range(20):
         logits, _, cache = gpt.call_with_cache(ids[:, t:t + 1], cache, t)
         np.testing.assert_allclose(
             ops.convert_to_numpy(logits)[0, 0], full[0, t], atol=1e-5)
+    if layout == "stacked":
+        assert tuple(cache.shape) == (1, 2, 2, 20, 2, 8)
+    else:
+        assert isinstance(cache, tuple) and len(cache) == 2
 
 
 def test_greedy_with_cache_equals_greedy_without():

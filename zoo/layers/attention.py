@@ -488,14 +488,16 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache_update_index is None:
                 projected_key, projected_value = cache[:, 0], cache[:, 1]
             else:
-                start = [0, cache_update_index, 0, 0]
-                projected_key = ops.slice_update(
-                    cache[:, 0], start, self._key_dense(key)
+                # One update of the whole (batch, 2, len, heads, dim) cache:
+                # eager PyTorch copies a tensor per slice_update, so updating
+                # keys and values apart and re-stacking them copied it 3 times.
+                new = ops.stack(
+                    [self._key_dense(key), self._value_dense(value)], axis=1
                 )
-                projected_value = ops.slice_update(
-                    cache[:, 1], start, self._value_dense(value)
+                cache = ops.slice_update(
+                    cache, [0, 0, cache_update_index, 0, 0], new
                 )
-                cache = ops.stack([projected_key, projected_value], axis=1)
+                projected_key, projected_value = cache[:, 0], cache[:, 1]
 
         mask = merge_padding_and_attention_mask(
             query_mask, value_mask, attention_mask

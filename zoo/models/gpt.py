@@ -381,42 +381,50 @@ class GPT(keras_hub.models.CausalLM):
 
         Args:
             token_ids: `(batch, n)` ids of the new positions.
-            cache: `(batch, num_layers, 2, max_length, heads, head_dim)` keys
-                and values of every block.
+            cache: keys and values of every block, either a tuple with one
+                `(batch, 2, max_length, heads, head_dim)` tensor per block
+                (what `generate` carries: no per-step re-stacking) or one
+                stacked `(batch, num_layers, 2, max_length, heads, head_dim)`
+                tensor (keras-hub's layout).
             cache_update_index: position of `token_ids[:, 0]`.
 
         Returns:
-            `(logits (batch, n, vocab), hidden_states (batch, n, dim), cache)`.
+            `(logits (batch, n, vocab), hidden_states (batch, n, dim), cache)`
+            with the cache in the form it was given.
         """
         backbone = self.backbone
+        stacked = not isinstance(cache, (tuple, list))
+        layer_caches = (
+            [cache[:, i, ...] for i in range(backbone.num_layers)]
+            if stacked else list(cache)
+        )
         tokens = backbone.token_embedding(token_ids, check_ids=False)
         positions = backbone.position_embedding(
             tokens, start_index=cache_update_index
         )
         x = tokens + positions  # generation never trains: no dropout
-        caches = []
         for i, block in enumerate(backbone.transformer_layers):
-            x, layer_cache = block(
+            x, layer_caches[i] = block(
                 x,
-                self_attention_cache=cache[:, i, ...],
+                self_attention_cache=layer_caches[i],
                 self_attention_cache_update_index=cache_update_index,
             )
-            caches.append(layer_cache)
-        cache = ops.stack(caches, axis=1)
+        cache = ops.stack(layer_caches, axis=1) if stacked else tuple(layer_caches)
         hidden_states = backbone.layer_norm(x)
         logits = backbone.token_embedding(hidden_states, reverse=True)
         return ops.cast(logits, "float32"), hidden_states, cache
 
     def _build_cache(self, token_ids):
-        """Empty cache for `token_ids`, filled by one pass over the prompt."""
+        """Empty per-block caches for `token_ids`, filled by one pass over
+        the prompt."""
         backbone = self.backbone
         batch_size, max_length = ops.shape(token_ids)[0], ops.shape(token_ids)[1]
         head_dim = backbone.hidden_dim // backbone.num_heads
-        shape = [
-            batch_size, backbone.num_layers, 2, max_length,
-            backbone.num_heads, head_dim,
-        ]
-        cache = ops.zeros(shape, dtype=self.compute_dtype)
+        shape = [batch_size, 2, max_length, backbone.num_heads, head_dim]
+        cache = tuple(
+            ops.zeros(shape, dtype=self.compute_dtype)
+            for _ in range(backbone.num_layers)
+        )
         _, hidden_states, cache = self.call_with_cache(token_ids, cache, 0)
         return hidden_states, cache
 
