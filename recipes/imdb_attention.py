@@ -108,8 +108,16 @@ def parse_args(argv=None):
                         "without a better validation accuracy and keep the "
                         "best weights (0 disables; needs a validation split)")
     parser.add_argument("--validation-fraction", type=float, default=0.2,
-                        help="share of train held out (fixed seed); 0 trains "
-                        "on the full train split")
+                        help="share of train held out; 0 trains on the full "
+                        "train split")
+    parser.add_argument("--validation-fold", type=int, default=0,
+                        help="which part of train is held out, 0 <= fold < "
+                        "1/fraction (run each to cross-validate)")
+    parser.add_argument("--hold-out", choices=("movies", "reviews"),
+                        default="movies",
+                        help="hold out whole movies (like the official test "
+                        "split; needs --data-dir) or random reviews (shares "
+                        "movies with train, so accuracy reads high)")
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--output-dir", default=None,
                         help="default: runs/imdb_attention/<model>/")
@@ -137,7 +145,9 @@ def parse_args(argv=None):
 def load_splits(args):
     if args.smoke:
         return make_synthetic_imdb(seed=args.seed)
-    return load_imdb(args.data_dir, args.validation_fraction, args.seed)
+    return load_imdb(args.data_dir, args.validation_fraction, args.seed,
+                     validation_fold=args.validation_fold,
+                     hold_out=args.hold_out)
 
 
 def build_classifier(args, preprocessor):
@@ -240,8 +250,11 @@ def run(args):
     os.makedirs(args.output_dir, exist_ok=True)
     splits = load_splits(args)
     train_texts, train_labels = splits["train"]
+    holdout = getattr(splits, "validation_holdout", None)
     print(f"IMDB: " + ", ".join(f"{k} {len(v[0])}" for k, v in splits.items())
           + f" | backend {keras.backend.backend()}")
+    if holdout:
+        print(f"validation: fold {args.validation_fold}, {holdout}")
 
     preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length)
     preprocessor.adapt(train_texts)  # vocabulary from the training split only
@@ -305,6 +318,8 @@ def run(args):
            if args.model == "transformer" else {}),
         "batch_size": args.batch_size,
         "seed": args.seed,
+        "validation_holdout": holdout,
+        "validation_fold": args.validation_fold if holdout else None,
         "glove": args.glove,
         "smoke": args.smoke,
         "data": "synthetic" if args.smoke else (args.data_dir or "tfds"),

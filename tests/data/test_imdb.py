@@ -15,8 +15,13 @@ from zoo.data.text import TextClassifierPreprocessor
 from zoo.data.text import token_dataset
 
 
-def write_aclimdb(root, per_class=6, with_test=True):
-    """A tiny aclImdb tree: <root>/aclImdb/{train,test}/{pos,neg}/<id>_<r>.txt."""
+def write_aclimdb(root, per_class=6, with_test=True, reviews_per_movie=None):
+    """A tiny aclImdb tree: <root>/aclImdb/{train,test}/{pos,neg}/<id>_<r>.txt.
+
+    With `reviews_per_movie`, also the official `urls_{pos,neg}.txt`: review
+    id i of either polarity is about movie i // reviews_per_movie, and its
+    text names that movie ("movie<k>").
+    """
     splits = ("train", "test") if with_test else ("train",)
     for split in splits:
         for polarity, word in (("pos", "wonderful"), ("neg", "awful")):
@@ -24,8 +29,14 @@ def write_aclimdb(root, per_class=6, with_test=True):
             os.makedirs(folder)
             for i in range(per_class):
                 rating = 9 if polarity == "pos" else 2
+                movie = f" about movie{i // reviews_per_movie}" if reviews_per_movie else ""
                 with open(os.path.join(folder, f"{i}_{rating}.txt"), "w") as f:
-                    f.write(f"A {word} {split} film number {i}.<br /><br />The End")
+                    f.write(f"A {word} {split} film{movie} number {i}.<br /><br />The End")
+            if reviews_per_movie:
+                urls = [f"http://www.imdb.com/title/tt{i // reviews_per_movie:07d}/usercomments"
+                        for i in range(per_class)]
+                with open(os.path.join(root, "aclImdb", split, f"urls_{polarity}.txt"), "w") as f:
+                    f.write("\n".join(urls) + "\n")
     return os.path.join(root, "aclImdb")
 
 
@@ -61,6 +72,99 @@ def test_validation_split_is_seeded_and_disjoint():
     assert a_val_labels.sum() == 10
 
 
+def test_reviews_are_read_in_numeric_id_order(tmp_path):
+    folder = tmp_path / "aclImdb" / "train"
+    for polarity in ("pos", "neg"):
+        (folder / polarity).mkdir(parents=True)
+        for i in (10, 2, 1):
+            (folder / polarity / f"{i}_7.txt").write_text(f"{polarity} {i}")
+    texts, labels, ids, movies = imdb.read_aclimdb_split(str(tmp_path / "aclImdb"), "train")
+    assert list(ids) == [1, 2, 10, 1, 2, 10] and list(labels) == [0, 0, 0, 1, 1, 1]
+    assert texts[2] == "neg 10" and movies is None
+
+
+def test_a_file_not_named_like_a_review_is_a_clear_error(tmp_path):
+    root = write_aclimdb(tmp_path, with_test=False)
+    (tmp_path / "aclImdb" / "train" / "pos" / "notes.txt").write_text("x")
+    with pytest.raises(DataNotFoundError, match=r"notes.txt is not named like .*<id>_<rating>"):
+        load_imdb(root)
+
+
+def test_validation_holds_out_whole_movies_from_the_urls_files(tmp_path):
+    root = write_aclimdb(tmp_path, per_class=40, reviews_per_movie=4, with_test=False)
+    folds = []
+    for fold in range(5):
+        splits = load_imdb(root, validation_fraction=0.2, seed=0, validation_fold=fold)
+        assert splits.validation_holdout == "whole movies (train/urls_*.txt)"
+        movie = lambda t: t.split("movie")[1].split()[0]
+        train_movies = {movie(t) for t in splits["train"][0]}
+        val_movies = {movie(t) for t in splits["validation"][0]}
+        assert not train_movies & val_movies  # no movie on both sides
+        assert len(splits["validation"][0]) == 16 and splits["validation"][1].sum() == 8
+        folds.append(val_movies)
+    # The five folds cross-validate: every movie is held out exactly once.
+    assert sorted(m for f in folds for m in f) == sorted(str(i) for i in range(10))
+
+
+def test_urls_file_shorter_than_the_ids_is_a_clear_error(tmp_path):
+    root = write_aclimdb(tmp_path, per_class=8, reviews_per_movie=2, with_test=False)
+    (tmp_path / "aclImdb" / "train" / "urls_neg.txt").write_text("http://a\n")
+    with pytest.raises(ValueError, match="urls_neg.txt has 1 lines but .* id 7"):
+        load_imdb(root)
+
+
+def test_official_train_ids_give_movie_positions():
+    ids = np.concatenate([np.arange(12500), np.arange(12500)])
+    labels = np.repeat([0, 1], 12500)
+    positions = imdb.aclimdb_train_movie_positions(labels, ids)
+    assert positions.shape == (25000,)
+    assert positions.min() >= 0 and positions.max() < 1
+    pos, neg = positions[labels == 1], positions[labels == 0]
+    np.testing.assert_allclose(pos, np.arange(12500) / 12500)
+    # Negative ids 0..3999 follow the positive ids through the same movies,
+    # in order (the anchors), and 4000.. spread over [0, 1) on their own.
+    assert np.all(np.diff(neg[:4000]) >= 0)
+    np.testing.assert_allclose(neg[[0, 775, 3100]], [0.0, 0.2, 0.8])
+    np.testing.assert_allclose(neg[[4000, 8250]], [0.0, 0.5])
+    # Each fifth of the positions holds out about a fifth of each class.
+    for fold in range(5):
+        inside = (positions >= fold / 5) & (positions < (fold + 1) / 5)
+        assert abs(inside[labels == 1].mean() - 0.2) < 1e-9
+        assert abs(inside[labels == 0].mean() - 0.2) < 0.02
+
+
+def test_other_ids_are_not_taken_for_the_official_split():
+    labels = np.repeat([0, 1], 10)
+    ids = np.concatenate([np.arange(10), np.arange(10)])
+    assert imdb.aclimdb_train_movie_positions(labels, ids) is None
+
+
+def test_without_movie_ids_validation_is_random_reviews_and_says_so(tmp_path):
+    root = write_aclimdb(tmp_path, per_class=10, with_test=False)
+    splits = load_imdb(root, validation_fraction=0.2)
+    assert splits.validation_holdout.startswith("random reviews: no train/urls_*.txt")
+    assert splits["validation"][1].sum() == 2 and len(splits["validation"][0]) == 4
+    asked = load_imdb(root, validation_fraction=0.2, hold_out="reviews")
+    assert asked.validation_holdout == "random reviews (asked for)"
+
+
+def test_validation_folds_partition_the_random_hold_out_too():
+    texts = np.array([f"review {i}" for i in range(100)], dtype=object)
+    labels = np.array([i % 2 for i in range(100)], dtype="int32")
+    held_out = [split_validation(texts, labels, 0.25, seed=3, fold=k)[1][0] for k in range(4)]
+    assert sorted(t for part in held_out for t in part) == sorted(texts)
+
+
+def test_bad_hold_out_arguments_are_clear_errors(tmp_path):
+    texts, labels = np.array(["a", "b"], dtype=object), np.array([0, 1])
+    with pytest.raises(ValueError, match=r"fold must be in \[0, 5\).*got 5"):
+        split_validation(texts, labels, 0.2, seed=0, fold=5)
+    with pytest.raises(ValueError, match="fraction must be in"):
+        split_validation(texts, labels, 1.5, seed=0)
+    with pytest.raises(ValueError, match="hold_out must be 'movies' or 'reviews'"):
+        load_imdb(str(tmp_path), hold_out="films")
+
+
 def test_missing_data_dir_gives_a_clear_error(tmp_path):
     with pytest.raises(DataNotFoundError, match="does not exist"):
         load_imdb(str(tmp_path / "nowhere"))
@@ -82,6 +186,8 @@ def test_default_source_is_tfds(monkeypatch):
     monkeypatch.setattr(tfds, "load", _fake_tfds_load)
     splits = load_imdb(validation_fraction=0.2, seed=0)
     assert set(splits) == {"train", "validation", "test"}
+    # tfds has no movie ids: the hold-out is random reviews, and says so.
+    assert splits.validation_holdout.startswith("random reviews: tensorflow-datasets")
     assert len(splits["train"][0]) == 8 and len(splits["test"][0]) == 10
     assert isinstance(splits["test"][0][0], str)
     assert all(("wonderful" in t) == bool(l) for t, l in zip(*splits["test"]))
