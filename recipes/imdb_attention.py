@@ -128,6 +128,7 @@ def parse_args(argv=None):
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress output")
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.smoke:
         for key, value in SMOKE.items():
             if getattr(args, key) == parser.get_default(key):
@@ -323,6 +324,7 @@ def run(args):
         "glove": args.glove,
         "smoke": args.smoke,
         "data": "synthetic" if args.smoke else (args.data_dir or "tfds"),
+        "argv": args.argv,
         "history": {k: [float(v) for v in vs]
                     for k, vs in history.history.items()},
     }

@@ -370,8 +370,10 @@ def make_synthetic_imdb(num_train=480, num_validation=160, num_test=160,
         texts = np.array([review(label) for label in labels], dtype=object)
         return texts, labels
 
-    return {
-        "train": split(num_train),
-        "validation": split(num_validation),
-        "test": split(num_test),
-    }
+    splits = ImdbSplits(
+        train=split(num_train),
+        validation=split(num_validation),
+        test=split(num_test),
+    )
+    splits.validation_holdout = "generated separately (smoke data)"
+    return splits
