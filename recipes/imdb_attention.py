@@ -46,7 +46,7 @@ from zoo.models import build_text_backbone  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
-DEFAULT_EPOCHS = {"mean": 10, "attention": 10, "query": 10, "rnn": 5,
+DEFAULT_EPOCHS = {"mean": 20, "attention": 20, "query": 20, "rnn": 5,
                   "transformer": 5}
 SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)

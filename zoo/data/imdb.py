@@ -31,8 +31,11 @@ IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/"
 # positive train review). These anchors say where the two id sequences reach
 # the same movie, every 250 positive ids. They were measured on the official
 # train split by matching the rare proper names that reviews of one movie
-# share (a monotone alignment of 25-review blocks; checked by reading the
-# reviews at the fold boundaries).
+# share (a monotone alignment of 25-review blocks), and checked by reading
+# the reviews at the five-fold boundaries: e.g. "Life Stinks" is positive ids
+# 10000-10001 and negative id 3104 (anchor 3100); "Creature Comforts" starts
+# at positive id 5000 and negative id 1426 (anchor 1425). They are good to
+# about 25 ids, a movie or two.
 _TRAIN_PER_CLASS = 12500
 _TRAIN_POS_ANCHORS = np.arange(0, _TRAIN_PER_CLASS + 1, 250)
 _TRAIN_NEG_ANCHORS = np.array([
@@ -127,8 +130,8 @@ def aclimdb_train_movie_positions(labels, ids):
     order, as a number in [0, 1); for copies without `urls_*.txt`.
 
     Reviews of one movie get nearly the same position, so holding out an
-    interval of positions holds out whole movies (up to one movie at each
-    end of the interval). Positive ids map linearly; negative ids 0..3999
+    interval of positions holds out whole movies (but for a movie or two at
+    each end of the interval). Positive ids map linearly; negative ids 0..3999
     through `_TRAIN_NEG_ANCHORS` to the positive ids of the same movies;
     negative ids 4000..12499 (movies without positive train reviews) spread
     linearly over [0, 1) on their own.
