@@ -115,6 +115,19 @@ def test_missing_data_dir_exits_with_one_clear_line(tmp_path, capsys):
     assert len(err) == 1 and "does not exist" in err[0] and "Traceback" not in err[0]
 
 
+def test_defaults_per_model_and_explicit_flags_win():
+    for model, length, epochs in (("mean", 512, 20), ("attention", 512, 20),
+                                  ("rnn", 256, 5), ("transformer", 256, 5)):
+        args = imdb_attention.parse_args(["--model", model])
+        assert (args.max_length, args.epochs) == (length, epochs), model
+    args = imdb_attention.parse_args(["--model", "rnn", "--max-length", "100", "--epochs", "2"])
+    assert (args.max_length, args.epochs) == (100, 2)
+    smoke = imdb_attention.parse_args(["--model", "attention", "--smoke"])
+    assert smoke.max_length == imdb_attention.SMOKE["max_length"]
+    args = imdb_attention.parse_args(["--validation-fold", "3", "--hold-out", "reviews"])
+    assert (args.validation_fold, args.hold_out) == (3, "reviews")
+
+
 def test_help_explains_every_flag(capsys):
     with pytest.raises(SystemExit):
         imdb_attention.main(["--help"])
@@ -123,7 +136,7 @@ def test_help_explains_every_flag(capsys):
                  "--max-length", "--embedding-dim", "--seed", "--output-dir", "--smoke",
                  "--data-dir", "--word-dropout", "--query-initializer", "--rnn-cell",
                  "--rnn-units", "--rnn-skip", "--num-layers", "--num-heads",
-                 "--intermediate-dim"):
+                 "--intermediate-dim", "--validation-fold", "--hold-out"):
         assert flag in text, flag
 
 
