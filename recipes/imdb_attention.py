@@ -53,6 +53,8 @@ DEFAULT_EPOCHS = {"mean": 20, "attention": 20, "query": 20, "rnn": 5,
 # recurrent and Transformer models cost twice as much per extra word.
 DEFAULT_MAX_LENGTH = {"mean": 512, "attention": 512, "query": 512, "rnn": 256,
                       "transformer": 256}
+# Models that pool a bag of tokens and never look at their order.
+ORDER_FREE_MODELS = ("mean", "attention", "query")
 SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)
 
@@ -79,6 +81,10 @@ def parse_args(argv=None):
                         f"(default: per model, {DEFAULT_MAX_LENGTH})")
     parser.add_argument("--vocab-size", type=int, default=20000,
                         help="vocabulary size, built on the training split")
+    parser.add_argument("--ngrams", type=int, default=1,
+                        help="2: add each review's bigrams as tokens after "
+                        "its words (mean, attention and query only; give "
+                        "--vocab-size room for them)")
     parser.add_argument("--embedding-dim", type=int, default=64,
                         help="word embedding size (the GloVe size with --glove)")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
@@ -143,6 +149,13 @@ def parse_args(argv=None):
         args.epochs = DEFAULT_EPOCHS[args.model]
     if args.max_length is None:
         args.max_length = DEFAULT_MAX_LENGTH[args.model]
+    if args.ngrams < 1:
+        parser.error(f"--ngrams must be at least 1, got {args.ngrams}")
+    if args.ngrams > 1 and args.model not in ORDER_FREE_MODELS:
+        parser.error(
+            f"--ngrams {args.ngrams} appends n-grams after the words, which "
+            f"only order-free pooling models can use ({', '.join(ORDER_FREE_MODELS)}); "
+            f"--model {args.model} reads the words in order")
     if args.output_dir is None:
         suffix = "-smoke" if args.smoke else ""
         args.output_dir = os.path.join(
@@ -172,7 +185,7 @@ def build_classifier(args, preprocessor):
     backbone = build_text_backbone(
         args.model,
         vocabulary_size=preprocessor.vocabulary_size,
-        sequence_length=args.max_length,
+        sequence_length=preprocessor.output_length,
         embedding_dim=embedding_dim,
         dropout=args.dropout,
         word_dropout=args.word_dropout,
@@ -265,7 +278,8 @@ def run(args):
     if holdout:
         print(f"validation: fold {args.validation_fold}, {holdout}")
 
-    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length)
+    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length,
+                                              ngrams=args.ngrams)
     preprocessor.adapt(train_texts)  # vocabulary from the training split only
     backbone = build_classifier(args, preprocessor)
     classifier = TextClassifier(backbone, preprocessor, name=f"imdb_{args.model}")
@@ -313,6 +327,7 @@ def run(args):
         "train_seconds": round(seconds, 1),
         "parameters": int(backbone.count_params()),
         "max_length": args.max_length,
+        "ngrams": args.ngrams,
         "vocabulary_size": int(preprocessor.vocabulary_size),
         "entropy_weight": args.entropy_weight,
         "word_dropout": args.word_dropout,
@@ -384,7 +399,8 @@ def check_setup(variant="attention", smoke=True, seed=1337, num_steps=20,
     keras.utils.set_random_seed(seed)
     splits = load_splits(args)
     texts, labels = splits["train"]
-    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length)
+    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length,
+                                              ngrams=args.ngrams)
     preprocessor.adapt(texts)
     backbone = build_classifier(args, preprocessor)
     model = TextClassifier(backbone, preprocessor, name=f"imdb_{variant}")

@@ -242,6 +242,44 @@ def test_preprocessor_truncates_to_sequence_length():
     assert np.asarray(pre(["one two three four five"])).shape == (1, 3)
 
 
+def test_bigrams_follow_the_kept_words_and_survive_a_round_trip(tmp_path):
+    import keras
+
+    from zoo.models import TextClassifier
+    from zoo.models import build_text_backbone
+
+    pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=3, ngrams=2)
+    assert pre.output_length == 5  # 3 words + 2 bigrams
+    pre.adapt(["Not good at all!", "very good film"])
+    vocabulary = pre.get_vocabulary()
+    assert "not good" in vocabulary and "good film" in vocabulary
+    # Truncation keeps the first 3 words and only their bigrams: never
+    # "at all", which spans the cut.
+    assert "at all" not in vocabulary and "all" not in vocabulary
+    ids = np.asarray(pre(["not good at all", "good"]))
+    words = [[vocabulary[i] for i in row] for row in ids]
+    assert words[0] == ["not", "good", "at", "not good", "good at"]
+    assert words[1] == ["good", "", "", "", ""]
+    model = TextClassifier(
+        build_text_backbone("attention", pre.vocabulary_size, pre.output_length, 4),
+        pre)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.preprocessor.ngrams == 2
+    np.testing.assert_array_equal(
+        np.asarray(loaded.preprocessor(["not good at all"])), ids[:1])
+    np.testing.assert_allclose(
+        loaded.predict(["not good at all"], verbose=0),
+        model.predict(["not good at all"], verbose=0), atol=1e-6)
+
+
+def test_preprocessor_rejects_bad_ngrams_and_lengths():
+    with pytest.raises(ValueError, match="ngrams"):
+        TextClassifierPreprocessor(ngrams=0)
+    with pytest.raises(ValueError, match="sequence_length"):
+        TextClassifierPreprocessor(sequence_length=0)
+
+
 def test_token_dataset_is_cached_batched_and_shuffled_by_seed():
     pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=4)
     texts = np.array([f"word{i} film" for i in range(10)], dtype=object)

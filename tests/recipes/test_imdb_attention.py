@@ -88,6 +88,22 @@ def test_architecture_flags_reach_the_saved_model(model, flags, check, tmp_path)
         assert flag[2:].replace("-", "_") in metrics, flag
 
 
+def test_bigrams_reach_the_saved_model_and_only_order_free_models_take_them(
+        tmp_path, capsys):
+    metrics = imdb_attention.main(
+        ["--smoke", "--model", "attention", "--epochs", "1", "--verbose", "0",
+         "--ngrams", "2", "--output-dir", str(tmp_path)])
+    assert metrics["ngrams"] == 2
+    model = keras.saving.load_model(str(tmp_path / "imdb_attention.keras"))
+    assert model.preprocessor.ngrams == 2
+    assert any(" " in token for token in model.preprocessor.get_vocabulary())
+    assert np.isfinite(np.asarray(model.predict(REVIEWS, verbose=0))).all()
+    for model_name in ("rnn", "transformer"):
+        with pytest.raises(SystemExit):
+            imdb_attention.parse_args(["--model", model_name, "--ngrams", "2"])
+        assert "reads the words in order" in capsys.readouterr().err
+
+
 def test_local_aclimdb_directory_and_glove(tmp_path):
     data = write_aclimdb(tmp_path / "data", per_class=20)
     glove = tmp_path / "glove.txt"
@@ -136,7 +152,7 @@ def test_help_explains_every_flag(capsys):
                  "--max-length", "--embedding-dim", "--seed", "--output-dir", "--smoke",
                  "--data-dir", "--word-dropout", "--query-initializer", "--rnn-cell",
                  "--rnn-units", "--rnn-skip", "--num-layers", "--num-heads",
-                 "--intermediate-dim", "--validation-fold", "--hold-out"):
+                 "--intermediate-dim", "--validation-fold", "--hold-out", "--ngrams"):
         assert flag in text, flag
 
 

@@ -40,10 +40,18 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
     Id 0 is padding and id 1 is out-of-vocabulary, as in `TextVectorization`.
     Build the vocabulary from the training split only with `adapt`.
 
+    With `ngrams=2` a review's first `sequence_length` words are followed by
+    their bigrams ("not good", "waste of") as tokens of their own, so the
+    ids have `output_length = 2 * sequence_length - 1` positions: unigrams
+    first, then bigrams. That suits the order-free pooling models (mean,
+    attention), not models that read the sequence in order.
+
     Args:
-        max_tokens: vocabulary size, padding and OOV included.
+        max_tokens: vocabulary size, padding and OOV included (n-grams share
+            it with words: give bigrams a larger one).
         sequence_length: reviews are truncated or padded to this many words.
-        vocabulary: optional list of words (without padding and OOV).
+        vocabulary: optional list of tokens (without padding and OOV).
+        ngrams: 1 (words) or n > 1 (all 1..n-grams of the kept words).
 
     Call arguments:
         x: strings `(batch,)`; y, sample_weight: passed through.
@@ -60,19 +68,40 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
     """
 
     def __init__(self, max_tokens=20000, sequence_length=256, vocabulary=None,
-                 **kwargs):
+                 ngrams=1, **kwargs):
         super().__init__(**kwargs)
         self.max_tokens = int(max_tokens)
         self.sequence_length = int(sequence_length)
+        self.ngrams = int(ngrams)
+        if self.ngrams < 1:
+            raise ValueError(f"ngrams must be >= 1, got {ngrams}.")
+        if self.sequence_length < 1:
+            raise ValueError(
+                f"sequence_length must be >= 1, got {sequence_length}.")
+        # Every n in 1..ngrams adds (sequence_length - n + 1) positions.
+        self.output_length = sum(
+            max(self.sequence_length - n + 1, 0)
+            for n in range(1, self.ngrams + 1)
+        )
         self.vectorizer = keras.layers.TextVectorization(
             max_tokens=self.max_tokens,
             # Standardised here, in `call`: Keras hands a callable
             # `standardize` NumPy arrays on JAX/PyTorch, which fails in tf.data.
             standardize=None,
-            output_sequence_length=self.sequence_length,
+            ngrams=self.ngrams if self.ngrams > 1 else None,
+            output_sequence_length=self.output_length,
             vocabulary=vocabulary,
             name="vectorizer",
         )
+
+    def _standardize(self, texts):
+        texts = standardize_review(texts)
+        if self.ngrams > 1:
+            # Keep the first sequence_length words before forming n-grams,
+            # so truncation never drops the n-grams of the words kept.
+            words = tf.strings.split(texts)[..., : self.sequence_length]
+            texts = tf.strings.reduce_join(words, axis=-1, separator=" ")
+        return texts
 
     def build(self, input_shape=None):
         self.built = True  # the vectorizer builds itself; nothing else to do
@@ -82,7 +111,7 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
         if not isinstance(texts, tf.data.Dataset):
             texts = tf.data.Dataset.from_tensor_slices(list(texts))
             texts = texts.batch(batch_size)
-        self.vectorizer.adapt(texts.map(standardize_review))
+        self.vectorizer.adapt(texts.map(self._standardize))
 
     def get_vocabulary(self):
         """Words by id: index 0 is padding (''), index 1 is '[UNK]'."""
@@ -98,7 +127,7 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
             x = x[None]
         # `.call` rather than `__call__`: under JAX/PyTorch, Layer.__call__
         # would try to turn the symbolic tf.data strings into backend arrays.
-        token_ids = self.vectorizer.call(standardize_review(x))
+        token_ids = self.vectorizer.call(self._standardize(x))
         return keras.utils.pack_x_y_sample_weight(token_ids, y, sample_weight)
 
     def get_config(self):
@@ -107,6 +136,7 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
             {
                 "max_tokens": self.max_tokens,
                 "sequence_length": self.sequence_length,
+                "ngrams": self.ngrams,
             }
         )
         return config
