@@ -31,7 +31,8 @@ one go, so every framework is imported once per backend:
    texts (strings -> the saved preprocessor -> the model): a 3x3 matrix,
    compared with the model saved and loaded by the first backend;
 4. `--full`: every backend runs the whole recipe (`main(["--model", V,
-   "--smoke"?, "--output-dir", ...])`) and the final validation/test
+   "--smoke"?, "--output-dir", ...])`, or the recipe's `variant_argv(V)`
+   in place of `--model V`) and the final validation/test
    accuracies are compared (within 1 accuracy point: these runs start from
    each backend's own random initialisation and dropout masks, so this is a
    check for real data; on `--smoke` splits of 160 reviews one review is
@@ -791,7 +792,12 @@ def _worker_full(module, config, workdir, variant, backend, log):
     import keras
 
     out = os.path.join(workdir, "full", variant, backend)
-    argv = [] if variant == "default" else ["--model", variant]
+    if variant == "default":
+        argv = []
+    elif hasattr(module, "variant_argv"):  # a variant may be several flags
+        argv = module.variant_argv(variant)
+    else:
+        argv = ["--model", variant]
     argv += (["--smoke"] if config["smoke"] else []) + ["--output-dir", out]
     if config.get("data_dir"):
         argv += ["--data-dir", config["data_dir"]]

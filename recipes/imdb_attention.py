@@ -10,7 +10,8 @@ text, with a value transform), `rnn` (bidirectional GRU + attention),
 `transformer` (positional embedding + encoder blocks + attention pooling).
 
 Writes `metrics.json`, pictures and `imdb_<model>.keras` to `--output-dir`;
-`--ship` also writes `saved_models/imdb_<model>.keras`. A saved model takes
+`--ship` also writes `saved_models/imdb_<model>.keras` (`imdb_<model>_bigrams.keras`
+with `--ngrams 2`). A saved model takes
 raw strings under any backend:
 
     import keras, zoo
@@ -59,7 +60,21 @@ SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)
 
 
-CHECK_VARIANTS = TEXT_CLASSIFIER_KINDS  # for recipes/check_backends.py
+# For recipes/check_backends.py: every model, and the shipped bigram one.
+VARIANT_FLAGS = {
+    **{kind: ["--model", kind] for kind in TEXT_CLASSIFIER_KINDS},
+    "attention_bigrams": ["--model", "attention", "--ngrams", "2",
+                          "--vocab-size", "100000"],
+}
+CHECK_VARIANTS = tuple(VARIANT_FLAGS)
+
+
+def variant_argv(variant):
+    """Recipe flags that build `variant` (a name in `VARIANT_FLAGS`)."""
+    if variant not in VARIANT_FLAGS:
+        raise ValueError(f"Unknown variant {variant!r}; expected one of "
+                         f"{', '.join(VARIANT_FLAGS)}.")
+    return list(VARIANT_FLAGS[variant])
 
 
 def parse_args(argv=None):
@@ -162,6 +177,14 @@ def parse_args(argv=None):
             ROOT, "runs", "imdb_attention", args.model + suffix
         )
     return args
+
+
+def model_name(args):
+    """imdb_<model>, with _bigrams (_<n>grams) when n-grams are tokens."""
+    if args.ngrams == 1:
+        return f"imdb_{args.model}"
+    grams = "bigrams" if args.ngrams == 2 else f"{args.ngrams}grams"
+    return f"imdb_{args.model}_{grams}"
 
 
 def load_splits(args):
@@ -282,7 +305,7 @@ def run(args):
                                               ngrams=args.ngrams)
     preprocessor.adapt(train_texts)  # vocabulary from the training split only
     backbone = build_classifier(args, preprocessor)
-    classifier = TextClassifier(backbone, preprocessor, name=f"imdb_{args.model}")
+    classifier = TextClassifier(backbone, preprocessor, name=model_name(args))
     print(f"{args.model}: {backbone.count_params():,} parameters, "
           f"vocabulary {preprocessor.vocabulary_size}, max length "
           f"{args.max_length}")
@@ -361,10 +384,10 @@ def run(args):
     backbone.compile(optimizer=keras.optimizers.Adam(args.learning_rate),
                      loss="binary_crossentropy", metrics=["accuracy"])
     model_path = save_model_atomic(
-        classifier, os.path.join(args.output_dir, f"imdb_{args.model}.keras"))
+        classifier, os.path.join(args.output_dir, f"{model_name(args)}.keras"))
     if args.ship:
         save_model_atomic(classifier, os.path.join(
-            ROOT, "saved_models", f"imdb_{args.model}.keras"))
+            ROOT, "saved_models", f"{model_name(args)}.keras"))
     write_json_atomic(metrics, os.path.join(args.output_dir, "metrics.json"))
     make_pictures(args, history.history, entropy_history, classifier,
                   monitor_texts, monitor_labels)
@@ -392,7 +415,7 @@ def check_setup(variant="attention", smoke=True, seed=1337, num_steps=20,
         texts: raw review strings for saved-model agreement;
         loss: the training loss name.
     """
-    argv = ["--model", variant, "--seed", str(seed), "--dropout", "0"]
+    argv = variant_argv(variant) + ["--seed", str(seed), "--dropout", "0"]
     if data_dir is not None:
         argv += ["--data-dir", data_dir]
     args = parse_args(argv + (["--smoke"] if smoke else []))
@@ -403,7 +426,7 @@ def check_setup(variant="attention", smoke=True, seed=1337, num_steps=20,
                                               ngrams=args.ngrams)
     preprocessor.adapt(texts)
     backbone = build_classifier(args, preprocessor)
-    model = TextClassifier(backbone, preprocessor, name=f"imdb_{variant}")
+    model = TextClassifier(backbone, preprocessor, name=model_name(args))
     token_ids = np.asarray(keras.ops.convert_to_numpy(preprocessor(texts)),
                            dtype="int32")
     rng = np.random.default_rng(seed)

@@ -26,6 +26,8 @@ def main(argv=None):
         if any(m.get(k) for k in ("entropy_weight", "glove", "word_dropout",
                                   "query_initializer")):
             continue  # variants are reported separately
+        if m.get("ngrams", 1) > 1 or "--hold-out" in m.get("argv", []):
+            continue  # so are bigrams and other validation splits
         results[(m["model"], m["backend"])] = m
     header = "| model | " + " | ".join(BACKENDS) + " |"
     print(header)

@@ -94,7 +94,8 @@ def test_bigrams_reach_the_saved_model_and_only_order_free_models_take_them(
         ["--smoke", "--model", "attention", "--epochs", "1", "--verbose", "0",
          "--ngrams", "2", "--output-dir", str(tmp_path)])
     assert metrics["ngrams"] == 2
-    model = keras.saving.load_model(str(tmp_path / "imdb_attention.keras"))
+    assert not (tmp_path / "imdb_attention.keras").exists()
+    model = keras.saving.load_model(str(tmp_path / "imdb_attention_bigrams.keras"))
     assert model.preprocessor.ngrams == 2
     assert any(" " in token for token in model.preprocessor.get_vocabulary())
     assert np.isfinite(np.asarray(model.predict(REVIEWS, verbose=0))).all()

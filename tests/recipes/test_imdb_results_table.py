@@ -1,0 +1,31 @@
+"""The README's IMDB table printer: one cell per (model, backend), variants left out."""
+
+import json
+
+from recipes import imdb_results_table
+
+
+def _write(root, name, **metrics):
+    run = root / name
+    run.mkdir()
+    base = {"model": "attention", "backend": "jax", "validation_accuracy": 0.8834,
+            "train_seconds": 63.4, "epochs": 5, "argv": []}
+    (run / "metrics.json").write_text(json.dumps({**base, **metrics}))
+
+
+def test_table_has_a_cell_per_model_and_backend_and_skips_variants(tmp_path, capsys):
+    _write(tmp_path, "a")
+    _write(tmp_path, "b", backend="torch", model="mean", validation_accuracy=0.875)
+    _write(tmp_path, "bigrams", validation_accuracy=0.99, ngrams=2)
+    _write(tmp_path, "reviews", validation_accuracy=0.98,
+           argv=["--hold-out", "reviews"])
+    _write(tmp_path, "entropy", validation_accuracy=0.97, entropy_weight=-0.1)
+    _write(tmp_path, "smoke", validation_accuracy=0.96, smoke=True)
+    imdb_results_table.main([str(tmp_path)])
+    rows = {line.split("|")[1].strip(): line
+            for line in capsys.readouterr().out.splitlines()[2:]}
+    assert "88.34% (63 s, 5 ep)" in rows["`attention`"]
+    assert "87.50%" in rows["`mean`"] and rows["`mean`"].count("—") == 2
+    assert rows["`rnn`"].count("—") == 3
+    for variant in ("99.00", "98.00", "97.00", "96.00"):
+        assert variant not in "".join(rows.values())
