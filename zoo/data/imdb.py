@@ -12,8 +12,9 @@ movie and the official test split's movies are disjoint from train's, so a
 validation split of random reviews lets a model score by remembering the
 names of movies it was trained on: on the real train split the same
 mean-of-embeddings model (512 words) reads 89.8% on a random fifth of the
-reviews and 87.6% on a fifth of the movies. Movies come from the official `urls_{pos,neg}.txt` files when they are
-there; without them, from the review ids (see `aclimdb_train_movie_positions`).
+reviews and 87.6% on a fifth of the movies. Movies come from the official
+`urls_{pos,neg}.txt` files when they are there; without them, from the
+review ids (see `aclimdb_train_movie_positions`).
 tensorflow-datasets gives neither, so there the hold-out is random reviews and
 reads high; its test split is the honest figure.
 """
