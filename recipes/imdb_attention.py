@@ -9,10 +9,9 @@ baseline), `attention` (learned query), `query` (query computed from the
 text, with a value transform), `rnn` (bidirectional GRU + attention),
 `transformer` (positional embedding + encoder blocks + attention pooling).
 
-Writes `metrics.json`, pictures and `imdb_<model>.keras` to `--output-dir`;
-`--ship` also writes `saved_models/imdb_<model>.keras` (`imdb_<model>_bigrams.keras`
-with `--ngrams 2`). A saved model takes
-raw strings under any backend:
+Writes `metrics.json`, pictures and `imdb_<model>.keras` to `--output-dir`
+(`imdb_<model>_bigrams.keras` with `--ngrams 2`); `--ship` also writes it to
+`saved_models/`. A saved model takes raw strings under any backend:
 
     import keras, zoo
     model = keras.saving.load_model("saved_models/imdb_attention.keras")
@@ -40,6 +39,7 @@ from zoo.data.imdb import load_imdb  # noqa: E402
 from zoo.data.imdb import make_synthetic_imdb  # noqa: E402
 from zoo.data.text import TextClassifierPreprocessor  # noqa: E402
 from zoo.data.text import token_dataset  # noqa: E402
+from zoo.models import ORDER_FREE_KINDS  # noqa: E402
 from zoo.models import TEXT_CLASSIFIER_KINDS  # noqa: E402
 from zoo.models import TextClassifier  # noqa: E402
 from zoo.models import attention_model  # noqa: E402
@@ -54,8 +54,6 @@ DEFAULT_EPOCHS = {"mean": 20, "attention": 20, "query": 20, "rnn": 5,
 # recurrent and Transformer models cost twice as much per extra word.
 DEFAULT_MAX_LENGTH = {"mean": 512, "attention": 512, "query": 512, "rnn": 256,
                       "transformer": 256}
-# Models that pool a bag of tokens and never look at their order.
-ORDER_FREE_MODELS = ("mean", "attention", "query")
 SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)
 
@@ -166,11 +164,12 @@ def parse_args(argv=None):
         args.max_length = DEFAULT_MAX_LENGTH[args.model]
     if args.ngrams < 1:
         parser.error(f"--ngrams must be at least 1, got {args.ngrams}")
-    if args.ngrams > 1 and args.model not in ORDER_FREE_MODELS:
+    if args.ngrams > 1 and args.model not in ORDER_FREE_KINDS:
         parser.error(
             f"--ngrams {args.ngrams} appends n-grams after the words, which "
-            f"only order-free pooling models can use ({', '.join(ORDER_FREE_MODELS)}); "
-            f"--model {args.model} reads the words in order")
+            f"only order-free pooling models can use "
+            f"({', '.join(ORDER_FREE_KINDS)}); --model {args.model} reads "
+            f"the words in order")
     if args.output_dir is None:
         suffix = "-smoke" if args.smoke else ""
         args.output_dir = os.path.join(

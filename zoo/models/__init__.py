@@ -1,5 +1,6 @@
 """Attention models composed from `zoo.layers`."""
 
+from zoo.models.text_classifier import ORDER_FREE_KINDS
 from zoo.models.text_classifier import TEXT_CLASSIFIER_KINDS
 from zoo.models.text_classifier import TextClassifier
 from zoo.models.text_classifier import TextClassifierPreprocessor

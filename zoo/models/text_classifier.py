@@ -26,6 +26,9 @@ from zoo.layers import TransformerEncoder
 from zoo.layers import WordDropout
 
 TEXT_CLASSIFIER_KINDS = ("mean", "attention", "query", "rnn", "transformer")
+# Kinds that pool a bag of tokens and never read their order, so they can
+# take n-gram tokens (`TextClassifierPreprocessor(ngrams=2)`).
+ORDER_FREE_KINDS = ("mean", "attention", "query")
 POOLING_LAYER_NAME = "attention_pooling"
 
 
