@@ -3,6 +3,8 @@ under the current backend (timings are not checked; the benchmark prints
 them)."""
 
 import keras
+import numpy as np
+import pytest
 
 from benchmarks import gpt_generation
 
@@ -20,3 +22,51 @@ def test_tiny_measurement_reports_every_figure():
     assert sorted(result["prefix"]["forward_seconds_at_length"]) == [
         4, 5, 6, 8, 9]
     assert result["speedup"] > 0 and result["speedup_vs_prefix"] > 0
+
+
+
+def test_hand_written_jax_peer_generates_the_same_tokens():
+    if keras.backend.backend() != "jax":
+        pytest.skip("the hand-written peer is JAX code")
+    from benchmarks.jax_gpt_reference import time_greedy_decoder
+    from benchmarks.jax_gpt_reference import window_logits
+    from zoo.models.gpt import GPT
+    from zoo.models.gpt import GPTBackbone
+
+    keras.utils.set_random_seed(3)
+    backbone = GPTBackbone(
+        23, num_layers=2, num_heads=2, hidden_dim=16, sequence_length=12)
+    # Biases, gammas and betas start at 0 or 1; random values make every
+    # weight matter to the comparison.
+    rng = np.random.default_rng(0)
+    for variable in backbone.weights:
+        variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    gpt = GPT(backbone, preprocessor=None)
+    token_ids = np.zeros((2, 12), "int32")
+    token_ids[:, :3] = rng.integers(0, 23, (2, 3))
+    mask = np.zeros((2, 12), bool)
+    mask[:, :3] = True
+    expected = gpt.generate(
+        {"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
+    seconds, generated = time_greedy_decoder(gpt, token_ids, 3, repeats=1)
+    assert seconds > 0
+    np.testing.assert_array_equal(generated, expected["token_ids"])
+    assert len(np.unique(generated[:, 3:])) > 1  # not a constant stream
+
+    # Its forward pass gives the model's logits at every position.
+    window = rng.integers(0, 23, (2, 12)).astype("int32")
+    hidden = backbone({"token_ids": window, "padding_mask": np.ones_like(window)})
+    logits = backbone.token_embedding(hidden, reverse=True)
+    np.testing.assert_allclose(
+        window_logits(gpt, window), logits, rtol=1e-4, atol=1e-4)
+
+
+def test_measure_reports_the_hand_written_peer_under_jax():
+    if keras.backend.backend() != "jax":
+        pytest.skip("the hand-written peer is JAX code")
+    args = gpt_generation.parse_args(
+        ["--num-layers", "1", "--num-heads", "2", "--hidden-dim", "16",
+         "--prompt-length", "4", "--new-tokens", "6", "--repeats", "1"])
+    peer = gpt_generation.measure(args)["hand_written"]
+    assert peer["identical_greedy_output"]
+    assert peer["seconds"] > 0 and peer["speedup_vs_prefix"] > 0
