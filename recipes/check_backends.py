@@ -7,8 +7,7 @@
 
 RECIPE is a module in `recipes/` with a `check_setup(variant, smoke=...,
 num_steps=...)` hook (see `recipes/imdb_attention.py`). Variants come from
-`--variants`, else the recipe's `CHECK_VARIANTS`, else (imdb_attention)
-`zoo.models.TEXT_CLASSIFIER_KINDS`, else `["default"]`.
+`--variants`, else the recipe's `CHECK_VARIANTS`, else `["default"]`.
 
 How it works: this process only orchestrates (it imports no framework).
 Every backend runs in its own fresh subprocess with `KERAS_BACKEND` set, so
@@ -627,13 +626,8 @@ def _import_recipe(name):
 
 
 def recipe_variants(module):
-    """The recipe's `CHECK_VARIANTS`; imdb_attention predates that hook, so
-    its classifier kinds are the fallback; otherwise one "default"."""
+    """The recipe's `CHECK_VARIANTS`, else one "default"."""
     variants = getattr(module, "CHECK_VARIANTS", None)
-    if variants is None and module.__name__.endswith("imdb_attention"):
-        from zoo.models import TEXT_CLASSIFIER_KINDS
-
-        variants = TEXT_CLASSIFIER_KINDS
     return list(variants) if variants is not None else ["default"]
 
 
