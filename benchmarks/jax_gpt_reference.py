@@ -12,6 +12,7 @@ backend; `zoo/` may not).
 """
 
 import math
+import time
 
 import jax
 import jax.numpy as jnp
@@ -98,17 +99,19 @@ def _forward(weights, token_ids, caches, start, epsilon):
     return x @ weights["tokens"].T, tuple(new_caches)
 
 
+def _empty_caches(backbone, batch_size, max_length, dtype):
+    head_dim = backbone.hidden_dim // backbone.num_heads
+    shape = (batch_size, 2, max_length, backbone.num_heads, head_dim)
+    return tuple(jnp.zeros(shape, dtype) for _ in range(backbone.num_layers))
+
+
 def window_logits(gpt, token_ids):
     """Next-token logits `(batch, seq, vocab)` for every position of
     `token_ids`, computed by the hand-written forward pass (for tests)."""
     backbone = gpt.backbone
     token_ids = jnp.asarray(token_ids)
-    batch_size, length = token_ids.shape
-    head_dim = backbone.hidden_dim // backbone.num_heads
     weights = gpt_weights(gpt)
-    caches = tuple(
-        jnp.zeros((batch_size, 2, length, backbone.num_heads, head_dim))
-        for _ in weights["blocks"])
+    caches = _empty_caches(backbone, *token_ids.shape, weights["tokens"].dtype)
     logits, _ = _forward(weights, token_ids, caches, 0,
                          backbone.layer_norm_epsilon)
     return np.asarray(logits)
@@ -119,17 +122,13 @@ def make_greedy_decoder(gpt, prompt_length):
     `token_ids[:, prompt_length:]` greedily, as `gpt.generate` does for a
     batch whose prompts all have `prompt_length` tokens."""
     backbone = gpt.backbone
-    num_heads = backbone.num_heads
-    head_dim = backbone.hidden_dim // num_heads
     epsilon = backbone.layer_norm_epsilon
 
     @jax.jit
     def decode(weights, token_ids):
-        batch_size, max_length = token_ids.shape
-        caches = tuple(
-            jnp.zeros((batch_size, 2, max_length, num_heads, head_dim),
-                      weights["tokens"].dtype)
-            for _ in weights["blocks"])
+        max_length = token_ids.shape[1]
+        caches = _empty_caches(
+            backbone, *token_ids.shape, weights["tokens"].dtype)
         # One pass over the whole window fills the cache (the positions after
         # the prompt are rewritten as they are generated).
         _, caches = _forward(weights, token_ids, caches, 0, epsilon)
@@ -154,8 +153,6 @@ def make_greedy_decoder(gpt, prompt_length):
 
 def time_greedy_decoder(gpt, token_ids, prompt_length, repeats=3):
     """(median seconds of `repeats` warm calls, generated token ids)."""
-    import time
-
     weights = gpt_weights(gpt)
     decode = make_greedy_decoder(gpt, prompt_length)
     token_ids = jnp.asarray(token_ids)

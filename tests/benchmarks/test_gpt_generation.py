@@ -24,7 +24,6 @@ def test_tiny_measurement_reports_every_figure():
     assert result["speedup"] > 0 and result["speedup_vs_prefix"] > 0
 
 
-
 def test_hand_written_jax_peer_generates_the_same_tokens():
     if keras.backend.backend() != "jax":
         pytest.skip("the hand-written peer is JAX code")
