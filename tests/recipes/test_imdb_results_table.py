@@ -18,13 +18,19 @@ def test_table_has_a_cell_per_model_and_backend_and_skips_variants(tmp_path, cap
     _write(tmp_path, "b", backend="torch", model="mean", validation_accuracy=0.875)
     _write(tmp_path, "bigrams", validation_accuracy=0.99, ngrams=2)
     _write(tmp_path, "reviews", validation_accuracy=0.98,
-           argv=["--hold-out", "reviews"])
+           argv=["--hold-out=reviews"],
+           validation_holdout="random reviews (asked for)")
+    # The default split asked for by name stays in the table.
+    _write(tmp_path, "movies", backend="tensorflow", validation_accuracy=0.8768,
+           argv=["--hold-out", "movies"],
+           validation_holdout="whole movies (from the review ids)")
     _write(tmp_path, "entropy", validation_accuracy=0.97, entropy_weight=-0.1)
     _write(tmp_path, "smoke", validation_accuracy=0.96, smoke=True)
     imdb_results_table.main([str(tmp_path)])
     rows = {line.split("|")[1].strip(): line
             for line in capsys.readouterr().out.splitlines()[2:]}
     assert "88.34% (63 s, 5 ep)" in rows["`attention`"]
+    assert "87.68%" in rows["`attention`"]
     assert "87.50%" in rows["`mean`"] and rows["`mean`"].count("—") == 2
     assert rows["`rnn`"].count("—") == 3
     for variant in ("99.00", "98.00", "97.00", "96.00"):
