@@ -2,7 +2,10 @@
 
 import ast
 import inspect
+import os
 import pathlib
+import subprocess
+import sys
 
 import keras
 import pytest
@@ -16,7 +19,13 @@ PUBLIC_LAYERS = [
     getattr(layers, name)
     for name in layers.__all__
     if isinstance(getattr(layers, name), type)
-] + [models.TextClassifier, models.TextClassifierPreprocessor]
+] + [
+    models.TextClassifier,
+    models.TextClassifierPreprocessor,
+    models.GPT,
+    models.GPTBackbone,
+    models.GPTPreprocessor,
+]
 
 
 @pytest.mark.parametrize("cls", PUBLIC_LAYERS, ids=lambda c: c.__name__)
@@ -59,3 +68,44 @@ def test_zoo_uses_no_backend_framework_directly():
                 if name.split(".")[0] in {"tensorflow", "jax", "torch"}:
                     offenders.append(f"{path.relative_to(ZOO_DIR)}: {name}")
     assert offenders == []
+
+
+def registered_class_names():
+    """Names of the classes in zoo/ decorated with
+    `register_keras_serializable(package="zoo")`, read from the source."""
+    names = []
+    for path in sorted(ZOO_DIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                "register_keras_serializable" in ast.unparse(decorator)
+                for decorator in node.decorator_list
+            ):
+                names.append(node.name)
+    return names
+
+
+def test_import_zoo_alone_registers_everything_and_loads_shipped_models():
+    """What the README promises: after `import zoo` (and nothing else from
+    zoo), every registered class resolves and every shipped `.keras` file
+    loads. Run in a fresh interpreter: this one has imported all of zoo."""
+    names = registered_class_names()
+    assert {"GPT", "CharacterTokenizer", "TextClassifier"} <= set(names)
+    shipped = sorted(
+        str(path) for path in (ZOO_DIR.parent / "saved_models").glob("*.keras")
+    )
+    script = (
+        "import sys, keras, zoo\n"
+        "missing = [n for n in sys.argv[1].split(',')\n"
+        "           if keras.saving.get_registered_object('zoo>' + n) is None]\n"
+        "assert not missing, f'not registered by import zoo: {missing}'\n"
+        "for path in sys.argv[2:]:\n"
+        "    keras.saving.load_model(path)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, ",".join(names), *shipped],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()),
+        cwd=ZOO_DIR.parent,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

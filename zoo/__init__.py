@@ -9,6 +9,7 @@ from zoo import layers
 try:
     # Text models run their tokenizer in tf.data and build on keras-hub's
     # Task; without those optional packages the layers still work.
+    from zoo import data
     from zoo import models
 except ModuleNotFoundError as error:  # pragma: no cover - depends on extras
     if error.name not in ("keras_hub", "tensorflow", "tensorflow_text"):
