@@ -217,6 +217,13 @@ def test_prompt_and_length_errors():
         gpt.generate("", max_length=CONTEXT)
     with pytest.raises(ValueError, match="sampler must be one of"):
         gpt.generate("to be", max_length=10, sampler="nucleus")
+    # A zero (or NaN) temperature divides the logits by zero: refused for
+    # every sampler rather than sampling garbage.
+    for sampler in ("greedy", "top_k"):
+        for temperature in (0.0, -1.0, float("nan")):
+            with pytest.raises(ValueError, match="temperature must be > 0"):
+                gpt.generate("to be", max_length=10, sampler=sampler,
+                             temperature=temperature)
 
 
 def test_out_of_range_token_ids_are_an_error():

@@ -181,11 +181,23 @@ class GPTPreprocessor(keras_hub.models.CausalLMPreprocessor):
         add_start_token, add_end_token: pack the tokenizer's start / end
             tokens around each string (when it has them).
 
+    Call arguments:
+        x: a string or a batch of strings.
+        sequence_length: optional override of the packed length.
+
+    Returns:
+        `(x, y, sample_weight)`: `x = {"token_ids", "padding_mask"}`, each
+        `(batch, sequence_length)`; `y` the next token at each position,
+        `(batch, sequence_length)`; `sample_weight` 1 where `y` is a real
+        token, `(batch, sequence_length)`.
+
     Example:
 
     >>> tokenizer = CharacterTokenizer.from_text("to be or not to be")
     >>> preprocessor = GPTPreprocessor(tokenizer, sequence_length=8)
     >>> x, y, weights = preprocessor(["to be"])
+    >>> x["token_ids"].shape, y.shape
+    ((1, 8), (1, 8))
     """
 
     def __init__(
@@ -229,6 +241,13 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
         temperature: logits are divided by it before the softmax.
         seed: seed of the random samplers.
     """
+    # Not `temperature <= 0`: NaN must fail too. A zero temperature would
+    # divide the logits by zero and sample garbage (or nothing) silently.
+    if not float(temperature) > 0:
+        raise ValueError(
+            f"temperature must be > 0; got {temperature}. For the most "
+            'likely token at every step use sampler="greedy".'
+        )
     samplers = keras_hub.samplers
     if name == "greedy":
         return samplers.GreedySampler(temperature=temperature, **options)
