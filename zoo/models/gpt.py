@@ -21,6 +21,7 @@ from keras import ops
 from zoo.layers import LearnedPositionEmbedding
 from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerDecoder
+from zoo.models.portable import PortableCompileConfig
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
 
@@ -280,7 +281,7 @@ def _reset_seed(sampler, seed):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPT(keras_hub.models.CausalLM):
+class GPT(PortableCompileConfig, keras_hub.models.CausalLM):
     """GPT language model: next-token logits, and text generation.
 
     Args:
@@ -367,31 +368,6 @@ class GPT(keras_hub.models.CausalLM):
             finally:
                 self.jit_compile = False
         return super().make_generate_function()
-
-    def get_config(self):
-        config = super().get_config()
-        # The backbone's compile settings are not needed to use the model.
-        config["backbone"].pop("compile_config", None)
-        return config
-
-    def get_compile_config(self):
-        # Keras records resolved, backend-specific choices (jit_compile=True,
-        # torch-only optimizer classes); store portable ones instead.
-        config = super().get_compile_config()
-        if not config:
-            return config
-        config = dict(config, jit_compile="auto")
-        optimizer = config.get("optimizer")
-        if isinstance(optimizer, dict) and str(
-            optimizer.get("module", "")
-        ).startswith("keras.src.backend."):
-            config["optimizer"] = dict(
-                optimizer, module="keras.optimizers", registered_name=None
-            )
-        return config
-
-    def compile_from_config(self, config):
-        self.compile(**keras.saving.deserialize_keras_object(config))
 
     # --- Cached decoding --------------------------------------------------
 

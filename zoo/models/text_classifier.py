@@ -24,6 +24,7 @@ from zoo.layers import PositionalEmbedding
 from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerEncoder
 from zoo.layers import WordDropout
+from zoo.models.portable import PortableCompileConfig
 
 TEXT_CLASSIFIER_KINDS = ("mean", "attention", "query", "rnn", "transformer")
 # Kinds that pool a bag of tokens and never read their order, so they can
@@ -153,7 +154,7 @@ def attention_model(backbone):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TextClassifier(keras_hub.models.Task):
+class TextClassifier(PortableCompileConfig, keras_hub.models.Task):
     """Raw text in, P(positive) out: a preprocessor plus a backbone.
 
     Built on keras-hub's `Task`: `fit`, `evaluate` and `predict` run the
@@ -198,36 +199,6 @@ class TextClassifier(keras_hub.models.Task):
         super().compile(
             optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
-
-    def get_config(self):
-        config = super().get_config()
-        # The backbone's own compile settings are not needed to use the
-        # model and record backend-specific choices (see get_compile_config).
-        config["backbone"].pop("compile_config", None)
-        return config
-
-    def get_compile_config(self):
-        # Keras records its *resolved* choices: jit_compile=True from "auto"
-        # (then torch.compile runs when the file is loaded under PyTorch) and,
-        # under PyTorch, a torch-only optimizer class. Store portable ones so
-        # a file saved under any backend works under every other.
-        config = super().get_compile_config()
-        if not config:
-            return config
-        config = dict(config, jit_compile="auto")
-        optimizer = config.get("optimizer")
-        if isinstance(optimizer, dict) and str(
-            optimizer.get("module", "")
-        ).startswith("keras.src.backend."):
-            config["optimizer"] = dict(
-                optimizer, module="keras.optimizers", registered_name=None
-            )
-        return config
-
-    def compile_from_config(self, config):
-        # Restores the saved compile settings (our `compile` is custom, so
-        # Keras would otherwise skip them with a warning).
-        self.compile(**keras.saving.deserialize_keras_object(config))
 
     def attention_weights(self, texts, batch_size=64):
         """Attention weights `(n, sequence_length)` and word ids for `texts`;

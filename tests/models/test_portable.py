@@ -1,0 +1,65 @@
+"""zoo.models.portable: a task saved under one backend records compile
+settings that every backend can load (no resolved jit_compile=True, no
+backend-only optimizer class, no backbone compile settings)."""
+
+import json
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+
+from zoo.data.text import TextClassifierPreprocessor
+from zoo.models import GPT
+from zoo.models import GPTBackbone
+from zoo.models import TextClassifier
+from zoo.models import build_text_backbone
+
+TEXTS = ["a wonderful film", "a dull film", "wonderful", "dull and boring"]
+
+
+def text_classifier():
+    preprocessor = TextClassifierPreprocessor(max_tokens=20, sequence_length=6)
+    preprocessor.adapt(TEXTS)
+    backbone = build_text_backbone(
+        "attention", preprocessor.vocabulary_size, 6, 4
+    )
+    return TextClassifier(backbone, preprocessor), TEXTS, np.array(
+        [1, 0, 1, 0], "float32"
+    )
+
+
+def gpt():
+    # Token ids in, next ids out (no preprocessor: the character tokenizer
+    # runs in Python, not inside fit's tf.data pipeline).
+    backbone = GPTBackbone(
+        11, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+        sequence_length=6,
+    )
+    ids = np.random.default_rng(0).integers(1, 11, (4, 7)).astype("int32")
+    x = {"token_ids": ids[:, :-1], "padding_mask": np.ones((4, 6), bool)}
+    return GPT(backbone, preprocessor=None), x, ids[:, 1:]
+
+
+@pytest.mark.parametrize("make", [text_classifier, gpt], ids=["text", "gpt"])
+def test_saved_compile_config_is_portable_and_restored(make, tmp_path):
+    task, x, y = make()
+    task.compile()
+    task.backbone.compile(optimizer="adam", jit_compile=True)
+    # Training resolves Keras' choices (jit_compile "auto" -> True under
+    # JAX; under PyTorch the optimizer becomes a torch-only class).
+    task.fit(x, y, epochs=1, batch_size=2, verbose=0)
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+
+    with zipfile.ZipFile(path) as archive:
+        config = json.loads(archive.read("config.json"))
+    compile_config = config["compile_config"]
+    assert compile_config["jit_compile"] == "auto"
+    assert compile_config["optimizer"]["module"] == "keras.optimizers"
+    assert "compile_config" not in config["config"]["backbone"]
+
+    loaded = keras.saving.load_model(path)
+    assert loaded.compiled
+    assert type(loaded.optimizer).__name__ == type(task.optimizer).__name__
+    loaded.fit(x, y, epochs=1, batch_size=2, verbose=0)  # trains on as saved
