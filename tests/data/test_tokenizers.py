@@ -45,6 +45,24 @@ def test_encode_text_matches_tokenize():
                                   np.asarray(tokenizer(text), "int32"))
 
 
+def test_tf_data_path_gives_the_python_ids():
+    """Inside tf.data (what fit / evaluate on strings run) the tokenizer
+    uses TensorFlow ops; the ids are the Python path's, unknown and
+    non-BMP characters included."""
+    import tensorflow as tf
+
+    tokenizer = CharacterTokenizer.from_text(TEXT)
+    texts = ["hear me", "zé \U0001F600 speak", "", "First\nCitizen"]
+    batch = next(iter(
+        tf.data.Dataset.from_tensor_slices(texts).batch(4).map(tokenizer)
+    ))
+    assert batch.to_list() == tokenizer(texts)
+    single = next(iter(tf.data.Dataset.from_tensors(texts[1]).map(tokenizer)))
+    assert single.numpy().tolist() == tokenizer(texts[1])
+    with pytest.raises(ValueError, match="rank 2"):
+        tf.data.Dataset.from_tensors([texts]).map(tokenizer)
+
+
 def test_bad_ids_and_vocabularies_are_errors():
     tokenizer = CharacterTokenizer.from_text("abc")
     with pytest.raises(ValueError, match="outside the vocabulary"):

@@ -259,6 +259,18 @@ def test_mixed_bfloat16_forward_and_generate():
     assert gpt.generate("to be", max_length=16).startswith("to be")
 
 
+def test_fit_and_evaluate_on_raw_strings():
+    """keras-hub's CausalLM way: the preprocessor (character tokenizer
+    included) runs inside fit's tf.data pipeline."""
+    gpt = make_gpt()
+    gpt.compile(optimizer=keras.optimizers.Adam(1e-2))
+    lines = TEXT.split("\n")[:2] * 4
+    before = gpt.evaluate(lines, batch_size=4, verbose=0, return_dict=True)
+    gpt.fit(lines, batch_size=4, epochs=3, verbose=0)
+    after = gpt.evaluate(lines, batch_size=4, verbose=0, return_dict=True)
+    assert np.isfinite(after["loss"]) and after["loss"] < before["loss"]
+
+
 def test_one_training_step_changes_weights_and_is_finite():
     gpt = make_gpt(dropout=0.1)
     trainer = keras.Model(gpt.input, gpt.output)

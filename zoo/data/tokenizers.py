@@ -23,8 +23,10 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
 
     Ids 0 and 1 are the padding and unknown tokens; characters not in the
     vocabulary map to the unknown id (and come back as U+FFFD). An optional
-    end token (e.g. `"<eos>"`) lets generation stop. Runs in plain Python,
-    so it works with every Keras backend.
+    end token (e.g. `"<eos>"`) lets generation stop. Runs in plain Python
+    when called directly (every Keras backend), and with TensorFlow ops
+    inside `tf.data` / `tf.function`, giving the same ids, so a model's
+    `fit`, `evaluate` and `predict` take raw strings.
 
     Args:
         vocabulary: list of tokens. Special tokens (`pad_token`,
@@ -145,15 +147,41 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
     def tokenize(self, inputs):
         self._check_vocabulary()
         if self._use_tf_workflow():
-            raise NotImplementedError(
-                "CharacterTokenizer runs in Python only; call it outside "
-                "tf.data / tf.function (e.g. with `encode_text`)."
-            )
+            return self._tokenize_in_graph(inputs)
         texts, batched = _as_python_strings(inputs)
         lookup = self._token_to_id
         unknown = self.unknown_token_id
         ids = [[lookup.get(ch, unknown) for ch in text] for text in texts]
         return ids if batched else ids[0]
+
+    def _tokenize_in_graph(self, inputs):
+        """The same ids with TensorFlow ops, for `tf.data` pipelines (what
+        `fit`, `evaluate` and `predict` on strings run): a `(batch, None)`
+        ragged tensor for a batch of strings, `(None,)` for one string."""
+        import tensorflow as tf  # data pipelines may use tf (zoo/data only)
+
+        inputs = tf.convert_to_tensor(inputs, dtype=tf.string)
+        if inputs.shape.rank not in (0, 1):
+            raise ValueError(
+                "Expected a string or a 1-D batch of strings; got an input "
+                f"of rank {inputs.shape.rank}."
+            )
+        codes = tf.strings.unicode_decode(
+            inputs, "UTF-8", errors="replace"
+        )
+        table = tf.constant(self._id_of_code)
+        unknown = tf.constant(self.unknown_token_id, tf.int32)
+
+        def lookup(flat_codes):
+            # Characters above U+FFFF are never in the table: unknown, as
+            # the Python path gives for characters not in the vocabulary.
+            in_table = flat_codes < table.shape[0]
+            ids = tf.gather(table, tf.where(in_table, flat_codes, 0))
+            return tf.where(in_table, ids, unknown)
+
+        if isinstance(codes, tf.RaggedTensor):
+            return tf.ragged.map_flat_values(lookup, codes)
+        return lookup(codes)
 
     def detokenize(self, inputs):
         self._check_vocabulary()
