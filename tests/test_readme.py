@@ -1,7 +1,6 @@
 """The README's Python examples run as written (from the repository root,
 under the current backend)."""
 
-import os
 import pathlib
 import re
 

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from zoo.data.text import TextClassifierPreprocessor
+from zoo.data.tokenizers import CharacterTokenizer
 from zoo.models import GPT
 from zoo.models import GPTBackbone
+from zoo.models import GPTPreprocessor
 from zoo.models import TextClassifier
 from zoo.models import build_text_backbone
 
@@ -30,15 +32,12 @@ def text_classifier():
 
 
 def gpt():
-    # Token ids in, next ids out (no preprocessor: the character tokenizer
-    # runs in Python, not inside fit's tf.data pipeline).
+    tokenizer = CharacterTokenizer.from_text(" ".join(TEXTS))
     backbone = GPTBackbone(
-        11, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-        sequence_length=6,
+        tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
+        hidden_dim=8, intermediate_dim=16, sequence_length=12,
     )
-    ids = np.random.default_rng(0).integers(1, 11, (4, 7)).astype("int32")
-    x = {"token_ids": ids[:, :-1], "padding_mask": np.ones((4, 6), bool)}
-    return GPT(backbone, preprocessor=None), x, ids[:, 1:]
+    return GPT(backbone, GPTPreprocessor(tokenizer, 12)), TEXTS, None
 
 
 @pytest.mark.parametrize("make", [text_classifier, gpt], ids=["text", "gpt"])
