@@ -234,6 +234,14 @@ def test_out_of_range_token_ids_are_an_error():
     with pytest.raises(ValueError, match="longer than sequence_length"):
         long = np.ones((1, CONTEXT + 1), "int32")
         gpt({"token_ids": long, "padding_mask": long})
+    # generate() on token ids without a preprocessor: checked before the
+    # compiled loop, where a bad id would silently embed as NaN.
+    gpt.preprocessor = None
+    prompt = np.zeros((1, CONTEXT), "int32")
+    prompt[0, :3] = [1, gpt.backbone.vocabulary_size, 2]
+    with pytest.raises(ValueError, match="outside"):
+        gpt.generate({"token_ids": prompt, "padding_mask": prompt > 0},
+                     max_length=CONTEXT, stop_token_ids=None)
 
 
 def test_save_load_generate(tmp_path):

@@ -21,6 +21,7 @@ from keras import ops
 from zoo.layers import LearnedPositionEmbedding
 from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerDecoder
+from zoo.layers.positions import check_token_ids
 from zoo.models.portable import PortableCompileConfig
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
@@ -526,7 +527,8 @@ class GPT(PortableCompileConfig, keras_hub.models.CausalLM):
 
         Raises:
             ValueError: `max_length` larger than the context, an empty
-                prompt, or a prompt with no room left to generate.
+                prompt, a prompt with no room left to generate, or (token-id
+                prompts) an id outside the vocabulary.
         """
         context = self.backbone.sequence_length
         if max_length is None:
@@ -536,7 +538,15 @@ class GPT(PortableCompileConfig, keras_hub.models.CausalLM):
                 f"max_length={max_length} must be in [2, {context}]: the "
                 f"model has {context} learned positions (its context)."
             )
-        if self.preprocessor is not None:
+        if self.preprocessor is None:
+            # Token-id prompts: the compiled loop cannot raise, and an id
+            # outside the vocabulary would embed as NaN there.
+            if isinstance(inputs, dict) and "token_ids" in inputs:
+                check_token_ids(
+                    inputs["token_ids"], self.backbone.vocabulary_size,
+                    self.name,
+                )
+        else:
             self._check_prompts(inputs, max_length)
             # Tokenizers without an end token (WordPiece) have no attribute.
             end = getattr(self.preprocessor.tokenizer, "end_token_id", None)
