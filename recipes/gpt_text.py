@@ -28,6 +28,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
+from recipes.flags import at_least  # noqa: E402
+from recipes.flags import non_negative_int  # noqa: E402
+from recipes.flags import positive_float  # noqa: E402
+from recipes.flags import positive_int  # noqa: E402
+from recipes.flags import rate  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.data.corpus import RandomWindows  # noqa: E402
 from zoo.data.corpus import consecutive_windows  # noqa: E402
@@ -79,20 +84,21 @@ def parse_args(argv=None):
                         help="model size and schedule (flags below override)")
     parser.add_argument("--tokenizer", choices=TOKENIZER_KINDS,
                         default="character")
-    parser.add_argument("--vocab-size", type=int, default=2000,
+    parser.add_argument("--vocab-size", type=positive_int, default=2000,
                         help="wordpiece vocabulary size")
     for name, kind, help_text in (
-        ("num-layers", int, "Transformer blocks"),
-        ("num-heads", int, "attention heads"),
-        ("hidden-dim", int, "model width"),
-        ("sequence-length", int, "context length (tokens)"),
-        ("dropout", float, "dropout rate"),
-        ("batch-size", int, "windows per step"),
-        ("steps", int, "training steps"),
-        ("eval-interval", int, "steps between validation passes"),
-        ("learning-rate", float, "peak learning rate (AdamW)"),
-        ("min-learning-rate", float, "final learning rate (cosine decay)"),
-        ("warmup-steps", int, "linear warm-up steps"),
+        ("num-layers", positive_int, "Transformer blocks"),
+        ("num-heads", positive_int, "attention heads"),
+        ("hidden-dim", positive_int, "model width"),
+        ("sequence-length", at_least(2), "context length (tokens)"),
+        ("dropout", rate, "dropout rate"),
+        ("batch-size", positive_int, "windows per step"),
+        ("steps", positive_int, "training steps"),
+        ("eval-interval", positive_int, "steps between validation passes"),
+        ("learning-rate", positive_float, "peak learning rate (AdamW)"),
+        ("min-learning-rate", positive_float,
+         "final learning rate (cosine decay)"),
+        ("warmup-steps", non_negative_int, "linear warm-up steps"),
     ):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{help_text}; default from --preset")
@@ -102,9 +108,9 @@ def parse_args(argv=None):
                         "the token embedding)")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="train under mixed_bfloat16 (for GPUs)")
-    parser.add_argument("--max-minutes", type=float, default=None,
+    parser.add_argument("--max-minutes", type=positive_float, default=None,
                         help="stop training after this many minutes")
-    parser.add_argument("--sample-length", type=int, default=None,
+    parser.add_argument("--sample-length", type=at_least(2), default=None,
                         help="length of the printed samples (default: the "
                         "context length)")
     parser.add_argument("--seed", type=int, default=1337)

@@ -31,6 +31,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
+from recipes.flags import at_least  # noqa: E402
+from recipes.flags import non_negative_int  # noqa: E402
+from recipes.flags import positive_float  # noqa: E402
+from recipes.flags import positive_int  # noqa: E402
+from recipes.flags import rate  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import AttentionEntropyHistory  # noqa: E402
 from zoo.data.glove import glove_embedding_matrix  # noqa: E402
@@ -85,25 +90,25 @@ def parse_args(argv=None):
     parser.add_argument("--data-dir", default=None,
                         help="local aclImdb directory (train/pos, train/neg, "
                         "optional test/); default: tensorflow-datasets")
-    parser.add_argument("--epochs", type=int, default=None,
+    parser.add_argument("--epochs", type=positive_int, default=None,
                         help="training epochs (default: per model, "
                         f"{DEFAULT_EPOCHS})")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-length", type=int, default=None,
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--max-length", type=positive_int, default=None,
                         help="words kept per review, longer ones truncated "
                         f"(default: per model, {DEFAULT_MAX_LENGTH})")
-    parser.add_argument("--vocab-size", type=int, default=20000,
+    parser.add_argument("--vocab-size", type=at_least(3), default=20000,
                         help="vocabulary size, built on the training split")
-    parser.add_argument("--ngrams", type=int, default=1,
+    parser.add_argument("--ngrams", type=positive_int, default=1,
                         help="2: add each review's bigrams as tokens after "
                         "its words (mean, attention and query only; give "
                         "--vocab-size room for them)")
-    parser.add_argument("--embedding-dim", type=int, default=64,
+    parser.add_argument("--embedding-dim", type=positive_int, default=64,
                         help="word embedding size (the GloVe size with --glove)")
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--dropout", type=float, default=0.3,
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
+    parser.add_argument("--dropout", type=rate, default=0.3,
                         help="dropout on the embeddings and the pooled vector")
-    parser.add_argument("--word-dropout", type=float, default=0.0,
+    parser.add_argument("--word-dropout", type=rate, default=0.0,
                         help="probability of dropping a whole word while "
                         "training")
     parser.add_argument("--entropy-weight", type=float, default=0.0,
@@ -115,27 +120,27 @@ def parse_args(argv=None):
                         "pooling); default: glorot_uniform")
     parser.add_argument("--rnn-cell", choices=("gru", "lstm"), default="gru",
                         help="recurrent cell of --model rnn (bidirectional)")
-    parser.add_argument("--rnn-units", type=int, default=64,
+    parser.add_argument("--rnn-units", type=positive_int, default=64,
                         help="units per direction of --model rnn")
     parser.add_argument("--rnn-skip", action="store_true",
                         help="--model rnn pools the word embeddings "
                         "concatenated with the recurrent states")
-    parser.add_argument("--num-layers", type=int, default=2,
+    parser.add_argument("--num-layers", type=positive_int, default=2,
                         help="encoder blocks of --model transformer")
-    parser.add_argument("--num-heads", type=int, default=4,
+    parser.add_argument("--num-heads", type=positive_int, default=4,
                         help="attention heads of --model transformer")
-    parser.add_argument("--intermediate-dim", type=int, default=128,
+    parser.add_argument("--intermediate-dim", type=positive_int, default=128,
                         help="feed-forward width of --model transformer")
     parser.add_argument("--glove", default=None, metavar="PATH",
                         help="initialise embeddings from a GloVe text file")
-    parser.add_argument("--patience", type=int, default=2,
+    parser.add_argument("--patience", type=non_negative_int, default=2,
                         help="early stopping: stop after this many epochs "
                         "without a better validation accuracy and keep the "
                         "best weights (0 disables; needs a validation split)")
-    parser.add_argument("--validation-fraction", type=float, default=0.2,
+    parser.add_argument("--validation-fraction", type=rate, default=0.2,
                         help="share of train held out; 0 trains on the full "
                         "train split")
-    parser.add_argument("--validation-fold", type=int, default=0,
+    parser.add_argument("--validation-fold", type=non_negative_int, default=0,
                         help="which part of train is held out, 0 <= fold < "
                         "1/fraction (run each to cross-validate)")
     parser.add_argument("--hold-out", choices=("movies", "reviews"),
@@ -162,8 +167,6 @@ def parse_args(argv=None):
         args.epochs = DEFAULT_EPOCHS[args.model]
     if args.max_length is None:
         args.max_length = DEFAULT_MAX_LENGTH[args.model]
-    if args.ngrams < 1:
-        parser.error(f"--ngrams must be at least 1, got {args.ngrams}")
     if args.ngrams > 1 and args.model not in ORDER_FREE_KINDS:
         parser.error(
             f"--ngrams {args.ngrams} appends n-grams after the words, which "

@@ -32,6 +32,7 @@ if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
 from recipes import imdb_attention  # noqa: E402
+from recipes.flags import at_least  # noqa: E402
 from zoo.models import TEXT_CLASSIFIER_KINDS  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
@@ -52,7 +53,7 @@ def parse_args(argv=None):
                         default=list(TEXT_CLASSIFIER_KINDS),
                         help="models to compare (the baseline 'mean' is "
                         "always added)")
-    parser.add_argument("--folds", type=int, default=5,
+    parser.add_argument("--folds", type=at_least(2), default=5,
                         help="number of folds; each holds out 1/folds of the "
                         "movies")
     parser.add_argument("--data-dir", default=None,

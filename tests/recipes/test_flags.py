@@ -1,0 +1,55 @@
+"""recipes/flags.py and the recipes' use of it: an impossible flag value is
+one argparse error line (exit status 2), never a traceback from Keras or
+tf.data."""
+
+import argparse
+
+import pytest
+
+from recipes import flags
+from recipes import gpt_text
+from recipes import imdb_attention
+from recipes import imdb_cross_validate
+
+
+def test_types_accept_the_valid_range_and_reject_the_rest():
+    assert flags.positive_int("3") == 3
+    assert flags.non_negative_int("0") == 0
+    assert flags.at_least(2)("2") == 2
+    assert flags.rate("0") == 0.0 and flags.rate("0.5") == 0.5
+    assert flags.positive_float("1e-4") == 1e-4
+    for parse, text, message in (
+        (flags.positive_int, "0", "at least 1"),
+        (flags.positive_int, "2.5", "an integer"),
+        (flags.non_negative_int, "-1", "at least 0"),
+        (flags.at_least(2), "1", "at least 2"),
+        (flags.rate, "1", r"\[0, 1\)"),
+        (flags.rate, "-0.1", r"\[0, 1\)"),
+        (flags.rate, "x", "a number"),
+        (flags.positive_float, "0", "> 0"),
+        (flags.positive_float, "nan", "> 0"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            parse(text)
+
+
+@pytest.mark.parametrize("module, argv, flag", [
+    (imdb_attention, ["--epochs", "0"], "--epochs"),
+    (imdb_attention, ["--batch-size", "0"], "--batch-size"),
+    (imdb_attention, ["--max-length", "0"], "--max-length"),
+    (imdb_attention, ["--vocab-size", "2"], "--vocab-size"),
+    (imdb_attention, ["--dropout", "1.5"], "--dropout"),
+    (imdb_attention, ["--ngrams", "0"], "--ngrams"),
+    (imdb_attention, ["--validation-fraction", "1"], "--validation-fraction"),
+    (gpt_text, ["--batch-size", "0"], "--batch-size"),
+    (gpt_text, ["--sequence-length", "1"], "--sequence-length"),
+    (gpt_text, ["--learning-rate", "0"], "--learning-rate"),
+    (gpt_text, ["--dropout", "1"], "--dropout"),
+    (imdb_cross_validate, ["--folds", "1"], "--folds"),
+])
+def test_impossible_values_are_one_argparse_error(module, argv, flag, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_args(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {flag}:" in error
