@@ -122,6 +122,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
+from recipes.flags import positive_float  # noqa: E402
+from recipes.flags import positive_int  # noqa: E402
+
 BACKENDS = ("jax", "tensorflow", "torch")
 TOLERANCES = {
     "forward": 1e-5,  # max abs difference of the outputs, float32
@@ -967,12 +970,12 @@ def parse_args(argv=None):
     parser.add_argument("--data-dir", default=None,
                         help="passed to the recipe (a local copy of its data "
                         "instead of the default download)")
-    parser.add_argument("--steps", type=int, default=20,
+    parser.add_argument("--steps", type=positive_int, default=20,
                         help="training steps compared")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
                         help="sgd: plain SGD, the check; adam: shows "
                         "optimizer-specific divergence (see the docstring)")
-    parser.add_argument("--learning-rate", type=float, default=None,
+    parser.add_argument("--learning-rate", type=positive_float, default=None,
                         help=f"default: {LEARNING_RATES}")
     parser.add_argument("--no-train", action="store_true",
                         help="skip training (forward + saved models only)")
@@ -989,7 +992,7 @@ def parse_args(argv=None):
     parser.add_argument("--workdir", default=None,
                         help="keep the models and arrays here (default: a "
                         "temporary directory, removed afterwards)")
-    parser.add_argument("--timeout", type=float, default=WAIT_TIMEOUT,
+    parser.add_argument("--timeout", type=positive_float, default=WAIT_TIMEOUT,
                         help="seconds before the workers are stopped")
     # Internal: the per-backend subprocesses.
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
