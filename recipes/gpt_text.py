@@ -83,7 +83,9 @@ def parse_args(argv=None):
                         default="cpu-small",
                         help="model size and schedule (flags below override)")
     parser.add_argument("--tokenizer", choices=TOKENIZER_KINDS,
-                        default="character")
+                        default="character",
+                        help="one id per character, or keras-hub WordPiece "
+                        "subwords for word corpora")
     parser.add_argument("--vocab-size", type=positive_int, default=2000,
                         help="wordpiece vocabulary size")
     for name, kind, help_text in (
@@ -102,7 +104,8 @@ def parse_args(argv=None):
     ):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{help_text}; default from --preset")
-    parser.add_argument("--weight-decay", type=float, default=0.1)
+    parser.add_argument("--weight-decay", type=float, default=0.1,
+                        help="AdamW weight decay (not on biases and norms)")
     parser.add_argument("--untied", action="store_true",
                         help="separate output projection (default: tied to "
                         "the token embedding)")
@@ -113,14 +116,16 @@ def parse_args(argv=None):
     parser.add_argument("--sample-length", type=at_least(2), default=None,
                         help="length of the printed samples (default: the "
                         "context length)")
-    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--seed", type=int, default=1337,
+                        help="seed of the weights and the training windows")
     parser.add_argument("--output-dir", default=None,
                         help="default: runs/gpt_text/<preset>/")
     parser.add_argument("--ship", action="store_true",
                         help="also save saved_models/gpt_shakespeare.keras")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny model on the first 20k characters")
-    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
+    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                        help="Keras progress output")
     args = parser.parse_args(argv)
     if args.smoke:
         args.preset = "smoke"

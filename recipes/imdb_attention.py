@@ -93,7 +93,8 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=positive_int, default=None,
                         help="training epochs (default: per model, "
                         f"{DEFAULT_EPOCHS})")
-    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--batch-size", type=positive_int, default=64,
+                        help="reviews per training step")
     parser.add_argument("--max-length", type=positive_int, default=None,
                         help="words kept per review, longer ones truncated "
                         f"(default: per model, {DEFAULT_MAX_LENGTH})")
@@ -105,7 +106,8 @@ def parse_args(argv=None):
                         "--vocab-size room for them)")
     parser.add_argument("--embedding-dim", type=positive_int, default=64,
                         help="word embedding size (the GloVe size with --glove)")
-    parser.add_argument("--learning-rate", type=positive_float, default=1e-3)
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-3,
+                        help="Adam learning rate")
     parser.add_argument("--dropout", type=rate, default=0.3,
                         help="dropout on the embeddings and the pooled vector")
     parser.add_argument("--word-dropout", type=rate, default=0.0,
@@ -148,7 +150,9 @@ def parse_args(argv=None):
                         help="hold out whole movies (like the official test "
                         "split; needs --data-dir) or random reviews (shares "
                         "movies with train, so accuracy reads high)")
-    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--seed", type=int, default=1337,
+                        help="seed of the weights and the shuffling (and of "
+                        "the held-out reviews with --hold-out reviews)")
     parser.add_argument("--output-dir", default=None,
                         help="default: runs/imdb_attention/<model>/")
     parser.add_argument("--ship", action="store_true",

@@ -56,3 +56,29 @@ def test_impossible_values_are_one_argparse_error(module, argv, flag, capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"argument {flag}:" in error
+
+
+class _Captured(Exception):
+    pass
+
+
+@pytest.mark.parametrize("module", [
+    imdb_attention, gpt_text, imdb_cross_validate, check_backends,
+], ids=lambda m: m.__name__.split(".")[-1])
+def test_help_explains_every_flag(module, monkeypatch):
+    """`--help` says what each flag does (not just its name and default)."""
+    parsers = []
+
+    def capture(self, args=None, namespace=None):
+        parsers.append(self)
+        raise _Captured
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    with pytest.raises(_Captured):
+        module.parse_args([])
+    unexplained = [
+        action.option_strings[0] if action.option_strings else action.dest
+        for action in parsers[0]._actions
+        if action.help != argparse.SUPPRESS and not (action.help or "").strip()
+    ]
+    assert unexplained == []
