@@ -363,3 +363,16 @@ def test_mha_rejects_bad_arguments():
     x = random_array((1, 2, 8))
     with pytest.raises(ValueError, match="value_dim == key_dim"):
         layer(x, x, cache=ops.zeros((1, 2, 4, 2, 4)), cache_update_index=0)
+
+
+def test_masks_of_the_wrong_length_are_clear_errors():
+    x = random_array((2, 5, 8), 0)
+    with pytest.raises(ValueError, match="4 entries on its k_len axis"):
+        scaled_dot_product_attention(x, x, x, mask=np.ones((2, 5, 4), bool))
+    mha = MultiHeadAttention(2, 4)
+    with pytest.raises(ValueError, match="4 entries on its k_len axis"):
+        mha(x, x, attention_mask=np.ones((2, 5, 4), bool))
+    with pytest.raises(ValueError, match="4 entries on its q_len axis"):
+        mha(x, x, query_mask=np.ones((2, 4), bool))
+    # Broadcasting axes of length 1 stay allowed.
+    assert mha(x, x, attention_mask=np.ones((2, 1, 5), bool)).shape == (2, 5, 8)

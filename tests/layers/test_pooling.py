@@ -277,3 +277,11 @@ def test_invalid_constructor_arguments_raise(kwargs, message):
 def test_rank_2_input_raises():
     with pytest.raises(ValueError, match=r"\(batch, seq, dim\)"):
         AttentionPooling()(random_array((BATCH, DIM)))
+
+
+def test_a_mask_of_the_wrong_shape_is_a_clear_error():
+    x = random_array((2, 5, 8), 0)
+    with pytest.raises(ValueError, match=r"\(batch, 5\); got shape \(2, 4\)"):
+        AttentionPooling()(x, mask=np.ones((2, 4), bool))
+    with pytest.raises(ValueError, match=r"got shape \(2, 5, 1\)"):
+        AttentionPooling()(x, mask=np.ones((2, 5, 1), bool))

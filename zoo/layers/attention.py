@@ -94,6 +94,20 @@ def _mask_to_4d(mask, rank):
     )
 
 
+def _check_mask_fits(mask, q_len, k_len):
+    """A mask (`(..., q_len, k_len)`, or 1 on either axis to broadcast) whose
+    query or key axis has the wrong length is an error that says so, where
+    the lengths are known, instead of a broadcasting failure later."""
+    for axis, length, name in ((-2, q_len, "q_len"), (-1, k_len, "k_len")):
+        size = mask.shape[axis]
+        if None not in (size, length) and size not in (1, length):
+            raise ValueError(
+                f"the mask (shape {tuple(mask.shape)}) has {size} entries on "
+                f"its {name} axis but the attention has {name}={length} "
+                f"(query length {q_len}, key length {k_len})."
+            )
+
+
 def _rows_with_a_key(mask):
     """(mask with empty rows opened up, float-able row validity)."""
     row_valid = ops.any(mask, axis=-1, keepdims=True)
@@ -158,6 +172,8 @@ def _attend(
 
     full_mask = None if mask is None else _mask_to_4d(mask, rank)
     q_len, k_len = _static_dim(query.shape, 1), _static_dim(key.shape, 1)
+    if full_mask is not None:
+        _check_mask_fits(full_mask, q_len, k_len)
     native_causal = (
         is_causal
         and full_mask is None
@@ -504,6 +520,12 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         if key_mask is not None:
             mask = merge_padding_and_attention_mask(None, key_mask, mask)
+        if mask is not None:  # before the causal mask is combined with it
+            _check_mask_fits(
+                mask,
+                _static_dim(projected_query.shape, 1),
+                _static_dim(projected_key.shape, 1),
+            )
         is_causal = use_causal_mask
         if use_causal_mask and cache is not None:
             # Absolute positions: the new queries start at cache_update_index.

@@ -132,6 +132,15 @@ class AttentionPooling(keras.layers.Layer):
              training=None):
         x = sequence
         valid = None if mask is None else ops.cast(mask, "bool")
+        if valid is not None and (
+            len(valid.shape) != 2
+            or None not in (valid.shape[1], x.shape[1])
+            and valid.shape[1] != x.shape[1]
+        ):
+            raise ValueError(
+                "AttentionPooling's mask must have shape (batch, seq) = "
+                f"(batch, {x.shape[1]}); got shape {tuple(valid.shape)}."
+            )
         if self.query == "learned":
             query = ops.cast(self.query_vector, x.dtype)
             logits = ops.einsum("bsd,d->bs", x, query)

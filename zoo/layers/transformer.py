@@ -24,25 +24,12 @@ def _check_sequence_rank(shape, name):
         )
 
 
-def _padding_to_key_mask(padding_mask, attention_mask, key_length=None):
-    """(batch, k_len) padding and/or (batch, q_len, k_len) mask -> one mask.
-
-    `key_length`, when known, is the number of positions attended to (the
-    sequence, the encoder sequence or the cache); a padding mask of another
-    length is an error here rather than a broadcasting failure inside the
-    attention.
-    """
+def _padding_to_key_mask(padding_mask, attention_mask):
+    """(batch, k_len) padding and/or (batch, q_len, k_len) mask -> one mask."""
     if padding_mask is not None and len(padding_mask.shape) != 2:
         raise ValueError(
             "padding masks must have shape (batch, seq); got shape "
             f"{tuple(padding_mask.shape)}."
-        )
-    mask_length = None if padding_mask is None else padding_mask.shape[1]
-    if None not in (mask_length, key_length) and mask_length != key_length:
-        raise ValueError(
-            f"the padding mask covers {mask_length} positions but the "
-            f"attention reads {key_length}; give one entry per position "
-            f"(shape (batch, {key_length}))."
         )
     if attention_mask is not None and len(attention_mask.shape) != 3:
         raise ValueError(
@@ -245,9 +232,7 @@ class TransformerEncoder(_TransformerBlock):
     ):
         if padding_mask is None:
             padding_mask = mask  # the Keras mask of `inputs`
-        self_mask = _padding_to_key_mask(
-            padding_mask, attention_mask, inputs.shape[1]
-        )
+        self_mask = _padding_to_key_mask(padding_mask, attention_mask)
 
         def attend(h):
             return self._self_attention_layer(
@@ -417,13 +402,8 @@ class TransformerDecoder(_TransformerBlock):
         scores = {}
         caches = ()
 
-        # Keys: the sequence itself, or the cache (batch, 2, len, heads, dim).
-        self_key_length = (
-            decoder_sequence.shape[1] if self_attention_cache is None
-            else self_attention_cache.shape[2]
-        )
         self_mask = _padding_to_key_mask(
-            decoder_padding_mask, decoder_attention_mask, self_key_length
+            decoder_padding_mask, decoder_attention_mask
         )
 
         def self_attend(h):
@@ -450,13 +430,8 @@ class TransformerDecoder(_TransformerBlock):
         caches += tuple(extras)
 
         if self.has_cross_attention:
-            cross_key_length = None
-            if encoder_sequence is not None:
-                cross_key_length = encoder_sequence.shape[1]
-            elif cross_attention_cache is not None:
-                cross_key_length = cross_attention_cache.shape[2]
             cross_mask = _padding_to_key_mask(
-                encoder_padding_mask, encoder_attention_mask, cross_key_length
+                encoder_padding_mask, encoder_attention_mask
             )
             def cross_attend(h):
                 return self._cross_attention_layer(
