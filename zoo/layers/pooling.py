@@ -132,11 +132,7 @@ class AttentionPooling(keras.layers.Layer):
              training=None):
         x = sequence
         valid = None if mask is None else ops.cast(mask, "bool")
-        if valid is not None and (
-            len(valid.shape) != 2
-            or None not in (valid.shape[1], x.shape[1])
-            and valid.shape[1] != x.shape[1]
-        ):
+        if valid is not None and not _mask_fits(valid.shape, x.shape):
             raise ValueError(
                 "AttentionPooling's mask must have shape (batch, seq) = "
                 f"(batch, {x.shape[1]}); got shape {tuple(valid.shape)}."
@@ -192,6 +188,15 @@ class AttentionPooling(keras.layers.Layer):
                 else keras.initializers.serialize(self.query_initializer)
             ),
         }
+
+
+def _mask_fits(mask_shape, sequence_shape):
+    """A `(batch, seq)` mask for a `(batch, seq, dim)` sequence (a length
+    not known yet is taken to fit)."""
+    if len(mask_shape) != 2:
+        return False
+    mask_length, length = mask_shape[1], sequence_shape[1]
+    return None in (mask_length, length) or mask_length == length
 
 
 def _masked_mean(x, valid):
