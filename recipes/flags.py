@@ -26,7 +26,6 @@ def at_least(minimum):
             )
         return value
 
-    parse.__name__ = f"int >= {minimum}"
     return parse
 
 
