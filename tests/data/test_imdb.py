@@ -12,6 +12,7 @@ from zoo.data.imdb import DataNotFoundError
 from zoo.data.imdb import load_imdb
 from zoo.data.imdb import split_validation
 from zoo.data.text import TextClassifierPreprocessor
+from zoo.data.text import random_window
 from zoo.data.text import token_dataset
 
 
@@ -293,6 +294,71 @@ def test_token_dataset_is_cached_batched_and_shuffled_by_seed():
     b = first(token_dataset(texts, labels, pre, 4, shuffle=True, seed=1))
     np.testing.assert_array_equal(a, b)
     assert sorted(a) == sorted(labels)
+
+
+def _window_fixture():
+    # Review i is words w<i>_0 .. w<i>_<n-1>: a window's words say where it
+    # came from. Review 2 is shorter than the window.
+    lengths = (10, 7, 3, 12)
+    texts = np.array([" ".join(f"w{i}x{j}" for j in range(n))
+                      for i, n in enumerate(lengths)], dtype=object)
+    pre = TextClassifierPreprocessor(max_tokens=100, sequence_length=12)
+    pre.adapt(texts)
+    return texts, lengths, pre
+
+
+def _window_words(dataset, vocabulary):
+    rows = np.concatenate([np.asarray(x) for x, _ in dataset])
+    return [[vocabulary[t] for t in row] for row in rows]
+
+
+def test_random_windows_are_contiguous_slices_of_the_real_words():
+    texts, lengths, pre = _window_fixture()
+    vocabulary = pre.get_vocabulary()
+    dataset = token_dataset(texts, np.arange(4) % 2, pre, batch_size=3,
+                            seed=5, window=4)
+    starts = {i: set() for i in range(4)}
+    for _ in range(12):  # epochs
+        for i, words in enumerate(_window_words(dataset, vocabulary)):
+            real = [w for w in words if w]
+            assert len(words) == 4
+            if lengths[i] < 4:  # the whole short review, then padding
+                assert real == [f"w{i}x{j}" for j in range(lengths[i])]
+                assert words[lengths[i]:] == [""] * (4 - lengths[i])
+                continue
+            first = int(real[0].split("x")[1])
+            assert real == [f"w{i}x{j}" for j in range(first, first + 4)]
+            starts[i].add(first)
+    for i, n in enumerate(lengths):
+        if n >= 4:  # every start that keeps the window inside the review
+            assert starts[i] <= set(range(n - 4 + 1)), i
+            assert len(starts[i]) >= min(3, n - 3), i  # new ones each epoch
+
+
+def test_random_windows_repeat_with_the_seed_and_vary_without_it():
+    texts, _, pre = _window_fixture()
+    vocabulary = pre.get_vocabulary()
+
+    def epochs(seed):
+        dataset = token_dataset(texts, np.zeros(4), pre, batch_size=4,
+                                shuffle=True, seed=seed, window=3)
+        return [_window_words(dataset, vocabulary) for _ in range(3)]
+
+    assert epochs(1) == epochs(1)
+    assert epochs(1) != epochs(2)
+    first, second, _ = epochs(1)
+    assert first != second  # a new slice every epoch
+
+
+def test_random_window_errors():
+    ids = np.array([5, 6, 7, 0], "int32")
+    with pytest.raises(ValueError, match="window must be a positive int"):
+        random_window(ids, 0, 3)
+    bigrams = TextClassifierPreprocessor(max_tokens=50, sequence_length=4,
+                                         ngrams=2)
+    bigrams.adapt(["a good film"])
+    with pytest.raises(ValueError, match="n-gram"):
+        token_dataset(["a good film"], [1], bigrams, 1, window=2)
 
 
 def test_glove_matrix_uses_vectors_and_zero_padding(tmp_path):

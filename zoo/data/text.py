@@ -143,12 +143,30 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
 
 
 def token_dataset(texts, labels, preprocessor, batch_size, shuffle=False,
-                  seed=None):
+                  seed=None, window=None):
     """`tf.data` pipeline of `(token_ids, label)` batches.
 
     Strings are tokenised once and cached; shuffling (seeded) happens after
     the cache, so every epoch sees a new order without re-tokenising.
+
+    Args:
+        texts, labels: reviews (strings) and their 0/1 labels.
+        preprocessor: a `TextClassifierPreprocessor` (adapted).
+        batch_size: examples per batch.
+        shuffle: reshuffle every epoch (seeded by `seed`).
+        seed: seed of the shuffling and of the windows.
+        window: optional int: train on a random `window`-word slice of each
+            review's (truncated) ids, a new slice every epoch, instead of
+            all of them (`random_window`). Batches are then
+            `(batch, window)`. Only for word ids (`ngrams=1`).
+
+    Returns:
+        A `tf.data.Dataset` of `(token_ids, labels)` batches.
     """
+    if window is not None and getattr(preprocessor, "ngrams", 1) != 1:
+        raise ValueError(
+            "window slices the words in order; it cannot be used with "
+            f"n-gram tokens (ngrams={preprocessor.ngrams}).")
     dataset = tf.data.Dataset.from_tensor_slices(
         (list(texts), np.asarray(labels, dtype="float32"))
     )
@@ -162,4 +180,44 @@ def token_dataset(texts, labels, preprocessor, batch_size, shuffle=False,
         dataset = dataset.shuffle(
             len(texts), seed=seed, reshuffle_each_iteration=True
         )
+    if window is not None:
+        # One random int64 per review, new ones every epoch.
+        draws = tf.data.Dataset.random(seed=seed,
+                                       rerandomize_each_iteration=True)
+        dataset = tf.data.Dataset.zip(dataset, draws).map(
+            lambda pair, draw: (random_window(pair[0], window, draw), pair[1]),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
     return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def random_window(token_ids, window, draw):
+    """A `window`-long slice of one review's ids, starting at a random word.
+
+    The start is uniform over the positions that keep the slice inside the
+    review's real (non-padding) words, so every slice is full unless the
+    review is shorter than `window`; then it is the whole review, padded.
+    A data augmentation: a model trained on slices sees different words of
+    a review each epoch (and each step costs `window`, not the full length),
+    and still reads the whole truncated review at prediction time.
+
+    Args:
+        token_ids: `(seq,)` int ids, padding (0) at the end.
+        window: positive int, the slice length.
+        draw: an int64 scalar that picks the start (`draw` modulo the
+            number of possible starts).
+
+    Returns:
+        `(window,)` ids.
+    """
+    if int(window) < 1:
+        raise ValueError(f"window must be a positive int; got {window}.")
+    length = tf.math.count_nonzero(token_ids, dtype=tf.int32)
+    starts = tf.maximum(length - window, 0) + 1
+    # floormod is never negative for a positive divisor, whatever the draw.
+    start = tf.cast(
+        tf.math.floormod(tf.cast(draw, tf.int64), tf.cast(starts, tf.int64)),
+        tf.int32)
+    piece = token_ids[start:start + window]
+    piece = tf.pad(piece, [[0, window - tf.shape(piece)[0]]])
+    return tf.ensure_shape(piece, [window])
