@@ -115,6 +115,23 @@ def test_a_zero_query_starts_as_the_mean_baseline():
     )
 
 
+def _embedding_table(backbone):
+    layer = backbone.get_layer("embedding")
+    return to_numpy(getattr(layer, "token_embedding", layer).embeddings)
+
+
+@pytest.mark.parametrize("kind", TEXT_CLASSIFIER_KINDS)
+def test_word_embeddings_start_at_each_kinds_scale(kind):
+    table = _embedding_table(build_text_backbone(kind, 500, SEQ, 64, **SMALL))
+    if kind in ("rnn",):  # unit variance: what the GRU's kernels expect
+        assert abs(table.std() - 1.0) < 0.03, table.std()
+    else:  # Keras' uniform(-0.05, 0.05)
+        assert np.abs(table).max() <= 0.05 and table.std() > 0.02
+    zeros = build_text_backbone(kind, 500, SEQ, 64,
+                                embeddings_initializer="zeros", **SMALL)
+    assert not _embedding_table(zeros).any()  # an explicit initializer wins
+
+
 def _classifier(kind="attention"):
     preprocessor = TextClassifierPreprocessor(max_tokens=VOCAB, sequence_length=SEQ)
     preprocessor.adapt(TEXTS)

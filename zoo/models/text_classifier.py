@@ -31,6 +31,11 @@ TEXT_CLASSIFIER_KINDS = ("mean", "attention", "query", "rnn", "transformer")
 # take n-gram tokens (`TextClassifierPreprocessor(ngrams=2)`).
 ORDER_FREE_KINDS = ("mean", "attention", "query")
 POOLING_LAYER_NAME = "attention_pooling"
+# Word-embedding initializers that differ from Keras' "uniform" (+-0.05); see
+# `build_text_backbone`'s `embeddings_initializer`.
+DEFAULT_EMBEDDINGS_INITIALIZER = {
+    "rnn": {"class_name": "RandomNormal", "config": {"stddev": 1.0}},
+}
 
 
 def build_text_backbone(
@@ -45,6 +50,7 @@ def build_text_backbone(
     rnn_units=64,
     rnn_cell="gru",
     rnn_skip=False,
+    embeddings_initializer=None,
     num_layers=2,
     num_heads=4,
     intermediate_dim=128,
@@ -75,6 +81,15 @@ def build_text_backbone(
             to a word as the `attention` kind does as well as to its
             context. Off by default (the course's model); on real IMDB it
             changed validation accuracy by less than the noise.
+        embeddings_initializer: initializer of the word embeddings. `None`
+            (default) picks the kind's: Keras' `"uniform"` (+-0.05) for the
+            pooling kinds, and unit-variance `RandomNormal(stddev=1.0)` for
+            `rnn`, whose GRU kernels (glorot) expect inputs of unit scale;
+            fed +-0.05 embeddings the GRU fits its training reviews within
+            an epoch and generalises worse than the mean baseline (86.4% vs
+            87.6% on IMDB fold 0), fed unit-variance ones it learns over
+            ~10 epochs and beats it (88.8%). The pooling kinds do worse with
+            unit variance (mean 87.5% vs 88.0%).
         num_layers, num_heads, intermediate_dim: the `transformer` kind.
 
     Returns:
@@ -93,17 +108,29 @@ def build_text_backbone(
         raise ValueError(
             f"kind must be one of {TEXT_CLASSIFIER_KINDS}; got {kind!r}."
         )
+    if embeddings_initializer is None:
+        embeddings_initializer = DEFAULT_EMBEDDINGS_INITIALIZER.get(
+            kind, "uniform")
+    embeddings_initializer = keras.initializers.get(embeddings_initializer)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     words = token_ids
     if word_dropout:
         words = WordDropout(word_dropout, name="word_dropout")(words)
     if kind == "transformer":
         x = PositionalEmbedding(
-            vocabulary_size, sequence_length, embedding_dim, name="embedding"
+            vocabulary_size,
+            sequence_length,
+            embedding_dim,
+            embeddings_initializer=embeddings_initializer,
+            name="embedding",
         )(words)
     else:
         x = TokenEmbedding(
-            vocabulary_size, embedding_dim, mask_zero=True, name="embedding"
+            vocabulary_size,
+            embedding_dim,
+            mask_zero=True,
+            embeddings_initializer=embeddings_initializer,
+            name="embedding",
         )(words)
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
 
