@@ -133,16 +133,36 @@ def test_missing_data_dir_exits_with_one_clear_line(tmp_path, capsys):
 
 
 def test_defaults_per_model_and_explicit_flags_win():
-    for model, length, epochs in (("mean", 512, 20), ("attention", 512, 20),
-                                  ("rnn", 256, 5), ("transformer", 256, 5)):
+    for model, length, epochs, window, patience in (
+            ("mean", 512, 20, 0, 2), ("attention", 512, 20, 0, 2),
+            ("rnn", 512, 25, 128, 3), ("transformer", 256, 5, 0, 2)):
         args = imdb_attention.parse_args(["--model", model])
-        assert (args.max_length, args.epochs) == (length, epochs), model
-    args = imdb_attention.parse_args(["--model", "rnn", "--max-length", "100", "--epochs", "2"])
-    assert (args.max_length, args.epochs) == (100, 2)
+        assert (args.max_length, args.epochs, args.train_window,
+                args.patience) == (length, epochs, window, patience), model
+    args = imdb_attention.parse_args(["--model", "rnn", "--max-length", "100", "--epochs", "2",
+                                      "--train-window", "0", "--patience", "1"])
+    assert (args.max_length, args.epochs, args.train_window, args.patience) == (100, 2, 0, 1)
+    # A window at least as long as the reviews is the whole review.
+    args = imdb_attention.parse_args(["--model", "mean", "--max-length", "64",
+                                      "--train-window", "64"])
+    assert args.train_window == 0
     smoke = imdb_attention.parse_args(["--model", "attention", "--smoke"])
     assert smoke.max_length == imdb_attention.SMOKE["max_length"]
     args = imdb_attention.parse_args(["--validation-fold", "3", "--hold-out", "reviews"])
     assert (args.validation_fold, args.hold_out) == (3, "reviews")
+
+
+def test_train_window_reaches_metrics_and_refuses_ngrams(tmp_path, capsys):
+    metrics = imdb_attention.main(
+        ["--smoke", "--model", "attention", "--epochs", "1", "--verbose", "0",
+         "--train-window", "8", "--output-dir", str(tmp_path)])
+    assert metrics["train_window"] == 8 and np.isfinite(metrics["train_loss"])
+    # The model trained on 8-word windows still reads whole reviews.
+    model = keras.saving.load_model(str(tmp_path / "imdb_attention.keras"))
+    assert model.preprocessor.sequence_length == imdb_attention.SMOKE["max_length"]
+    with pytest.raises(SystemExit):
+        imdb_attention.parse_args(["--model", "mean", "--train-window", "8", "--ngrams", "2"])
+    assert "--train-window" in capsys.readouterr().err
 
 
 def test_help_explains_every_flag(capsys):
@@ -153,7 +173,8 @@ def test_help_explains_every_flag(capsys):
                  "--max-length", "--embedding-dim", "--seed", "--output-dir", "--smoke",
                  "--data-dir", "--word-dropout", "--query-initializer", "--rnn-cell",
                  "--rnn-units", "--rnn-skip", "--num-layers", "--num-heads",
-                 "--intermediate-dim", "--validation-fold", "--hold-out", "--ngrams"):
+                 "--intermediate-dim", "--validation-fold", "--hold-out", "--ngrams",
+                 "--train-window", "--patience"):
         assert flag in text, flag
 
 
