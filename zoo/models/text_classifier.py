@@ -88,7 +88,8 @@ def build_text_backbone(
             fed +-0.05 embeddings the GRU fits its training reviews within
             an epoch and generalises worse than the mean baseline (86.4% vs
             87.6% on IMDB fold 0), fed unit-variance ones it learns over
-            ~10 epochs and beats it (88.8%). The pooling kinds do worse with
+            ~10 epochs and beats it (89.0% on fold 0; +0.8 points on average
+            over the five movie-disjoint folds). The pooling kinds do worse with
             unit variance (mean 87.5% vs 88.0%).
         num_layers, num_heads, intermediate_dim: the `transformer` kind.
 
