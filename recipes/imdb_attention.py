@@ -192,19 +192,19 @@ def parse_args(argv=None):
         args.train_window = DEFAULT_TRAIN_WINDOW.get(args.model, 0)
         if args.smoke and args.train_window:
             args.train_window = args.max_length // 2  # still exercised
-    elif args.train_window and args.ngrams > 1:
-        parser.error("--train-window slices the words in order; it cannot "
-                     "be used with --ngrams")
-    if args.train_window >= args.max_length:
-        args.train_window = 0  # a window as long as the review is all of it
-    if args.ngrams > 1:
-        args.train_window = 0
     if args.ngrams > 1 and args.model not in ORDER_FREE_KINDS:
         parser.error(
             f"--ngrams {args.ngrams} appends n-grams after the words, which "
             f"only order-free pooling models can use "
             f"({', '.join(ORDER_FREE_KINDS)}); --model {args.model} reads "
             f"the words in order")
+    # Only order-free kinds take n-grams, and none has a default window, so
+    # a window here was asked for.
+    if args.train_window and args.ngrams > 1:
+        parser.error("--train-window slices the words in order; it cannot "
+                     "be used with --ngrams")
+    if args.train_window >= args.max_length:
+        args.train_window = 0  # a window as long as the review is all of it
     if args.output_dir is None:
         suffix = "-smoke" if args.smoke else ""
         args.output_dir = os.path.join(

@@ -123,7 +123,7 @@ def _embedding_table(backbone):
 @pytest.mark.parametrize("kind", TEXT_CLASSIFIER_KINDS)
 def test_word_embeddings_start_at_each_kinds_scale(kind):
     table = _embedding_table(build_text_backbone(kind, 500, SEQ, 64, **SMALL))
-    if kind in ("rnn",):  # unit variance: what the GRU's kernels expect
+    if kind == "rnn":  # unit variance: what the GRU's kernels expect
         assert abs(table.std() - 1.0) < 0.03, table.std()
     else:  # Keras' uniform(-0.05, 0.05)
         assert np.abs(table).max() <= 0.05 and table.std() > 0.02
