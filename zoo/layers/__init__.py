@@ -12,6 +12,7 @@ from zoo.layers.pooling import attention_entropy
 from zoo.layers.positions import LearnedPositionEmbedding
 from zoo.layers.positions import PositionalEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
+from zoo.layers.recurrent import PackedBidirectional
 from zoo.layers.transformer import TransformerDecoder
 from zoo.layers.transformer import TransformerEncoder
 from zoo.layers.word_dropout import WordDropout
@@ -20,6 +21,7 @@ __all__ = [
     "AttentionPooling",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",
+    "PackedBidirectional",
     "PositionalEmbedding",
     "SinusoidalPositionEncoding",
     "TokenEmbedding",
