@@ -4,8 +4,9 @@ A masked Keras RNN (`GRU`/`LSTM` given a mask) skips the masked steps by
 carrying its state across them. JAX and TensorFlow compile that loop. On a
 PyTorch CPU, Keras runs RNN steps in Python: given a mask, its generic loop
 with masking ops at every step; given none, a leaner GRU/LSTM loop with the
-input projections computed up front, 1.6x faster to train at 128 words and
-2.5x faster to predict at 512 (`benchmarks/packed_rnn.py`).
+input projections computed up front: on 2 CPU cores about 1.5x faster to
+train at 128 words and 2-4x faster to predict at 512
+(`benchmarks/packed_rnn.py`).
 
 Skipping masked steps is the same as running the RNN over the real tokens
 moved to the front, the idea behind PyTorch's `pack_padded_sequence`. So
