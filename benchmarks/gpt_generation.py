@@ -31,14 +31,17 @@ only compared within one run on one machine.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BACKENDS = ("jax", "tensorflow", "torch")
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
+
+from benchmarks.workers import print_result  # noqa: E402
+from benchmarks.workers import run_worker  # noqa: E402
+from benchmarks.workers import selected_backends  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -66,7 +69,6 @@ def measure(args):
     import keras
     import numpy as np
 
-    sys.path.insert(0, ROOT)
     from zoo.models.gpt import GPT
     from zoo.models.gpt import GPTBackbone
 
@@ -179,29 +181,13 @@ def growing_prefix_estimate(gpt, args, points=5):
     }
 
 
-def run_backend(backend, argv):
-    env = dict(os.environ, KERAS_BACKEND=backend)
-    command = [sys.executable, os.path.abspath(__file__), "--worker", *argv]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise RuntimeError(f"{backend} worker failed:\n{done.stderr[-3000:]}")
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.worker:
-        print("RESULT " + json.dumps(measure(args)), flush=True)
+        print_result(measure(args))
         return None
-    if args.backends == "current":
-        import keras
-        backends = [keras.backend.backend()]
-    elif args.backends == "all":
-        backends = list(BACKENDS)
-    else:
-        backends = args.backends.split(",")
+    backends = selected_backends(args.backends)
     print(f"GPT {args.num_layers} layers x width {args.hidden_dim}, batch "
           f"{args.batch_size}: {args.prompt_length}-token prompt + "
           f"{args.new_tokens} new tokens (greedy), median of {args.repeats}")
@@ -211,7 +197,7 @@ def main(argv=None):
     results = []
     for backend in backends:
         # Workers get the same flags; only this process writes --json.
-        r = run_backend(backend, argv)
+        r = run_worker(__file__, backend, argv)
         results.append(r)
         print(f"{backend:<11} {r['cached']['seconds']:>9.3f} "
               f"{r['cached']['tokens_per_second']:>8.1f} | "
@@ -237,7 +223,6 @@ def main(argv=None):
                   f"{peer['speedup_vs_prefix']:.1f}x (the most any cache "
                   f"shows on this machine)")
     if args.json:
-        sys.path.insert(0, ROOT)
         from zoo.saving import write_json_atomic
         write_json_atomic({"args": vars(args), "results": results}, args.json)
     return results

@@ -23,15 +23,18 @@ compared too (largest difference from keras'). Timings are only compared within 
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BACKENDS = ("jax", "tensorflow", "torch")
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
+
+from benchmarks.workers import print_result  # noqa: E402
+from benchmarks.workers import run_worker  # noqa: E402
+from benchmarks.workers import selected_backends  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -85,7 +88,6 @@ def measure(args):
     import keras
     import numpy as np
 
-    sys.path.insert(0, ROOT)
     from zoo.layers import PackedBidirectional
 
     keras.utils.set_random_seed(0)
@@ -119,29 +121,13 @@ def measure(args):
     return result
 
 
-def run_backend(backend, argv):
-    env = dict(os.environ, KERAS_BACKEND=backend)
-    command = [sys.executable, os.path.abspath(__file__), "--worker", *argv]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise RuntimeError(f"{backend} worker failed:\n{done.stderr[-3000:]}")
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.worker:
-        print("RESULT " + json.dumps(measure(args)), flush=True)
+        print_result(measure(args))
         return None
-    if args.backends == "current":
-        import keras
-        backends = [keras.backend.backend()]
-    elif args.backends == "all":
-        backends = list(BACKENDS)
-    else:
-        backends = args.backends.split(",")
+    backends = selected_backends(args.backends)
     print(f"bidirectional GRU({args.units}) over {args.embedding_dim}-d "
           f"embeddings, batch {args.batch_size}; train step at "
           f"{args.train_length} words, predict at {args.predict_length}; "
@@ -153,7 +139,7 @@ def main(argv=None):
     print(header + " | max |diff|")
     results = []
     for backend in backends:
-        r = run_backend(backend, argv)
+        r = run_worker(__file__, backend, argv)
         results.append(r)
         line = f"{backend:<11}"
         for key in ("train_step_s", "predict_s"):
