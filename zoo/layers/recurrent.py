@@ -110,20 +110,12 @@ class PackedBidirectional(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape):
-        if len(input_shape) != 3:
-            raise ValueError(
-                "PackedBidirectional expects inputs of shape (batch, seq, "
-                f"features); got {tuple(input_shape)}."
-            )
+        _check_rank(input_shape)
         self.forward_layer.build(input_shape)
         self.backward_layer.build(input_shape)
 
     def call(self, inputs, mask=None, training=None):
-        if len(inputs.shape) != 3:
-            raise ValueError(
-                "PackedBidirectional expects inputs of shape (batch, seq, "
-                f"features); got {tuple(inputs.shape)}."
-            )
+        _check_rank(inputs.shape)  # build ran once; later calls check too
         if mask is None:
             mask = ops.ones(ops.shape(inputs)[:2], dtype="bool")
         mask = ops.cast(mask, "bool")
@@ -168,6 +160,7 @@ class PackedBidirectional(keras.layers.Layer):
         pad_rank = num_real + ops.cumsum(1 - real, axis=1) - 1
         forward_slot = ops.where(mask, real_rank, pad_rank)
         backward_slot = ops.where(mask, num_real - 1 - real_rank, pad_rank)
+        last = ops.maximum(num_real - 1, 0)  # each row's last real step
         outputs = []
         for rnn, slot in ((self.forward_layer, forward_slot),
                           (self.backward_layer, backward_slot)):
@@ -178,7 +171,6 @@ class PackedBidirectional(keras.layers.Layer):
             if self.return_sequences:
                 outputs.append(_gather_steps(states, slot))
             else:
-                last = ops.maximum(num_real - 1, 0)  # the last real step
                 outputs.append(_gather_steps(states, last)[:, 0])
         return outputs
 
@@ -217,6 +209,14 @@ class PackedBidirectional(keras.layers.Layer):
         config["layer"] = keras.saving.deserialize_keras_object(
             config["layer"], custom_objects=custom_objects)
         return cls(**config)
+
+
+def _check_rank(shape):
+    if len(shape) != 3:
+        raise ValueError(
+            "PackedBidirectional expects inputs of shape (batch, seq, "
+            f"features); got {tuple(shape)}."
+        )
 
 
 def _gather_steps(sequences, steps):
