@@ -1,7 +1,7 @@
 """PackedBidirectional under the current backend: a NumPy GRU that skips
 masked steps, keras.layers.Bidirectional with the same weights (both
-strategies, GRU and LSTM, every merge mode), masking, gradients, save/load,
-a training step and mixed precision."""
+strategies, GRU and LSTM, every merge mode, packed RNNs run in chunks),
+masking, gradients, save/load, a training step and mixed precision."""
 
 import keras
 import numpy as np
@@ -12,6 +12,7 @@ from tests.helpers import keras_round_trip
 from tests.helpers import random_array
 from tests.helpers import to_numpy
 from zoo.layers import PackedBidirectional
+from zoo.layers import recurrent
 
 ATOL = 1e-5
 BATCH, SEQ, DIM, UNITS = 5, 7, 4, 3
@@ -137,6 +138,31 @@ def test_auto_strategy_packs_only_under_torch():
                                    strategy="masked")._packs()
 
 
+@pytest.fixture
+def chunked(monkeypatch):
+    # 3-step calls on every backend, so 7 steps run as 3 + 3 + 1 (the
+    # layer chunks only under PyTorch; the computation is the same).
+    monkeypatch.setattr(recurrent, "STEPS_PER_CALL", 3)
+    monkeypatch.setattr(PackedBidirectional, "_chunks", lambda self, rnn: True)
+
+
+@pytest.mark.parametrize("return_sequences", (True, False))
+@pytest.mark.parametrize("cell", ("GRU", "LSTM"))
+def test_packed_rnns_run_in_chunks_match_keras(chunked, cell, return_sequences):
+    test_matches_keras_bidirectional_with_the_same_weights(
+        cell, return_sequences, "packed")
+
+
+def test_packed_rnns_chunk_only_under_torch_and_without_dropout():
+    torch = keras.backend.backend() == "torch"
+    layer = PackedBidirectional(keras.layers.GRU(UNITS))
+    assert layer._chunks(layer.forward_layer) == torch
+    for dropout in ({"dropout": 0.1}, {"recurrent_dropout": 0.1}):
+        # Dropout masks are drawn per call: chunks would change them.
+        layer = PackedBidirectional(keras.layers.LSTM(UNITS, **dropout))
+        assert not layer._chunks(layer.forward_layer)
+
+
 # ---- Masking -----------------------------------------------------------------
 
 def test_padding_values_do_not_reach_real_tokens_and_the_mask_passes_on():
@@ -156,6 +182,10 @@ def test_padding_values_do_not_reach_real_tokens_and_the_mask_passes_on():
         to_numpy(rnn.compute_mask(x, mask)).astype(bool), mask)
     last = PackedBidirectional(keras.layers.GRU(UNITS))
     assert last.compute_mask(x, mask) is None
+
+
+def test_gradients_of_chunked_packed_rnns_match_keras(chunked):
+    test_gradients_match_keras_bidirectional("packed")
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

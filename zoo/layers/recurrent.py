@@ -18,6 +18,13 @@ positions. The real tokens see exactly what a masked
 (trailing, or holes left by `WordDropout`), gets zero outputs as in Keras.
 Under JAX and TensorFlow, where the gathers cost more than the mask saves,
 it runs the masked RNNs instead, on the same weights.
+
+Under PyTorch the packed RNNs also run in chunks of `STEPS_PER_CALL` steps,
+each starting from the state the previous one ended in (the same
+computation). Keras' PyTorch loop indexes its precomputed input projections
+one step at a time, and the backward pass of each index writes zeros as
+large as all the steps, so one call costs training time quadratic in its
+length; 32-step calls cut a 128-step training step by about a third.
 """
 
 import copy
@@ -26,6 +33,8 @@ import keras
 from keras import ops
 
 MERGE_MODES = ("concat", "sum", "mul", "ave")
+# Steps per RNN call when the packed RNNs run in chunks (PyTorch only).
+STEPS_PER_CALL = 32
 STRATEGIES = ("auto", "packed", "masked")
 
 
@@ -97,9 +106,11 @@ class PackedBidirectional(keras.layers.Layer):
         self.merge_mode = merge_mode
         self.strategy = strategy
         self.return_sequences = layer.return_sequences
-        # Both RNNs return every step: the last real step is gathered here.
+        # Both RNNs return every step (the last real step is gathered here)
+        # and their final states (to carry across chunks).
         config = layer.get_config()
         config["return_sequences"] = True
+        config["return_state"] = True
         self.forward_layer = layer.__class__.from_config(
             {**config, "name": f"forward_{layer.name}"})
         self.backward_layer = layer.__class__.from_config(
@@ -140,10 +151,10 @@ class PackedBidirectional(keras.layers.Layer):
 
     def _run_masked(self, inputs, mask, training):
         # What keras.layers.Bidirectional does: a masked RNN each way.
-        forward = self.forward_layer(inputs, mask=mask, training=training)
+        forward = self.forward_layer(inputs, mask=mask, training=training)[0]
         backward = self.backward_layer(
             ops.flip(inputs, axis=1), mask=ops.flip(mask, axis=1),
-            training=training)
+            training=training)[0]
         if self.return_sequences:
             return forward, ops.flip(backward, axis=1)
         # Masked steps carry the state, so the last step holds the state
@@ -167,12 +178,33 @@ class PackedBidirectional(keras.layers.Layer):
             # `slot` is a permutation of each row; its inverse lists, for
             # each packed position, the step that goes there.
             packed = _gather_steps(inputs, ops.argsort(slot, axis=1))
-            states = rnn(packed, training=training)
+            states = self._run_unmasked(rnn, packed, training)
             if self.return_sequences:
                 outputs.append(_gather_steps(states, slot))
             else:
                 outputs.append(_gather_steps(states, last)[:, 0])
         return outputs
+
+    def _run_unmasked(self, rnn, sequences, training):
+        steps = sequences.shape[1]
+        if not self._chunks(rnn) or steps is None or steps <= STEPS_PER_CALL:
+            return rnn(sequences, training=training)[0]
+        outputs, state = [], None
+        for start in range(0, steps, STEPS_PER_CALL):
+            chunk, *state = rnn(
+                sequences[:, start:start + STEPS_PER_CALL],
+                initial_state=state, training=training)
+            outputs.append(chunk)
+        return ops.concatenate(outputs, axis=1)
+
+    def _chunks(self, rnn):
+        # Only Keras' PyTorch loop pays for long calls (module docstring);
+        # JAX and TensorFlow compile one loop. Dropout masks are drawn per
+        # call, so with dropout a chunked run would differ from one call.
+        cell = rnn.cell
+        return (keras.backend.backend() == "torch"
+                and not getattr(cell, "dropout", 0)
+                and not getattr(cell, "recurrent_dropout", 0))
 
     def _merge(self, forward, backward):
         if self.merge_mode == "concat":
