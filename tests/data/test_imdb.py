@@ -294,6 +294,9 @@ def test_token_dataset_is_cached_batched_and_shuffled_by_seed():
     b = first(token_dataset(texts, labels, pre, 4, shuffle=True, seed=1))
     np.testing.assert_array_equal(a, b)
     assert sorted(a) == sorted(labels)
+    # No autotuner thread: dropping its iterators (Keras does at every
+    # epoch end) stalled PyTorch training for seconds each time.
+    assert ordered.options().autotune.enabled is False
 
 
 def _window_fixture():
