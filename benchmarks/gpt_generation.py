@@ -30,7 +30,6 @@ runs eagerly under no_grad) and warmed up; the table shows the median of
 only compared within one run on one machine.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -39,17 +38,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
+from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import print_result  # noqa: E402
 from benchmarks.workers import run_worker  # noqa: E402
 from benchmarks.workers import selected_backends  # noqa: E402
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--backends", default="all",
-                        help="'all', 'current' or a comma-separated list")
+    parser = benchmark_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--num-layers", type=int, default=6)
     parser.add_argument("--num-heads", type=int, default=6)
     parser.add_argument("--hidden-dim", type=int, default=384)
@@ -59,8 +55,6 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None, help="write results here")
-    parser.add_argument("--worker", action="store_true",
-                        help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

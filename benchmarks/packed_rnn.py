@@ -22,7 +22,6 @@ ratio keras / zoo (above 1: zoo's is faster). The models' predictions are
 compared too (largest difference from keras'). Timings are only compared within one run.
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -32,25 +31,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
+from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import print_result  # noqa: E402
 from benchmarks.workers import run_worker  # noqa: E402
 from benchmarks.workers import selected_backends  # noqa: E402
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--backends", default="all",
-                        help="'all', 'current' or a comma-separated list")
+    parser = benchmark_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--train-length", type=int, default=128)
     parser.add_argument("--predict-length", type=int, default=512)
     parser.add_argument("--embedding-dim", type=int, default=64)
     parser.add_argument("--units", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--worker", action="store_true",
-                        help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

@@ -7,6 +7,7 @@ backend; that re-runs the script with `--worker` and the same flags, under
 `print_result`.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -14,6 +15,20 @@ import sys
 
 BACKENDS = ("jax", "tensorflow", "torch")
 RESULT_PREFIX = "RESULT "
+
+
+def benchmark_parser(description):
+    """An `ArgumentParser` with the flags every per-backend benchmark takes:
+    `--backends` (read by `selected_backends`) and the hidden `--worker`
+    (added by `run_worker`). The script adds its own."""
+    parser = argparse.ArgumentParser(
+        description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--backends", default="all",
+                        help="'all', 'current' or a comma-separated list")
+    parser.add_argument("--worker", action="store_true",
+                        help=argparse.SUPPRESS)
+    return parser
 
 
 def selected_backends(flag):
