@@ -49,6 +49,7 @@ from zoo.models import TEXT_CLASSIFIER_KINDS  # noqa: E402
 from zoo.models import TextClassifier  # noqa: E402
 from zoo.models import attention_model  # noqa: E402
 from zoo.models import build_text_backbone  # noqa: E402
+from zoo.models.text_classifier import QUERY_MAP_SCALE  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
@@ -134,6 +135,12 @@ def parse_args(argv=None):
                         help="initializer of the attention query (a Keras "
                         "name; 'zeros' starts every attention model as mean "
                         "pooling); default: glorot_uniform")
+    parser.add_argument("--query-map-scale", type=positive_float,
+                        default=QUERY_MAP_SCALE,
+                        help="--model query trains its query and value maps "
+                        "this many times as fast as the other weights "
+                        "(1 = like them; they then fit the training movies "
+                        "within two epochs)")
     parser.add_argument("--rnn-cell", choices=("gru", "lstm"), default="gru",
                         help="recurrent cell of --model rnn (bidirectional)")
     parser.add_argument("--rnn-units", type=positive_int, default=64,
@@ -248,6 +255,7 @@ def build_classifier(args, preprocessor):
         word_dropout=args.word_dropout,
         entropy_weight=args.entropy_weight,
         query_initializer=args.query_initializer,
+        query_map_scale=args.query_map_scale,
         rnn_units=args.rnn_units,
         rnn_cell=args.rnn_cell,
         rnn_skip=args.rnn_skip,
@@ -393,6 +401,8 @@ def run(args):
         "entropy_weight": args.entropy_weight,
         "word_dropout": args.word_dropout,
         "query_initializer": args.query_initializer,
+        **({"query_map_scale": args.query_map_scale}
+           if args.model == "query" else {}),
         "dropout": args.dropout,
         "learning_rate": args.learning_rate,
         "embedding_dim": args.embedding_dim,

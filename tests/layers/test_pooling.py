@@ -102,6 +102,84 @@ def test_query_initializer_defaults_to_kernel_initializer():
     assert AttentionPooling.from_config(config).query_initializer is None
 
 
+def test_map_scale_scales_the_trained_kernels_and_keeps_the_initial_maps():
+    x = random_array((BATCH, SEQ, DIM))
+    layer = AttentionPooling(
+        query="computed", use_value_transform=True, map_scale=0.1,
+        kernel_initializer=keras.initializers.RandomNormal(stddev=1.0),
+        query_bias_initializer="ones",
+    )
+    pooled, weights = layer(x, mask=MASK, return_attention_scores=True)
+    theta_q, b_q = (to_numpy(w) for w in layer.query_dense.weights)
+    theta_v, b_v = (to_numpy(w) for w in layer.value_dense.weights)
+    np.testing.assert_array_equal(b_q, np.ones(DIM))
+    # The stored kernels are W / map_scale: W starts at unit scale, so
+    # theta at 10.
+    assert 5 < theta_q.std() < 20 and 5 < theta_v.std() < 20
+    real = MASK[..., None]
+    mean = (x * real).sum(1) / real.sum(1)
+    q = mean @ (0.1 * theta_q) + b_q
+    expected_w = _np_masked_softmax(np.einsum("bsd,bd->bs", x, q), MASK)
+    values = x @ (0.1 * theta_v) + b_v
+    np.testing.assert_allclose(to_numpy(weights), expected_w, atol=ATOL)
+    np.testing.assert_allclose(
+        to_numpy(pooled), np.einsum("bs,bsd->bd", expected_w, values),
+        atol=1e-4,
+    )
+
+
+def test_value_and_query_bias_initializers():
+    layer = AttentionPooling(
+        query="computed", use_value_transform=True, map_scale=0.25,
+        query_initializer="zeros", query_bias_initializer="ones",
+        value_initializer="identity",
+    )
+    layer.build((BATCH, SEQ, DIM))
+    np.testing.assert_array_equal(to_numpy(layer.query_dense.kernel), 0.0)
+    np.testing.assert_array_equal(to_numpy(layer.query_dense.bias), 1.0)
+    np.testing.assert_allclose(
+        0.25 * to_numpy(layer.value_dense.kernel), np.eye(DIM), atol=1e-7)
+    # So v(x_i) = x_i and q = (1, ..., 1) whatever the text.
+    x = random_array((BATCH, SEQ, DIM))
+    pooled = to_numpy(layer(x, mask=MASK))
+    expected_w = _np_masked_softmax(x.sum(-1), MASK)
+    np.testing.assert_allclose(
+        pooled, np.einsum("bs,bsd->bd", expected_w, x), atol=1e-5)
+
+
+def _value_map(pool):
+    """The value map W_v as the layer applies it, read off its outputs: a
+    one-word sequence pools to v(x) = x W_v + b_v."""
+    probe = np.concatenate([np.eye(DIM), np.zeros((1, DIM))])[:, None, :]
+    out = to_numpy(pool(probe.astype("float32")))
+    return out[:DIM] - out[DIM]
+
+
+@pytest.mark.parametrize("map_scale", [1.0, 0.1])
+def test_adam_moves_the_maps_map_scale_times_the_learning_rate(map_scale):
+    # Adam's first step moves each weight by the learning rate times the
+    # sign of its gradient; W = map_scale * theta then moves map_scale
+    # times as far.
+    learning_rate = 0.01
+    inputs = keras.Input((SEQ, DIM))
+    pool = AttentionPooling(query="computed", use_value_transform=True,
+                            map_scale=map_scale)
+    model = keras.Model(inputs, keras.layers.Dense(1)(pool(inputs)))
+    # A tiny epsilon, so that small gradients too take the full step.
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate, epsilon=1e-12),
+                  loss="mse")
+    value_map = _value_map(pool)
+    query_map = map_scale * to_numpy(pool.query_dense.kernel)
+    model.fit(random_array((4, SEQ, DIM)), np.ones((4, 1), "float32"),
+              batch_size=4, epochs=1, verbose=0)
+    steps = (np.abs(_value_map(pool) - value_map),
+             np.abs(map_scale * to_numpy(pool.query_dense.kernel) - query_map))
+    for step in steps:
+        moved = step[step > 0]
+        assert moved.size > 0.9 * step.size
+        np.testing.assert_allclose(moved, map_scale * learning_rate, rtol=0.02)
+
+
 # ---- Masking -----------------------------------------------------------------
 
 @pytest.mark.parametrize("query", ["learned", "computed"])
@@ -204,6 +282,11 @@ LAYER_KWARGS = {
         entropy_weight=0.1, kernel_initializer="he_normal",
     ),
     "zero_query": dict(query="computed", query_initializer="zeros"),
+    "scaled_maps": dict(
+        query="computed", use_value_transform=True, map_scale=0.1,
+        query_initializer="zeros", query_bias_initializer="glorot_uniform",
+        value_initializer="identity",
+    ),
 }
 
 
@@ -266,8 +349,9 @@ def test_mixed_precision_output_uses_compute_dtype(policy, compute_dtype):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [(dict(query="nope"), "query"), (dict(value_dim=3), "use_value_transform")],
-    ids=["unknown_query", "value_dim_without_transform"],
+    [(dict(query="nope"), "query"), (dict(value_dim=3), "use_value_transform"),
+     (dict(map_scale=0.0), "map_scale must be > 0")],
+    ids=["unknown_query", "value_dim_without_transform", "zero_map_scale"],
 )
 def test_invalid_constructor_arguments_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -15,6 +15,7 @@ from zoo.models import TEXT_CLASSIFIER_KINDS
 from zoo.models import TextClassifier
 from zoo.models import attention_model
 from zoo.models import build_text_backbone
+from zoo.models.text_classifier import QUERY_MAP_SCALE
 
 VOCAB, SEQ, DIM = 40, 12, 8
 SMALL = dict(rnn_units=4, num_layers=1, num_heads=2, intermediate_dim=8)
@@ -50,6 +51,12 @@ def _np_sigmoid(x):
 @pytest.mark.parametrize("kind", ["mean", "attention", "query"])
 def test_prediction_matches_the_numpy_formula(kind):
     backbone = _backbone(kind, dropout=0.3)  # dropout is off at inference
+    if kind == "query":
+        # It starts as `attention` (W = 0, W_v = I): randomise everything
+        # so that every term of the formula shows.
+        rng = np.random.default_rng(1)
+        backbone.set_weights([rng.normal(size=w.shape).astype("float32")
+                              for w in backbone.get_weights()])
     ids = _token_ids()
     (table,) = _weights(backbone.get_layer("embedding"))
     x = table[ids]
@@ -64,11 +71,14 @@ def test_prediction_matches_the_numpy_formula(kind):
             logits = x @ to_numpy(pooling.query_vector)
             values = x
         else:
-            # q = W mean(x) + b, values v(x_i) = W_v x_i + b_v
+            # q = W mean(x) + b, values v(x_i) = W_v x_i + b_v, the
+            # kernels stored divided by map_scale.
+            scale = pooling.map_scale
+            assert scale == QUERY_MAP_SCALE
             w_q, b_q = _weights(pooling.query_dense)
             w_v, b_v = _weights(pooling.value_dense)
-            logits = np.einsum("bsd,bd->bs", x, mean @ w_q + b_q)
-            values = x @ w_v + b_v
+            logits = np.einsum("bsd,bd->bs", x, mean @ (scale * w_q) + b_q)
+            values = x @ (scale * w_v) + b_v
         weights = np_softmax(np.where(real[..., 0], logits, -np.inf))
         pooled = np.einsum("bs,bsd->bd", weights, values)
     kernel, bias = _weights(backbone.get_layer("classifier"))
@@ -113,6 +123,33 @@ def test_a_zero_query_starts_as_the_mean_baseline():
     np.testing.assert_allclose(
         to_numpy(attention(ids)), to_numpy(mean(ids)), rtol=1e-5, atol=1e-6
     )
+
+
+def test_query_starts_as_the_attention_model():
+    query = _backbone("query")
+    attention = _backbone("attention")
+    for name in ("embedding", "classifier"):
+        attention.get_layer(name).set_weights(query.get_layer(name).get_weights())
+    pooling = query.get_layer("attention_pooling")
+    (w_q, b_q), (w_v, b_v) = (_weights(pooling.query_dense),
+                              _weights(pooling.value_dense))
+    assert not w_q.any() and not b_v.any()
+    np.testing.assert_allclose(pooling.map_scale * w_v, np.eye(DIM), atol=1e-6)
+    assert np.abs(b_q).max() > 0.01  # random, as attention's learned query
+    attention.get_layer("attention_pooling").query_vector.assign(b_q)
+    ids = _token_ids()
+    np.testing.assert_allclose(
+        to_numpy(query(ids)), to_numpy(attention(ids)), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_query_map_scale_reaches_the_pooling():
+    pooling = _backbone("query", query_map_scale=0.5).get_layer(
+        "attention_pooling")
+    assert pooling.map_scale == 0.5
+    zeros = _backbone("query", query_initializer="zeros")
+    # "zeros" zeroes b as well: the query model then starts as mean pooling.
+    assert not _weights(zeros.get_layer("attention_pooling").query_dense)[1].any()
 
 
 def _embedding_table(backbone):

@@ -26,6 +26,13 @@ def test_table_has_a_cell_per_model_and_backend_and_skips_variants(tmp_path, cap
            validation_holdout="whole movies (from the review ids)")
     _write(tmp_path, "entropy", validation_accuracy=0.97, entropy_weight=-0.1)
     _write(tmp_path, "smoke", validation_accuracy=0.96, smoke=True)
+    _write(tmp_path, "query", model="query", validation_accuracy=0.8801,
+           query_map_scale=0.03)
+    _write(tmp_path, "query_fast", model="query", backend="torch",
+           validation_accuracy=0.95, query_map_scale=1.0)
+    # Before the maps had a scale, `query` was a different model.
+    _write(tmp_path, "query_old", model="query", backend="tensorflow",
+           validation_accuracy=0.94)
     imdb_results_table.main([str(tmp_path)])
     rows = {line.split("|")[1].strip(): line
             for line in capsys.readouterr().out.splitlines()[2:]}
@@ -33,5 +40,6 @@ def test_table_has_a_cell_per_model_and_backend_and_skips_variants(tmp_path, cap
     assert "87.68%" in rows["`attention`"]
     assert "87.50%" in rows["`mean`"] and rows["`mean`"].count("—") == 2
     assert rows["`rnn`"].count("—") == 3
-    for variant in ("99.00", "98.00", "97.00", "96.00"):
+    assert "88.01%" in rows["`query`"] and rows["`query`"].count("—") == 2
+    for variant in ("99.00", "98.00", "97.00", "96.00", "95.00", "94.00"):
         assert variant not in "".join(rows.values())

@@ -52,6 +52,24 @@ class AttentionPooling(keras.layers.Layer):
             the computed query's map; defaults to `kernel_initializer`.
             `"zeros"` starts the attention as the plain (masked) mean, so
             training moves away from mean pooling only where that helps.
+        query_bias_initializer: for the bias `b` of the computed query's
+            map, the part of the query that does not depend on the text.
+            With `query_initializer="zeros"` and this set as a learned
+            query would be (e.g. `"glorot_uniform"`), the computed query
+            starts as a learned one.
+        value_initializer: for the kernel of the value map; defaults to
+            `kernel_initializer`. `"identity"` starts `v(x_i) = x_i`.
+        map_scale: the kernels of the query and value maps are trained as
+            `W = map_scale * theta`, with `theta` the stored weight (so
+            initializers give `W`, and `theta = W / map_scale` at the
+            start). Adam steps each weight by about the learning rate
+            whatever its gradient's size, so `W` then moves `map_scale`
+            times as fast as the rest of the model: a learning-rate factor
+            that needs no optimizer support. These square maps get a
+            gradient at every step while a word's embedding gets one only
+            where the word occurs; on IMDB, trained at full speed they fit
+            the training movies within two epochs (see `TextClassifier`'s
+            `query` kind). 1.0 (default) is a plain dense map.
 
     Call arguments:
         sequence: `(batch, seq, dim)`.
@@ -78,6 +96,9 @@ class AttentionPooling(keras.layers.Layer):
         entropy_weight=0.0,
         kernel_initializer="glorot_uniform",
         query_initializer=None,
+        query_bias_initializer="zeros",
+        value_initializer=None,
+        map_scale=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -87,6 +108,8 @@ class AttentionPooling(keras.layers.Layer):
             )
         if value_dim is not None and not use_value_transform:
             raise ValueError("value_dim needs use_value_transform=True.")
+        if not float(map_scale) > 0:
+            raise ValueError(f"map_scale must be > 0; got {map_scale!r}.")
         self.query = query
         self.use_value_transform = use_value_transform
         self.value_dim = value_dim
@@ -96,6 +119,13 @@ class AttentionPooling(keras.layers.Layer):
             None if query_initializer is None
             else keras.initializers.get(query_initializer)
         )
+        self.query_bias_initializer = keras.initializers.get(
+            query_bias_initializer)
+        self.value_initializer = (
+            None if value_initializer is None
+            else keras.initializers.get(value_initializer)
+        )
+        self.map_scale = float(map_scale)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -113,15 +143,18 @@ class AttentionPooling(keras.layers.Layer):
         else:
             self.query_dense = keras.layers.Dense(
                 dim,
-                kernel_initializer=query_initializer,
+                kernel_initializer=_Scaled(query_initializer, self.map_scale),
+                bias_initializer=self.query_bias_initializer,
                 dtype=self.dtype_policy,
                 name="query_dense",
             )
             self.query_dense.build((input_shape[0], dim))
         if self.use_value_transform:
+            value_initializer = (self.value_initializer
+                                 or self.kernel_initializer)
             self.value_dense = keras.layers.Dense(
                 self.value_dim or dim,
-                kernel_initializer=self.kernel_initializer,
+                kernel_initializer=_Scaled(value_initializer, self.map_scale),
                 dtype=self.dtype_policy,
                 name="value_dense",
             )
@@ -141,7 +174,9 @@ class AttentionPooling(keras.layers.Layer):
             query = ops.cast(self.query_vector, x.dtype)
             logits = ops.einsum("bsd,d->bs", x, query)
         else:
-            query = self.query_dense(_masked_mean(x, valid))
+            # Scaling the input scales the kernel (W = map_scale * theta),
+            # not the bias.
+            query = self.query_dense(self._scaled(_masked_mean(x, valid)))
             logits = ops.einsum("bsd,bd->bs", x, query)
         logits = ops.cast(logits, "float32")
         if valid is not None:
@@ -154,10 +189,14 @@ class AttentionPooling(keras.layers.Layer):
             self.add_loss(
                 self.entropy_weight * ops.mean(attention_entropy(weights))
             )
-        values = self.value_dense(x) if self.use_value_transform else x
+        values = (self.value_dense(self._scaled(x))
+                  if self.use_value_transform else x)
         weights = ops.cast(weights, values.dtype)
         pooled = ops.einsum("bs,bsd->bd", weights, values)
         return (pooled, weights) if return_attention_scores else pooled
+
+    def _scaled(self, x):
+        return x if self.map_scale == 1.0 else x * self.map_scale
 
     def compute_mask(self, sequence, mask=None):
         return None  # the sequence axis is pooled away
@@ -187,7 +226,28 @@ class AttentionPooling(keras.layers.Layer):
                 None if self.query_initializer is None
                 else keras.initializers.serialize(self.query_initializer)
             ),
+            "query_bias_initializer": keras.initializers.serialize(
+                self.query_bias_initializer
+            ),
+            "value_initializer": (
+                None if self.value_initializer is None
+                else keras.initializers.serialize(self.value_initializer)
+            ),
+            "map_scale": self.map_scale,
         }
+
+
+class _Scaled(keras.initializers.Initializer):
+    """`initializer(shape) / scale`: theta's start when `W = scale * theta`
+    should start as `initializer` would."""
+
+    def __init__(self, initializer, scale):
+        self.initializer = initializer
+        self.scale = scale
+
+    def __call__(self, shape, dtype=None):
+        values = self.initializer(shape, dtype=dtype)
+        return values if self.scale == 1.0 else values / self.scale
 
 
 def _mask_fits(mask_shape, sequence_shape):

@@ -32,6 +32,9 @@ TEXT_CLASSIFIER_KINDS = ("mean", "attention", "query", "rnn", "transformer")
 # take n-gram tokens (`TextClassifierPreprocessor(ngrams=2)`).
 ORDER_FREE_KINDS = ("mean", "attention", "query")
 POOLING_LAYER_NAME = "attention_pooling"
+# How fast the `query` kind trains its query and value maps relative to the
+# other weights (`build_text_backbone`'s `query_map_scale`).
+QUERY_MAP_SCALE = 0.03
 # Word-embedding initializers that differ from Keras' "uniform" (+-0.05); see
 # `build_text_backbone`'s `embeddings_initializer`.
 DEFAULT_EMBEDDINGS_INITIALIZER = {
@@ -48,6 +51,7 @@ def build_text_backbone(
     word_dropout=0.0,
     entropy_weight=0.0,
     query_initializer=None,
+    query_map_scale=QUERY_MAP_SCALE,
     rnn_units=64,
     rnn_cell="gru",
     rnn_skip=False,
@@ -70,11 +74,22 @@ def build_text_backbone(
             probability (`zoo.layers.WordDropout`: they become padding), so
             a model cannot lean on a few words.
         entropy_weight: weight of the attention-entropy penalty.
-        query_initializer: initial query of the attention pooling (the
-            learned vector, or the kernel of the computed query's map).
-            `None` (default) keeps the layer's glorot-uniform; `"zeros"`
-            starts every attention model as mean pooling of its sequence
-            (on real IMDB it did not help: lower on two of three splits).
+        query_initializer: initial query of the attention pooling: the
+            learned vector, or for the `query` kind the bias `b` of
+            `q = W mean(x) + b` (W starts at zero and the value map at the
+            identity, so `query` starts as the `attention` model). `None`
+            (default) keeps the layer's glorot-uniform; `"zeros"` starts
+            every attention model as mean pooling of its sequence (on real
+            IMDB it did not help: lower on two of three splits).
+        query_map_scale: the `query` kind's `AttentionPooling(map_scale=...)`:
+            its query map W and value map are trained this many times as
+            fast as the other weights. At 1.0 they fit the training movies
+            within two epochs on IMDB (training accuracy 81% -> 93% while
+            `attention` goes 77% -> 87%) and validation accuracy falls below
+            the mean baseline's; each map alone does it (frozen at the
+            identity, the value map gives back the `attention` model
+            exactly). At 0.03 `query` beats the baseline on all five
+            movie-disjoint folds (+0.51 +- 0.12 points; README).
         rnn_units, rnn_cell: size and type ("gru" or "lstm") of the `rnn`
             kind's recurrent layer (bidirectional).
         rnn_skip: the `rnn` kind pools the word embeddings concatenated
@@ -158,12 +173,22 @@ def build_text_backbone(
     if kind == "mean":
         pooled = keras.layers.GlobalAveragePooling1D(name="mean_pooling")(x)
     else:
+        if kind == "query":
+            # Starts as the `attention` model: q = b, v(x_i) = x_i.
+            query_options = dict(
+                query="computed",
+                use_value_transform=True,
+                query_initializer="zeros",
+                query_bias_initializer=query_initializer or "glorot_uniform",
+                value_initializer="identity",
+                map_scale=query_map_scale,
+            )
+        else:
+            query_options = dict(query_initializer=query_initializer)
         pooled, _ = AttentionPooling(
-            query="computed" if kind == "query" else "learned",
-            use_value_transform=kind == "query",
             entropy_weight=entropy_weight,
-            query_initializer=query_initializer,
             name=POOLING_LAYER_NAME,
+            **query_options,
         )(x, return_attention_scores=True)
     pooled = keras.layers.Dropout(dropout, name="pooled_dropout")(pooled)
     # The classifier head stays float32 under mixed precision.
