@@ -3,6 +3,7 @@
 import json
 
 from recipes import imdb_results_table
+from zoo.models import text_classifier
 
 
 def _write(root, name, **metrics):
@@ -43,3 +44,7 @@ def test_table_has_a_cell_per_model_and_backend_and_skips_variants(tmp_path, cap
     assert "88.01%" in rows["`query`"] and rows["`query`"].count("—") == 2
     for variant in ("99.00", "98.00", "97.00", "96.00", "95.00", "94.00"):
         assert variant not in "".join(rows.values())
+
+
+def test_query_map_scale_is_the_models_default():
+    assert imdb_results_table.QUERY_MAP_SCALE == text_classifier.QUERY_MAP_SCALE
