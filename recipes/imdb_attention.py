@@ -72,11 +72,12 @@ SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)
 
 
-# For recipes/check_backends.py: every model, and the shipped bigram one.
+# For recipes/check_backends.py: every model, and the shipped bigram ones.
+BIGRAM_FLAGS = ["--ngrams", "2", "--vocab-size", "100000"]
 VARIANT_FLAGS = {
     **{kind: ["--model", kind] for kind in TEXT_CLASSIFIER_KINDS},
-    "attention_bigrams": ["--model", "attention", "--ngrams", "2",
-                          "--vocab-size", "100000"],
+    "attention_bigrams": ["--model", "attention", *BIGRAM_FLAGS],
+    "query_bigrams": ["--model", "query", *BIGRAM_FLAGS],
 }
 CHECK_VARIANTS = tuple(VARIANT_FLAGS)
 
