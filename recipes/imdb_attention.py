@@ -45,11 +45,11 @@ from zoo.data.imdb import make_synthetic_imdb  # noqa: E402
 from zoo.data.text import TextClassifierPreprocessor  # noqa: E402
 from zoo.data.text import token_dataset  # noqa: E402
 from zoo.models import ORDER_FREE_KINDS  # noqa: E402
+from zoo.models import QUERY_MAP_SCALE  # noqa: E402
 from zoo.models import TEXT_CLASSIFIER_KINDS  # noqa: E402
 from zoo.models import TextClassifier  # noqa: E402
 from zoo.models import attention_model  # noqa: E402
 from zoo.models import build_text_backbone  # noqa: E402
-from zoo.models.text_classifier import QUERY_MAP_SCALE  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 

@@ -11,11 +11,11 @@ from tests.helpers import keras_round_trip
 from tests.helpers import np_softmax
 from tests.helpers import to_numpy
 from zoo.data.text import TextClassifierPreprocessor
+from zoo.models import QUERY_MAP_SCALE
 from zoo.models import TEXT_CLASSIFIER_KINDS
 from zoo.models import TextClassifier
 from zoo.models import attention_model
 from zoo.models import build_text_backbone
-from zoo.models.text_classifier import QUERY_MAP_SCALE
 
 VOCAB, SEQ, DIM = 40, 12, 8
 SMALL = dict(rnn_units=4, num_layers=1, num_heads=2, intermediate_dim=8)

@@ -3,7 +3,7 @@
 import json
 
 from recipes import imdb_results_table
-from zoo.models import text_classifier
+from zoo.models import QUERY_MAP_SCALE
 
 
 def _write(root, name, **metrics):
@@ -47,4 +47,4 @@ def test_table_has_a_cell_per_model_and_backend_and_skips_variants(tmp_path, cap
 
 
 def test_query_map_scale_is_the_models_default():
-    assert imdb_results_table.QUERY_MAP_SCALE == text_classifier.QUERY_MAP_SCALE
+    assert imdb_results_table.QUERY_MAP_SCALE == QUERY_MAP_SCALE

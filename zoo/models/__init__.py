@@ -5,6 +5,7 @@ from zoo.models.gpt import GPTBackbone
 from zoo.models.gpt import GPTPreprocessor
 from zoo.models.gpt import get_sampler
 from zoo.models.text_classifier import ORDER_FREE_KINDS
+from zoo.models.text_classifier import QUERY_MAP_SCALE
 from zoo.models.text_classifier import TEXT_CLASSIFIER_KINDS
 from zoo.models.text_classifier import TextClassifier
 from zoo.models.text_classifier import TextClassifierPreprocessor
