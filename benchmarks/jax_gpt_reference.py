@@ -49,7 +49,7 @@ def gpt_weights(gpt):
         })
     return {
         "tokens": value(backbone.token_embedding.embeddings),
-        "positions": value(backbone.position_embedding.position_embeddings),
+        "positions": value(backbone.embeddings.position_embedding.position_embeddings),
         "blocks": blocks,
         "final_norm": norm(backbone.layer_norm),
     }

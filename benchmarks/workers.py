@@ -1,5 +1,6 @@
-"""Runs a benchmark once per backend, each in a fresh Python process: Keras
-picks its backend when it is first imported, so one process measures one.
+"""Runs a benchmark once per backend, each in a fresh Python process (the
+plumbing is `zoo.testing.backends`): Keras picks its backend when it is
+first imported, so one process measures one.
 
 A benchmark script calls `run_worker(__file__, backend, argv)` for each
 backend; that re-runs the script with `--worker` and the same flags, under
@@ -10,10 +11,17 @@ backend; that re-runs the script with `--worker` and the same flags, under
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-BACKENDS = ("jax", "tensorflow", "torch")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from zoo.testing.backends import BACKENDS  # noqa: E402,F401
+from zoo.testing.backends import python_command  # noqa: E402
+from zoo.testing.backends import run_on_backend  # noqa: E402
+from zoo.testing.backends import selected_backends  # noqa: E402,F401
+
 RESULT_PREFIX = "RESULT "
 
 
@@ -31,17 +39,6 @@ def benchmark_parser(description):
     return parser
 
 
-def selected_backends(flag):
-    """A `--backends` value -> backend names: "all", "current" (the backend
-    Keras picks in this process) or a comma-separated list."""
-    if flag == "current":
-        import keras
-        return [keras.backend.backend()]
-    if flag == "all":
-        return list(BACKENDS)
-    return flag.split(",")
-
-
 def print_result(result):
     """What a worker prints: one line its parent finds and parses."""
     print(RESULT_PREFIX + json.dumps(result), flush=True)
@@ -49,11 +46,10 @@ def print_result(result):
 
 def run_worker(script, backend, argv):
     """Runs `script --worker *argv` under `backend`; returns what it printed
-    with `print_result`, or raises with the end of its stderr."""
-    env = dict(os.environ, KERAS_BACKEND=backend)
-    command = [sys.executable, os.path.abspath(script), "--worker", *argv]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    for line in done.stdout.splitlines():
+    with `print_result`, or raises with the end of its output."""
+    run = run_on_backend(
+        python_command(os.path.abspath(script), "--worker", *argv), backend)
+    for line in run.output.splitlines():
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX):])
-    raise RuntimeError(f"{backend} worker failed:\n{done.stderr[-3000:]}")
+    raise RuntimeError(f"{backend} worker failed:\n{run.output[-3000:]}")

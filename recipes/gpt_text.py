@@ -2,18 +2,23 @@
 
     KERAS_BACKEND=jax python recipes/gpt_text.py --data ../shared/data/tinyshakespeare.txt
     python recipes/gpt_text.py --preset nanogpt          # the nanoGPT set-up (GPU)
-    python recipes/gpt_text.py --smoke                   # 30-second check
+    python recipes/gpt_text.py --smoke                   # 30-second check, offline
+    python recipes/gpt_text.py --evaluate saved_models/gpt_shakespeare.keras --data ...
 
 Character-level by default (`--tokenizer wordpiece` for a keras-hub subword
 vocabulary). The corpus is split 90/10 into train and validation as nanoGPT
-does; training draws random windows of the context length; validation loss
-is in nats per token (per character for the character tokenizer). Writes
-`metrics.json`, `loss_curve.png`, samples and `gpt_<name>.keras` to
-`--output-dir`; `--ship` also writes `saved_models/gpt_shakespeare.keras`,
-which generates from strings after `import zoo`:
+does. The `GPT` task trains on raw text through `fit`: random windows of
+`sequence_length + 1` characters, tokenised by its preprocessor inside
+`tf.data`; validation loss is in nats per token (per character for the
+character tokenizer). Sizes and schedules come from the presets in
+`zoo.models.gpt.PRESETS` (`cpu_small`, `nanogpt`, `smoke`); flags override
+them. Writes `metrics.json`, `loss_curve.png`, samples and
+`gpt_<preset>.keras` to `--output-dir`; `--ship` also writes
+`saved_models/gpt_shakespeare.keras`, which generates from strings after
+`import zoo`:
 
     gpt = keras.saving.load_model("saved_models/gpt_shakespeare.keras")
-    gpt.generate(["ROMEO:"], max_length=200, sampler="top_k", seed=1)
+    gpt.generate(["ROMEO:"], max_length=1000, sampler="top_k", seed=1)
 """
 
 import argparse
@@ -21,12 +26,13 @@ import os
 import sys
 import time
 
-import keras
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
+
+import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 from recipes.flags import at_least  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
@@ -34,41 +40,31 @@ from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from zoo import viz  # noqa: E402
-from zoo.data.corpus import RandomWindows  # noqa: E402
-from zoo.data.corpus import consecutive_windows  # noqa: E402
-from zoo.data.corpus import load_text  # noqa: E402
-from zoo.data.corpus import split_ids  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
-from zoo.data.imdb import DataNotFoundError  # noqa: E402
+from zoo.data.corpus import consecutive_text_windows  # noqa: E402
+from zoo.data.corpus import load_text  # noqa: E402
+from zoo.data.corpus import make_synthetic_corpus  # noqa: E402
+from zoo.data.corpus import random_text_windows  # noqa: E402
+from zoo.data.corpus import split_text  # noqa: E402
+from zoo.data.download import DataNotFoundError  # noqa: E402
+from zoo.data.text import text_dataset  # noqa: E402
 from zoo.data.tokenizers import TOKENIZER_KINDS  # noqa: E402
-from zoo.data.tokenizers import encode_corpus  # noqa: E402
 from zoo.data.tokenizers import train_tokenizer  # noqa: E402
 from zoo.models.gpt import GPT  # noqa: E402
-from zoo.models.gpt import GPTBackbone  # noqa: E402
 from zoo.models.gpt import GPTPreprocessor  # noqa: E402
+from zoo.models.gpt import PRESETS  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
-# Model and optimisation settings per preset; flags override them.
-PRESETS = {
-    # About 25 minutes on 2 CPU cores.
-    "cpu-small": dict(num_layers=4, num_heads=4, hidden_dim=128,
-                      sequence_length=128, dropout=0.0, batch_size=32,
-                      steps=2200, eval_interval=200, learning_rate=2e-3,
-                      min_learning_rate=2e-4, warmup_steps=100),
-    # nanoGPT's config/train_shakespeare_char.py: 10.65M parameters.
-    "nanogpt": dict(num_layers=6, num_heads=6, hidden_dim=384,
-                    sequence_length=256, dropout=0.2, batch_size=64,
-                    steps=5000, eval_interval=250, learning_rate=1e-3,
-                    min_learning_rate=1e-4, warmup_steps=100),
-    # The same code path in seconds (used by the tests).
-    "smoke": dict(num_layers=2, num_heads=2, hidden_dim=32,
-                  sequence_length=32, dropout=0.0, batch_size=16,
-                  steps=30, eval_interval=15, learning_rate=3e-3,
-                  min_learning_rate=3e-4, warmup_steps=5),
-}
-SMOKE_CHARACTERS = 20000  # --smoke trains on the corpus' first 20k chars
+SMOKE_CHARACTERS = 20000  # --smoke trains on at most 20k characters
 SAMPLE_PROMPTS = ("ROMEO:", "JULIET:\nO ", "First Citizen:\n")
+MODEL_FLAGS = ("num_layers", "num_heads", "hidden_dim", "sequence_length",
+               "dropout")
+TRAINING_FLAGS = ("batch_size", "steps", "eval_interval", "learning_rate",
+                  "min_learning_rate", "warmup_steps", "weight_decay")
+
+# For recipes/check_backends.py.
+CHECK_FULL_METRICS = {"validation_loss": 0.05}
 
 
 def parse_args(argv=None):
@@ -78,10 +74,12 @@ def parse_args(argv=None):
     )
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="local text file; default: download Tiny "
-                        "Shakespeare with keras.utils.get_file")
-    parser.add_argument("--preset", choices=sorted(PRESETS),
-                        default="cpu-small",
-                        help="model size and schedule (flags below override)")
+                        "Shakespeare with keras.utils.get_file (--smoke: a "
+                        "generated play)")
+    parser.add_argument("--preset", default="cpu_small",
+                        choices=PRESETS.names() + ["cpu-small"],
+                        help="model size and schedule (flags below "
+                        "override); cpu-small is cpu_small")
     parser.add_argument("--tokenizer", choices=TOKENIZER_KINDS,
                         default="character",
                         help="one id per character, or keras-hub WordPiece "
@@ -101,11 +99,11 @@ def parse_args(argv=None):
         ("min-learning-rate", positive_float,
          "final learning rate (cosine decay)"),
         ("warmup-steps", non_negative_int, "linear warm-up steps"),
+        ("weight-decay", float,
+         "AdamW weight decay (not on biases and norms)"),
     ):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{help_text}; default from --preset")
-    parser.add_argument("--weight-decay", type=float, default=0.1,
-                        help="AdamW weight decay (not on biases and norms)")
     parser.add_argument("--untied", action="store_true",
                         help="separate output projection (default: tied to "
                         "the token embedding)")
@@ -123,15 +121,22 @@ def parse_args(argv=None):
     parser.add_argument("--ship", action="store_true",
                         help="also save saved_models/gpt_shakespeare.keras")
     parser.add_argument("--smoke", action="store_true",
-                        help="tiny model on the first 20k characters")
+                        help="the smoke preset on at most 20k characters "
+                        "(a generated play unless --data is given)")
+    parser.add_argument("--evaluate", default=None, metavar="MODEL",
+                        help="only evaluate a saved .keras model on the "
+                        "validation split of --data (no training)")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress output")
     args = parser.parse_args(argv)
+    args.preset = args.preset.replace("-", "_")
     if args.smoke:
         args.preset = "smoke"
-    for key, value in PRESETS[args.preset].items():
+    config = {**PRESETS.part(args.preset, "backbone"),
+              **PRESETS.part(args.preset, "training")}
+    for key in MODEL_FLAGS + TRAINING_FLAGS:
         if getattr(args, key) is None:
-            setattr(args, key, value)
+            setattr(args, key, config[key])
     if args.output_dir is None:
         args.output_dir = os.path.join(ROOT, "runs", "gpt_text", args.preset)
     return args
@@ -161,28 +166,37 @@ def make_optimizer(args):
     return optimizer
 
 
+def load_corpus(args):
+    """The corpus text (the generated play for --smoke without --data)."""
+    if args.smoke and args.data is None:
+        return make_synthetic_corpus(SMOKE_CHARACTERS, seed=args.seed)
+    text = load_text(args.data)
+    return text[:SMOKE_CHARACTERS] if args.smoke else text
+
+
+def window_characters(args, tokenizer, train_text):
+    """Characters per training window: `sequence_length + 1` for characters;
+    for subwords, enough characters for about that many tokens (the
+    preprocessor truncates or pads to it)."""
+    if args.tokenizer == "character":
+        return args.sequence_length + 1
+    sample = train_text[:100_000]
+    tokens = len(np.asarray(tokenizer.tokenize(sample)).reshape(-1))
+    per_token = len(sample) / max(tokens, 1)
+    return int(np.ceil((args.sequence_length + 1) * per_token * 1.1))
+
+
 def build_model(args, tokenizer):
-    """(trainer, gpt): `gpt` is the task that generates and is saved;
-    `trainer` is a plain `keras.Model` over the same layers, because
-    keras-hub tasks push whatever `fit` gets through tf.data and their
-    preprocessor, while training here reads id windows from a PyDataset."""
-    backbone = GPTBackbone(
-        vocabulary_size=tokenizer.vocabulary_size(),
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        hidden_dim=args.hidden_dim,
-        sequence_length=args.sequence_length,
-        dropout=args.dropout,
-        tie_weights=not args.untied,
-    )
+    """The preset's `GPT`, with the flags' overrides, compiled with AdamW on
+    a warm-up + cosine schedule."""
     preprocessor = GPTPreprocessor(tokenizer, args.sequence_length)
-    gpt = GPT(backbone, preprocessor, name="gpt")
-    trainer = keras.Model(gpt.input, gpt.output, name="gpt_trainer")
-    trainer.compile(
-        optimizer=make_optimizer(args),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    gpt = GPT.from_preset(
+        args.preset, preprocessor, name="gpt",
+        **{f"backbone_{k}": getattr(args, k) for k in MODEL_FLAGS},
+        backbone_tie_weights=not args.untied,
     )
-    return trainer, gpt
+    gpt.compile(optimizer=make_optimizer(args))
+    return gpt
 
 
 class StopAfterMinutes(keras.callbacks.Callback):
@@ -204,38 +218,53 @@ class StopAfterMinutes(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+def evaluate_saved(args):
+    """Validation loss of a saved GPT on --data's validation split."""
+    gpt = keras.saving.load_model(args.evaluate)
+    text = load_corpus(args)
+    _, val_text = split_text(text, 0.9)
+    length = gpt.backbone.sequence_length
+    windows = consecutive_text_windows(val_text, length)
+    scores = gpt.evaluate(text_dataset(windows, batch_size=args.batch_size),
+                          verbose=args.verbose, return_dict=True)
+    loss = float(scores["loss"])
+    print(f"RESULT gpt_text evaluate={args.evaluate} "
+          f"backend={keras.backend.backend()} val_loss={loss:.4f} "
+          f"({len(windows)} windows of {length + 1} characters)")
+    return {"validation_loss": round(loss, 4), "model": args.evaluate,
+            "backend": keras.backend.backend()}
+
+
 def run(args):
     keras.utils.set_random_seed(args.seed)
     if args.mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
     os.makedirs(args.output_dir, exist_ok=True)
-    text = load_text(args.data)
-    if args.smoke:
-        text = text[:SMOKE_CHARACTERS]
-    train_text, _ = split_ids(text, 0.9)
+    text = load_corpus(args)
+    train_text, val_text = split_text(text, 0.9)
     tokenizer = train_tokenizer(train_text, args.tokenizer, args.vocab_size)
-    train_ids, val_ids = split_ids(encode_corpus(tokenizer, text), 0.9)
     unit = "char" if args.tokenizer == "character" else "token"
-    print(f"corpus: {len(text):,} characters -> {len(train_ids):,} train / "
-          f"{len(val_ids):,} validation tokens, vocabulary "
+    print(f"corpus: {len(text):,} characters -> {len(train_text):,} train / "
+          f"{len(val_text):,} validation, vocabulary "
           f"{tokenizer.vocabulary_size()} | backend {keras.backend.backend()}")
 
-    trainer, gpt = build_model(args, tokenizer)
+    gpt = build_model(args, tokenizer)
     parameters = int(gpt.backbone.count_params())
     print(f"GPT: {parameters / 1e6:.2f}M parameters ({args.num_layers} layers,"
           f" {args.num_heads} heads, width {args.hidden_dim}, context "
           f"{args.sequence_length})")
 
     epochs = max(args.steps // args.eval_interval, 1)
-    train = RandomWindows(train_ids, args.sequence_length, args.batch_size,
-                          args.eval_interval, seed=args.seed)
-    val_x, val_y = consecutive_windows(val_ids, args.sequence_length)
+    window = window_characters(args, tokenizer, train_text)
+    train = random_text_windows(train_text, window, args.batch_size,
+                                args.eval_interval, seed=args.seed)
+    val = text_dataset(consecutive_text_windows(val_text, window - 1),
+                       batch_size=args.batch_size)
     callbacks = []
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
     start = time.perf_counter()
-    history = trainer.fit(train, epochs=epochs, validation_data=(val_x, val_y),
-                      validation_batch_size=args.batch_size,
+    history = gpt.fit(train, epochs=epochs, validation_data=val,
                       callbacks=callbacks, verbose=args.verbose)
     seconds = time.perf_counter() - start
     history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
@@ -243,13 +272,11 @@ def run(args):
 
     val_loss = history["val_loss"][-1]
     samples = {}
-    sample_length = min(args.sample_length or args.sequence_length,
-                        args.sequence_length)
+    sample_length = args.sample_length or args.sequence_length
     for name, options in (("greedy", {}),
                           ("top_k", dict(sampler="top_k", k=10, seed=1))):
-        outputs = gpt.generate(list(SAMPLE_PROMPTS), max_length=sample_length,
-                               **options)
-        samples[name] = outputs
+        samples[name] = gpt.generate(list(SAMPLE_PROMPTS),
+                                     max_length=sample_length, **options)
     for name, outputs in samples.items():
         print(f"\n--- samples ({name}) ---")
         for output in outputs:
@@ -261,7 +288,7 @@ def run(args):
         "tokenizer": args.tokenizer,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "parameters": parameters,
-        "config": {k: getattr(args, k) for k in PRESETS["smoke"]},
+        "config": {k: getattr(args, k) for k in MODEL_FLAGS + TRAINING_FLAGS},
         "steps": steps_done,
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
@@ -270,9 +297,12 @@ def run(args):
         "best_validation_loss": round(min(history["val_loss"]), 4),
         "history": history,
         "samples": samples,
-        "data": args.data or SHAKESPEARE_URL,
+        "data": ("generated" if args.smoke and args.data is None
+                 else args.data or SHAKESPEARE_URL),
         "smoke": args.smoke,
     }
+    # A fresh optimizer: AdamW's moments are of no use to generate.
+    gpt.compile(optimizer=make_optimizer(args))
     model_path = save_model_atomic(
         gpt, os.path.join(args.output_dir, f"gpt_{args.preset}.keras"))
     if args.ship:
@@ -292,10 +322,45 @@ def run(args):
     return metrics
 
 
+def check_setup(variant="default", smoke=True, seed=1337, num_steps=20,
+                batch_size=8, data_dir=None):
+    """What `recipes/check_backends.py` compares across backends (see
+    `zoo.testing.cross_backend.CheckSetup`): the smoke preset's GPT (dropout
+    off) on the generated play (or `data_dir`'s text file), raw text windows
+    as inputs and training batches, and greedy generations, within the
+    context and past it."""
+    from zoo.testing.cross_backend import CheckSetup
+
+    argv = ["--smoke", "--seed", str(seed), "--dropout", "0"]
+    if not smoke:
+        argv = ["--seed", str(seed), "--dropout", "0"]
+    if data_dir is not None:
+        argv += ["--data", data_dir]
+    args = parse_args(argv)
+    keras.utils.set_random_seed(seed)
+    text = load_corpus(args)
+    train_text, _ = split_text(text, 0.9)
+    tokenizer = train_tokenizer(train_text, args.tokenizer, args.vocab_size)
+    model = build_model(args, tokenizer)
+    window = args.sequence_length + 1
+    rng = np.random.default_rng(seed)
+    offsets = rng.integers(0, len(train_text) - window, (num_steps, batch_size))
+    batches = [([train_text[o:o + window] for o in row], None)
+               for row in offsets]
+    return CheckSetup(
+        model=model,
+        inputs=[train_text[o:o + window] for o in offsets[0]],
+        train_batches=batches,
+        loss=None,
+        generate=dict(inputs=["ROMEO:", "JULIET:\nO"],
+                      max_length=args.sequence_length + 16),
+    )
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
-        return run(args)
+        return evaluate_saved(args) if args.evaluate else run(args)
     except DataNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)

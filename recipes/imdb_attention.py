@@ -2,18 +2,23 @@
 
     KERAS_BACKEND=jax python recipes/imdb_attention.py --model attention
     python recipes/imdb_attention.py --model rnn --data-dir ../shared/data/aclImdb
-    python recipes/imdb_attention.py --smoke          # 30-second check, no data
+    python recipes/imdb_attention.py --preset imdb_query_bigrams --data-dir ...
+    python recipes/imdb_attention.py --smoke          # 30-second check, offline
 
-Models (`--model`), the lab in order: `mean` (mean of word embeddings, the
+Models (`--model`, the lab in order, each a preset `imdb_<model>` of
+`zoo.models.text_classifier`): `mean` (mean of word embeddings, the
 baseline), `attention` (learned query), `query` (query computed from the
 text, with a value transform), `rnn` (bidirectional GRU + attention),
 `transformer` (positional embedding + encoder blocks + attention pooling).
+`--preset` picks any preset (e.g. `imdb_query_bigrams`); flags override it.
 
-Writes `metrics.json`, pictures and `imdb_<model>.keras` to `--output-dir`
-(`imdb_<model>_bigrams.keras` with `--ngrams 2`); `--ship` also writes it to
-`saved_models/`. A saved model takes raw strings under any backend:
+The task (`TextClassifier`) trains on raw strings: its preprocessor runs in
+`tf.data` inside `fit`. Writes `metrics.json`, pictures and
+`imdb_<model>.keras` to `--output-dir` (`imdb_<model>_bigrams.keras` with
+`--ngrams 2`); `--ship` also writes it to `saved_models/`. A saved model
+takes raw strings under any backend:
 
-    import keras, zoo
+    import zoo, keras
     model = keras.saving.load_model("saved_models/imdb_attention.keras")
     model.predict(["an utterly wonderful film", "a waste of two hours"])
 """
@@ -24,12 +29,13 @@ import os
 import sys
 import time
 
-import keras
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
+
+import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 from recipes.flags import at_least  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
@@ -42,52 +48,53 @@ from zoo.data.glove import glove_embedding_matrix  # noqa: E402
 from zoo.data.imdb import DataNotFoundError  # noqa: E402
 from zoo.data.imdb import load_imdb  # noqa: E402
 from zoo.data.imdb import make_synthetic_imdb  # noqa: E402
-from zoo.data.text import TextClassifierPreprocessor  # noqa: E402
-from zoo.data.text import token_dataset  # noqa: E402
-from zoo.models import ORDER_FREE_KINDS  # noqa: E402
-from zoo.models import QUERY_MAP_SCALE  # noqa: E402
-from zoo.models import TEXT_CLASSIFIER_KINDS  # noqa: E402
+from zoo.data.text import text_dataset  # noqa: E402
 from zoo.models import TextClassifier  # noqa: E402
+from zoo.models import TextClassifierPreprocessor  # noqa: E402
 from zoo.models import attention_model  # noqa: E402
-from zoo.models import build_text_backbone  # noqa: E402
+from zoo.models.text_classifier import PRESETS  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
-DEFAULT_EPOCHS = {"mean": 20, "attention": 20, "query": 20, "rnn": 25,
-                  "transformer": 5}
-# The GRU with unit-variance embeddings improves slowly and unevenly (best
-# epoch 8-13 on the five folds), so it gets one more epoch of patience.
-DEFAULT_PATIENCE = {"rnn": 3}
-# Longer reviews help the pooling models (movie-disjoint 5-fold CV, JAX: mean
-# 86.70% at 256 words, 87.84% at 512; attention 86.86%, 88.19%); the
-# recurrent and Transformer models cost twice as much per extra word.
-DEFAULT_MAX_LENGTH = {"mean": 512, "attention": 512, "query": 512, "rnn": 512,
-                      "transformer": 256}
-# The GRU trains on a random 128-word slice of each review, a new one every
-# epoch, and predicts on all 512 words: more words than the 256 it read in
-# full before, at half the cost per epoch, and an augmentation (5-fold CV in
-# the README).
-DEFAULT_TRAIN_WINDOW = {"rnn": 128}
+MODELS = ("mean", "attention", "query", "rnn", "transformer")
+# Models that pool a bag of tokens and never read their order, so they can
+# take n-gram tokens (`--ngrams 2`).
+ORDER_FREE_MODELS = ("mean", "attention", "query")
 SMOKE = dict(epochs=3, batch_size=32, max_length=48, vocab_size=200,
              embedding_dim=16, learning_rate=1e-2)
-
-
-# For recipes/check_backends.py: every model, and the shipped bigram ones.
-BIGRAM_FLAGS = ["--ngrams", "2", "--vocab-size", "100000"]
-VARIANT_FLAGS = {
-    **{kind: ["--model", kind] for kind in TEXT_CLASSIFIER_KINDS},
-    "attention_bigrams": ["--model", "attention", *BIGRAM_FLAGS],
-    "query_bigrams": ["--model", "query", *BIGRAM_FLAGS],
+# Flags that override a preset's backbone arguments (flag -> argument).
+BACKBONE_FLAGS = {
+    "embedding_dim": "embedding_dim", "dropout": "dropout",
+    "word_dropout": "word_dropout", "entropy_weight": "entropy_weight",
+    "query_initializer": "query_initializer", "query_map_scale": "map_scale",
+    "rnn_units": "rnn_units", "rnn_cell": "rnn_cell", "rnn_skip": "rnn_skip",
+    "num_layers": "num_layers", "num_heads": "num_heads",
+    "intermediate_dim": "intermediate_dim", "train_window": "train_window",
 }
-CHECK_VARIANTS = tuple(VARIANT_FLAGS)
+# Which backbone arguments each kind of backbone takes.
+KIND_ARGUMENTS = {
+    "MeanPoolingBackbone": set(),
+    "AttentionPoolingBackbone": {"entropy_weight", "query_initializer",
+                                 "map_scale"},
+    "RecurrentAttentionBackbone": {"entropy_weight", "query_initializer",
+                                   "rnn_units", "rnn_cell", "rnn_skip"},
+    "TransformerEncoderBackbone": {"entropy_weight", "query_initializer",
+                                   "num_layers", "num_heads",
+                                   "intermediate_dim"},
+}
+COMMON_ARGUMENTS = {"embedding_dim", "dropout", "word_dropout", "train_window"}
+
+# For recipes/check_backends.py: every preset.
+CHECK_VARIANTS = tuple(PRESETS.names())
+CHECK_FULL_METRICS = {"validation_accuracy": 0.01, "test_accuracy": 0.01}
 
 
 def variant_argv(variant):
-    """Recipe flags that build `variant` (a name in `VARIANT_FLAGS`)."""
-    if variant not in VARIANT_FLAGS:
+    """Recipe flags that build `variant` (a preset name)."""
+    if variant not in PRESETS:
         raise ValueError(f"Unknown variant {variant!r}; expected one of "
-                         f"{', '.join(VARIANT_FLAGS)}.")
-    return list(VARIANT_FLAGS[variant])
+                         f"{', '.join(CHECK_VARIANTS)}.")
+    return ["--preset", variant]
 
 
 def parse_args(argv=None):
@@ -95,73 +102,82 @@ def parse_args(argv=None):
         description="Attention sentiment classifiers on IMDB (any backend).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--model", choices=TEXT_CLASSIFIER_KINDS,
-                        default="attention", help="which classifier to train")
+    parser.add_argument("--model", choices=MODELS, default=None,
+                        help="which classifier to train: the preset "
+                        "imdb_<model> (default: attention)")
+    parser.add_argument("--preset", choices=PRESETS.names(), default=None,
+                        help="a text classifier preset (see "
+                        "zoo.models.text_classifier.PRESETS); flags below "
+                        "override it")
     parser.add_argument("--data-dir", default=None,
                         help="local aclImdb directory (train/pos, train/neg, "
                         "optional test/); default: tensorflow-datasets")
     parser.add_argument("--epochs", type=positive_int, default=None,
-                        help="training epochs (default: per model, "
-                        f"{DEFAULT_EPOCHS})")
-    parser.add_argument("--batch-size", type=positive_int, default=64,
-                        help="reviews per training step")
+                        help="training epochs (default: the preset's)")
+    parser.add_argument("--batch-size", type=positive_int, default=None,
+                        help="reviews per training step (default: the "
+                        "preset's, 64)")
     parser.add_argument("--max-length", type=positive_int, default=None,
                         help="words kept per review, longer ones truncated "
-                        f"(default: per model, {DEFAULT_MAX_LENGTH})")
-    parser.add_argument("--vocab-size", type=at_least(3), default=20000,
-                        help="vocabulary size, built on the training split")
+                        "(default: the preset's, 512; 256 for transformer)")
+    parser.add_argument("--vocab-size", type=at_least(3), default=None,
+                        help="vocabulary size, built on the training split "
+                        "(default: the preset's, 20000; 100000 with bigrams)")
     parser.add_argument("--train-window", type=non_negative_int, default=None,
                         help="train on a random slice of this many words of "
-                        "each review (a new one every epoch) and predict on "
+                        "each review (a new one every step) and predict on "
                         "all --max-length words; 0 trains on whole reviews "
-                        f"(default: per model, {DEFAULT_TRAIN_WINDOW}, "
-                        "else 0)")
-    parser.add_argument("--ngrams", type=positive_int, default=1,
+                        "(default: the preset's: 128 for rnn, else 0)")
+    parser.add_argument("--ngrams", type=positive_int, default=None,
                         help="2: add each review's bigrams as tokens after "
                         "its words (mean, attention and query only; give "
                         "--vocab-size room for them)")
-    parser.add_argument("--embedding-dim", type=positive_int, default=64,
-                        help="word embedding size (the GloVe size with --glove)")
-    parser.add_argument("--learning-rate", type=positive_float, default=1e-3,
-                        help="Adam learning rate")
-    parser.add_argument("--dropout", type=rate, default=0.3,
-                        help="dropout on the embeddings and the pooled vector")
-    parser.add_argument("--word-dropout", type=rate, default=0.0,
+    parser.add_argument("--embedding-dim", type=positive_int, default=None,
+                        help="word embedding size, 64 (the GloVe size with "
+                        "--glove)")
+    parser.add_argument("--learning-rate", type=positive_float, default=None,
+                        help="Adam learning rate (default: the preset's, "
+                        "1e-3)")
+    parser.add_argument("--dropout", type=rate, default=None,
+                        help="dropout on the embeddings and the pooled "
+                        "vector (default 0.3)")
+    parser.add_argument("--word-dropout", type=rate, default=None,
                         help="probability of dropping a whole word while "
-                        "training")
-    parser.add_argument("--entropy-weight", type=float, default=0.0,
+                        "training (default 0)")
+    parser.add_argument("--entropy-weight", type=float, default=None,
                         help="weight of the attention-entropy penalty "
-                        "(>0 sharpens attention, <0 spreads it)")
+                        "(>0 sharpens attention, <0 spreads it; default 0)")
     parser.add_argument("--query-initializer", default=None,
                         help="initializer of the attention query (a Keras "
                         "name; 'zeros' starts every attention model as mean "
                         "pooling); default: glorot_uniform")
     parser.add_argument("--query-map-scale", type=positive_float,
-                        default=QUERY_MAP_SCALE,
+                        default=None,
                         help="--model query trains its query and value maps "
                         "this many times as fast as the other weights "
-                        "(1 = like them; they then fit the training movies "
-                        "within two epochs)")
-    parser.add_argument("--rnn-cell", choices=("gru", "lstm"), default="gru",
-                        help="recurrent cell of --model rnn (bidirectional)")
-    parser.add_argument("--rnn-units", type=positive_int, default=64,
-                        help="units per direction of --model rnn")
-    parser.add_argument("--rnn-skip", action="store_true",
+                        "(default 0.03; 1 = like them: they then fit the "
+                        "training movies within two epochs)")
+    parser.add_argument("--rnn-cell", choices=("gru", "lstm"), default=None,
+                        help="recurrent cell of --model rnn (bidirectional; "
+                        "default gru)")
+    parser.add_argument("--rnn-units", type=positive_int, default=None,
+                        help="units per direction of --model rnn (default 64)")
+    parser.add_argument("--rnn-skip", action="store_true", default=None,
                         help="--model rnn pools the word embeddings "
                         "concatenated with the recurrent states")
-    parser.add_argument("--num-layers", type=positive_int, default=2,
-                        help="encoder blocks of --model transformer")
-    parser.add_argument("--num-heads", type=positive_int, default=4,
-                        help="attention heads of --model transformer")
-    parser.add_argument("--intermediate-dim", type=positive_int, default=128,
-                        help="feed-forward width of --model transformer")
+    parser.add_argument("--num-layers", type=positive_int, default=None,
+                        help="encoder blocks of --model transformer (2)")
+    parser.add_argument("--num-heads", type=positive_int, default=None,
+                        help="attention heads of --model transformer (4)")
+    parser.add_argument("--intermediate-dim", type=positive_int, default=None,
+                        help="feed-forward width of --model transformer (128)")
     parser.add_argument("--glove", default=None, metavar="PATH",
                         help="initialise embeddings from a GloVe text file")
     parser.add_argument("--patience", type=non_negative_int, default=None,
                         help="early stopping: stop after this many epochs "
                         "without a better validation accuracy and keep the "
                         "best weights (0 disables; needs a validation split; "
-                        f"default: per model, {DEFAULT_PATIENCE}, else 2)")
+                        "default: the preset's, 2; 3 for rnn)")
     parser.add_argument("--validation-fraction", type=rate, default=0.2,
                         help="share of train held out; 0 trains on the full "
                         "train split")
@@ -181,44 +197,75 @@ def parse_args(argv=None):
     parser.add_argument("--ship", action="store_true",
                         help="also save saved_models/imdb_<model>.keras")
     parser.add_argument("--smoke", action="store_true",
-                        help="same code path on a small generated dataset")
+                        help="same code path on a small generated dataset "
+                        "(offline, about 30 s)")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress output")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if args.smoke:
-        for key, value in SMOKE.items():
-            if getattr(args, key) == parser.get_default(key):
-                setattr(args, key, value)
-    if args.epochs is None:
-        args.epochs = DEFAULT_EPOCHS[args.model]
-    if args.max_length is None:
-        args.max_length = DEFAULT_MAX_LENGTH[args.model]
-    if args.patience is None:
-        args.patience = DEFAULT_PATIENCE.get(args.model, 2)
-    if args.train_window is None:
-        args.train_window = DEFAULT_TRAIN_WINDOW.get(args.model, 0)
-        if args.smoke and args.train_window:
-            args.train_window = args.max_length // 2  # still exercised
-    if args.ngrams > 1 and args.model not in ORDER_FREE_KINDS:
-        parser.error(
-            f"--ngrams {args.ngrams} appends n-grams after the words, which "
-            f"only order-free pooling models can use "
-            f"({', '.join(ORDER_FREE_KINDS)}); --model {args.model} reads "
-            f"the words in order")
-    # Only order-free kinds take n-grams, and none has a default window, so
-    # a window here was asked for.
-    if args.train_window and args.ngrams > 1:
-        parser.error("--train-window slices the words in order; it cannot "
-                     "be used with --ngrams")
-    if args.train_window >= args.max_length:
-        args.train_window = 0  # a window as long as the review is all of it
+    resolve_preset(parser, args)
     if args.output_dir is None:
         suffix = "-smoke" if args.smoke else ""
         args.output_dir = os.path.join(
             ROOT, "runs", "imdb_attention", args.model + suffix
         )
     return args
+
+
+def resolve_preset(parser, args):
+    """Fills every unset flag from the preset (then `--smoke`'s sizes), and
+    refuses combinations the model cannot take."""
+    if args.preset is None:
+        args.preset = f"imdb_{args.model or 'attention'}"
+    backbone = PRESETS.part(args.preset, "backbone")
+    kind = backbone.pop("class")
+    model = {v: k for k, v in {
+        "mean": "MeanPoolingBackbone", "rnn": "RecurrentAttentionBackbone",
+        "transformer": "TransformerEncoderBackbone"}.items()}.get(kind)
+    if model is None:
+        model = "query" if backbone.get("query") == "computed" else "attention"
+    if args.model is not None and args.model != model:
+        parser.error(f"--model {args.model} and --preset {args.preset} "
+                     f"disagree: the preset is a {model} model")
+    args.model = model
+    args.backbone_class = kind
+    preprocessor = PRESETS.part(args.preset, "preprocessor")
+    training = PRESETS.part(args.preset, "training")
+    defaults = {
+        "vocab_size": preprocessor["max_tokens"],
+        "max_length": preprocessor["sequence_length"],
+        "ngrams": preprocessor.get("ngrams", 1),
+        **training,
+        **{flag: backbone[argument] for flag, argument in BACKBONE_FLAGS.items()
+           if argument in backbone},
+    }
+    if args.smoke:
+        defaults.update(SMOKE)
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if args.train_window is None:
+        args.train_window = 0
+    elif args.smoke and args.train_window and args.train_window >= \
+            args.max_length:
+        args.train_window = args.max_length // 2  # still exercised
+    if args.ngrams > 1 and args.model not in ORDER_FREE_MODELS:
+        parser.error(
+            f"--ngrams {args.ngrams} appends n-grams after the words, which "
+            f"only order-free pooling models can use "
+            f"({', '.join(ORDER_FREE_MODELS)}); --model {args.model} reads "
+            f"the words in order")
+    if args.train_window and args.ngrams > 1:
+        parser.error("--train-window slices the words in order; it cannot "
+                     "be used with --ngrams")
+    if args.train_window >= args.max_length:
+        args.train_window = 0  # a window as long as the review is all of it
+    # Flags of other kinds (--rnn-units for mean, ...) are ignored, so one
+    # set of flags can serve every model of a cross-validation.
+    for flag, default in (("entropy_weight", 0.0), ("word_dropout", 0.0),
+                          ("dropout", 0.3), ("embedding_dim", 64)):
+        if getattr(args, flag) is None:
+            setattr(args, flag, default)
 
 
 def model_name(args):
@@ -238,6 +285,8 @@ def load_splits(args):
 
 
 def build_classifier(args, preprocessor):
+    """The preset's `TextClassifier` with the flags' overrides, for an
+    adapted preprocessor; compiled with Adam."""
     embedding_dim = args.embedding_dim
     matrix = None
     if args.glove:
@@ -247,33 +296,21 @@ def build_classifier(args, preprocessor):
         embedding_dim = matrix.shape[1]
         print(f"GloVe: {found}/{len(matrix)} words have a vector "
               f"({embedding_dim}-d)")
-    backbone = build_text_backbone(
-        args.model,
-        vocabulary_size=preprocessor.vocabulary_size,
-        sequence_length=preprocessor.output_length,
-        embedding_dim=embedding_dim,
-        dropout=args.dropout,
-        word_dropout=args.word_dropout,
-        entropy_weight=args.entropy_weight,
-        query_initializer=args.query_initializer,
-        query_map_scale=args.query_map_scale,
-        rnn_units=args.rnn_units,
-        rnn_cell=args.rnn_cell,
-        rnn_skip=args.rnn_skip,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        intermediate_dim=args.intermediate_dim,
-    )
+    allowed = COMMON_ARGUMENTS | KIND_ARGUMENTS[args.backbone_class]
+    overrides = {f"backbone_{argument}": getattr(args, flag)
+                 for flag, argument in BACKBONE_FLAGS.items()
+                 if argument in allowed and getattr(args, flag) is not None}
+    overrides["backbone_embedding_dim"] = embedding_dim
+    overrides["backbone_train_window"] = args.train_window or None
+    classifier = TextClassifier.from_preset(
+        args.preset, preprocessor, dropout=args.dropout,
+        name=model_name(args), **overrides)
     if matrix is not None:
-        embedding = backbone.get_layer("embedding")
-        table = getattr(embedding, "token_embedding", embedding)
+        table = classifier.backbone.get_layer("embedding")
+        table = getattr(table, "token_embedding", table)
         table.embeddings.assign(matrix)
-    backbone.compile(
-        optimizer=keras.optimizers.Adam(args.learning_rate),
-        loss="binary_crossentropy",
-        metrics=["accuracy"],
-    )
-    return backbone
+    classifier.compile(optimizer=keras.optimizers.Adam(args.learning_rate))
+    return classifier
 
 
 def top_attended_words(weights, token_ids, vocabulary, min_count=20, k=25):
@@ -297,8 +334,7 @@ def make_pictures(args, history, entropy_history, classifier, texts, labels):
     out = args.output_dir
     viz.plot_training_curves(history, os.path.join(out, "training_curves.png"),
                              title=f"IMDB {args.model} ({keras.backend.backend()})")
-    weights_model = attention_model(classifier.backbone)
-    if weights_model is None:
+    if entropy_history is None:
         return
     epochs = sorted(entropy_history.entropies)
     viz.plot_entropy_histograms(
@@ -310,10 +346,11 @@ def make_pictures(args, history, entropy_history, classifier, texts, labels):
     )
     sample = min(len(texts), 2000)
     weights, token_ids = classifier.attention_weights(texts[:sample])
-    probabilities = classifier.backbone.predict(token_ids, verbose=0)[:, 0]
+    shown = min(4, sample)
+    probabilities = classifier.predict(list(texts[:shown]), verbose=0)[:, 0]
     vocabulary = classifier.preprocessor.get_vocabulary()
     reviews = []
-    for i in range(min(4, sample)):
+    for i in range(shown):
         length = int((token_ids[i] != 0).sum())
         reviews.append({
             "words": [vocabulary[t] for t in token_ids[i][:length]],
@@ -337,39 +374,38 @@ def run(args):
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     splits = load_splits(args)
-    train_texts, train_labels = splits["train"]
+    train_texts, _ = splits["train"]
     holdout = getattr(splits, "validation_holdout", None)
-    print(f"IMDB: " + ", ".join(f"{k} {len(v[0])}" for k, v in splits.items())
+    print("IMDB: " + ", ".join(f"{k} {len(v[0])}" for k, v in splits.items())
           + f" | backend {keras.backend.backend()}")
     if holdout:
         print(f"validation: fold {args.validation_fold}, {holdout}")
 
-    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length,
-                                              ngrams=args.ngrams)
+    preprocessor = TextClassifierPreprocessor.from_preset(
+        args.preset, max_tokens=args.vocab_size,
+        sequence_length=args.max_length, ngrams=args.ngrams)
     preprocessor.adapt(train_texts)  # vocabulary from the training split only
-    backbone = build_classifier(args, preprocessor)
-    classifier = TextClassifier(backbone, preprocessor, name=model_name(args))
-    print(f"{args.model}: {backbone.count_params():,} parameters, "
+    classifier = build_classifier(args, preprocessor)
+    parameters = int(classifier.count_params())
+    print(f"{args.model} ({args.preset}): {parameters:,} parameters, "
           f"vocabulary {preprocessor.vocabulary_size}, max length "
           f"{args.max_length}"
           + (f", trained on random {args.train_window}-word windows"
              if args.train_window else ""))
 
-    def dataset(split, shuffle=False, window=None):
+    def dataset(split, shuffle=False):
         texts, labels = splits[split]
-        return token_dataset(texts, labels, preprocessor, args.batch_size,
-                             shuffle=shuffle, seed=args.seed, window=window)
+        return text_dataset(texts, labels.astype("float32"), args.batch_size,
+                            shuffle=shuffle, seed=args.seed)
 
-    train_ds = dataset("train", shuffle=True,
-                       window=args.train_window or None)
     val_ds = dataset("validation") if "validation" in splits else None
     monitor_texts, monitor_labels = splits.get("validation", splits["train"])
     callbacks = []
     entropy_history = None
-    weights_model = attention_model(backbone)
+    weights_model = attention_model(classifier.backbone)
     if weights_model is not None:
         monitor_ids = keras.ops.convert_to_numpy(
-            preprocessor(monitor_texts[:512]))
+            preprocessor(list(monitor_texts[:512])))
         entropy_history = AttentionEntropyHistory(weights_model, monitor_ids)
         callbacks.append(entropy_history)
 
@@ -381,20 +417,20 @@ def run(args):
         callbacks.append(stopper)
 
     start = time.perf_counter()
-    history = backbone.fit(train_ds, validation_data=val_ds,
-                           epochs=args.epochs, callbacks=callbacks,
-                           shuffle=False,  # the dataset shuffles itself
-                           verbose=args.verbose)
+    history = classifier.fit(dataset("train", shuffle=True),
+                             validation_data=val_ds, epochs=args.epochs,
+                             callbacks=callbacks, verbose=args.verbose)
     seconds = time.perf_counter() - start
 
     metrics = {
         "model": args.model,
+        "preset": args.preset,
         "backend": keras.backend.backend(),
         "epochs": len(history.history["loss"]),
         "best_epoch": (stopper.best_epoch + 1 if stopper and stopper.best_weights
                        else len(history.history["loss"])),
         "train_seconds": round(seconds, 1),
-        "parameters": int(backbone.count_params()),
+        "parameters": parameters,
         "max_length": args.max_length,
         "train_window": args.train_window,
         "ngrams": args.ngrams,
@@ -408,7 +444,7 @@ def run(args):
         "learning_rate": args.learning_rate,
         "embedding_dim": args.embedding_dim,
         **({"rnn_cell": args.rnn_cell, "rnn_units": args.rnn_units,
-            "rnn_skip": args.rnn_skip} if args.model == "rnn" else {}),
+            "rnn_skip": bool(args.rnn_skip)} if args.model == "rnn" else {}),
         **({"num_layers": args.num_layers, "num_heads": args.num_heads,
             "intermediate_dim": args.intermediate_dim}
            if args.model == "transformer" else {}),
@@ -424,14 +460,14 @@ def run(args):
                     for k, vs in history.history.items()},
     }
     for split in splits:
-        loss, accuracy = backbone.evaluate(dataset(split), verbose=0)
-        metrics[f"{split}_loss"] = round(float(loss), 4)
-        metrics[f"{split}_accuracy"] = round(float(accuracy), 4)
+        scores = classifier.evaluate(dataset(split), verbose=0,
+                                     return_dict=True)
+        metrics[f"{split}_loss"] = round(float(scores["loss"]), 4)
+        metrics[f"{split}_accuracy"] = round(float(scores["accuracy"]), 4)
 
     # A fresh optimizer: Adam's moment estimates (twice the size of the
     # weights) are of no use to someone who loads the model to predict.
-    backbone.compile(optimizer=keras.optimizers.Adam(args.learning_rate),
-                     loss="binary_crossentropy", metrics=["accuracy"])
+    classifier.compile(optimizer=keras.optimizers.Adam(args.learning_rate))
     model_path = save_model_atomic(
         classifier, os.path.join(args.output_dir, f"{model_name(args)}.keras"))
     if args.ship:
@@ -443,54 +479,51 @@ def run(args):
 
     scores = " ".join(f"{s} acc {metrics[f'{s}_accuracy']:.4f}"
                       for s in ("train", "validation", "test") if s in splits)
-    print(f"RESULT imdb_attention model={args.model} "
+    print(f"RESULT imdb_attention model={args.model} preset={args.preset} "
           f"backend={keras.backend.backend()} {scores} "
           f"train_time={seconds:.0f}s params={metrics['parameters']} "
           f"-> {model_path}")
     return metrics
 
 
-def check_setup(variant="attention", smoke=True, seed=1337, num_steps=20,
-                batch_size=16, data_dir=None):
-    """What `recipes/check_backends.py` compares across backends.
-
-    Builds the `variant` classifier (dropout off) on the smoke data, or on
-    real IMDB when `smoke` is False (from `data_dir` when given), with a
-    vocabulary from its training split. Returns a dict with:
-        model: the `TextClassifier` (fresh weights, preprocessor adapted);
-        inputs: a fixed `(batch, seq)` int32 batch of token ids;
-        train_batches: `num_steps` `(token_ids, labels)` NumPy batches, in a
-            NumPy-seeded order;
-        texts: raw review strings for saved-model agreement;
-        loss: the training loss name.
+def check_setup(variant="imdb_attention", smoke=True, seed=1337,
+                num_steps=20, batch_size=16, data_dir=None):
+    """What `recipes/check_backends.py` compares across backends (see
+    `zoo.testing.cross_backend.CheckSetup`): the `variant` preset's
+    classifier with dropout and training windows off, its vocabulary adapted on the smoke data
+    (or real IMDB when `smoke` is False), raw reviews as inputs and
+    `num_steps` batches of raw reviews and labels in a NumPy-seeded order.
     """
-    argv = variant_argv(variant) + ["--seed", str(seed), "--dropout", "0"]
+    from zoo.testing.cross_backend import CheckSetup
+
+    # Dropout and the random training windows off: each backend draws its
+    # own random numbers, and the training steps must be the same.
+    argv = variant_argv(variant) + ["--seed", str(seed), "--dropout", "0",
+                                    "--train-window", "0"]
     if data_dir is not None:
         argv += ["--data-dir", data_dir]
     args = parse_args(argv + (["--smoke"] if smoke else []))
     keras.utils.set_random_seed(seed)
     splits = load_splits(args)
     texts, labels = splits["train"]
-    preprocessor = TextClassifierPreprocessor(args.vocab_size, args.max_length,
-                                              ngrams=args.ngrams)
+    preprocessor = TextClassifierPreprocessor.from_preset(
+        args.preset, max_tokens=args.vocab_size,
+        sequence_length=args.max_length, ngrams=args.ngrams)
     preprocessor.adapt(texts)
-    backbone = build_classifier(args, preprocessor)
-    model = TextClassifier(backbone, preprocessor, name=model_name(args))
-    token_ids = np.asarray(keras.ops.convert_to_numpy(preprocessor(texts)),
-                           dtype="int32")
+    model = build_classifier(args, preprocessor)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(texts))
     steps = [order[(i * batch_size) % len(order):][:batch_size]
              for i in range(num_steps)]
+    texts = np.asarray([str(t) for t in texts], dtype=object)
     val_texts = splits.get("validation", splits["train"])[0]
-    return {
-        "model": model,
-        "inputs": token_ids[:batch_size],
-        "train_batches": [(token_ids[i], labels[i].astype("float32"))
-                          for i in steps],
-        "texts": [str(t) for t in val_texts[:8]],
-        "loss": "binary_crossentropy",
-    }
+    return CheckSetup(
+        model=model,
+        inputs=[str(t) for t in val_texts[:8]],
+        train_batches=[(list(texts[i]), labels[i].astype("float32"))
+                       for i in steps],
+        loss="binary_crossentropy",
+    )
 
 
 def main(argv=None):

@@ -33,7 +33,7 @@ if ROOT not in sys.path:  # run as a script from anywhere
 
 from recipes import imdb_attention  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
-from zoo.models import TEXT_CLASSIFIER_KINDS  # noqa: E402
+MODELS = imdb_attention.MODELS
 from zoo.saving import write_json_atomic  # noqa: E402
 
 BASELINE = "mean"
@@ -49,8 +49,8 @@ def parse_args(argv=None):
         description=__doc__.split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--models", nargs="+", choices=TEXT_CLASSIFIER_KINDS,
-                        default=list(TEXT_CLASSIFIER_KINDS),
+    parser.add_argument("--models", nargs="+", choices=MODELS,
+                        default=list(MODELS),
                         help="models to compare (the baseline 'mean' is "
                         "always added)")
     parser.add_argument("--folds", type=at_least(2), default=5,

@@ -11,7 +11,7 @@ import os
 
 MODELS = ("mean", "attention", "query", "rnn", "transformer")
 BACKENDS = ("jax", "tensorflow", "torch")
-# zoo.models.QUERY_MAP_SCALE, the `query` kind's default
+# zoo.models.text_classifier.QUERY_MAP_SCALE, the `query` model's default
 # (a test checks they agree): importing zoo would load Keras and its
 # backends, seconds of start-up for a script that reads JSON files.
 QUERY_MAP_SCALE = 0.03

@@ -13,31 +13,16 @@ Exits non-zero if any backend fails or collects no test.
 import argparse
 import os
 import re
-import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-BACKENDS = ("jax", "tensorflow", "torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
 
-
-def run_backend(backend, pytest_args):
-    env = dict(os.environ, KERAS_BACKEND=backend)
-    # Quiet TensorFlow's C++ start-up logging and keep JAX on the CPU unless
-    # a GPU build is installed.
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    start = time.perf_counter()
-    result = subprocess.run(
-        command + list(pytest_args),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    return backend, result.returncode, result.stdout, time.perf_counter() - start
+from zoo.testing.backends import BACKENDS  # noqa: E402
+from zoo.testing.backends import python_command  # noqa: E402
+from zoo.testing.backends import run_on_backends  # noqa: E402
 
 
 def summary_line(output):
@@ -59,16 +44,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [
-            pool.submit(run_backend, b, args.pytest_args) for b in args.backends
-        ]
-        results = []
-        for future in futures:
-            backend, code, output, seconds = future.result()
-            print(f"\n{'=' * 30} KERAS_BACKEND={backend} {'=' * 30}")
-            print(output.rstrip())
-            results.append((backend, code, summary_line(output), seconds))
+    command = python_command("-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             *args.pytest_args)
+    results = []
+    for run in run_on_backends(command, args.backends, args.jobs, cwd=ROOT):
+        print(f"\n{'=' * 30} KERAS_BACKEND={run.backend} {'=' * 30}")
+        print(run.output.rstrip())
+        results.append((run.backend, run.returncode, summary_line(run.output),
+                        run.seconds))
 
     print(f"\n{'=' * 30} summary {'=' * 30}")
     failed = False

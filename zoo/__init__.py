@@ -4,15 +4,12 @@
 `.keras` files that use them load with `keras.saving.load_model`.
 """
 
-from zoo import layers
+from zoo import _startup
 
-try:
-    # Text models run their tokenizer in tf.data and build on keras-hub's
-    # Task; without those optional packages the layers still work.
-    from zoo import data
-    from zoo import models
-except ModuleNotFoundError as error:  # pragma: no cover - depends on extras
-    if error.name not in ("keras_hub", "tensorflow", "tensorflow_text"):
-        raise
+_startup.quiet_imports()
 
-__version__ = "0.1.0"
+from zoo import data  # noqa: E402
+from zoo import layers  # noqa: E402
+from zoo import models  # noqa: E402
+
+__version__ = "0.2.0"

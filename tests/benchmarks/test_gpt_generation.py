@@ -54,7 +54,9 @@ def test_hand_written_jax_peer_generates_the_same_tokens():
 
     # Its forward pass gives the model's logits at every position.
     window = rng.integers(0, 23, (2, 12)).astype("int32")
-    hidden = backbone({"token_ids": window, "padding_mask": np.ones_like(window)})
+    features = backbone({"token_ids": window,
+                         "padding_mask": np.ones_like(window)})
+    hidden = features["sequence_output"]
     logits = backbone.token_embedding(hidden, reverse=True)
     np.testing.assert_allclose(
         window_logits(gpt, window), logits, rtol=1e-4, atol=1e-4)

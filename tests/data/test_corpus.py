@@ -1,5 +1,5 @@
-"""zoo.data.corpus: loading (local and the get_file default), splits and
-windows."""
+"""zoo.data.corpus: loading (local, the get_file default, offline), splits,
+text windows and the generated smoke corpus."""
 
 import numpy as np
 import pytest
@@ -7,11 +7,12 @@ import pytest
 import keras
 
 from zoo.data import corpus
-from zoo.data.corpus import RandomWindows
-from zoo.data.corpus import consecutive_windows
+from zoo.data.corpus import consecutive_text_windows
 from zoo.data.corpus import load_text
-from zoo.data.corpus import split_ids
-from zoo.data.imdb import DataNotFoundError
+from zoo.data.corpus import make_synthetic_corpus
+from zoo.data.corpus import random_text_windows
+from zoo.data.corpus import split_text
+from zoo.data.download import DataNotFoundError
 
 
 def test_load_text_from_a_file_and_a_directory(tmp_path):
@@ -28,7 +29,13 @@ def test_missing_or_empty_file_is_a_clear_error(tmp_path):
         load_text(str(tmp_path / "empty.txt"))
 
 
+def reachable(monkeypatch):
+    monkeypatch.setattr(corpus, "check_reachable", lambda *a, **k: None)
+
+
 def test_default_downloads_with_keras_get_file(tmp_path, monkeypatch):
+    reachable(monkeypatch)
+    monkeypatch.setenv("HOME", str(tmp_path))  # nothing cached there
     fixture = tmp_path / "download.txt"
     fixture.write_text("First Citizen:\n")
     calls = []
@@ -42,7 +49,10 @@ def test_default_downloads_with_keras_get_file(tmp_path, monkeypatch):
     assert calls == [("tinyshakespeare.txt", corpus.SHAKESPEARE_URL)]
 
 
-def test_failed_download_is_a_clear_error(monkeypatch):
+def test_failed_download_is_a_clear_error(tmp_path, monkeypatch):
+    reachable(monkeypatch)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
     def offline(*args, **kwargs):
         raise Exception("URL fetch failure: no network")
 
@@ -51,30 +61,57 @@ def test_failed_download_is_a_clear_error(monkeypatch):
         load_text()
 
 
+def test_an_unreachable_host_fails_fast_with_the_local_flag(tmp_path,
+                                                           monkeypatch):
+    """No network: one clear error within seconds, before get_file would
+    retry."""
+    import time
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    called = []
+    monkeypatch.setattr(keras.utils, "get_file",
+                        lambda *a, **k: called.append(1))
+    start = time.perf_counter()
+    with pytest.raises(DataNotFoundError, match="--data PATH"):
+        load_text(url="https://unreachable.invalid/corpus.txt")
+    assert time.perf_counter() - start < 30 and not called
+
+
 def test_split_is_the_first_ninety_percent():
-    train, val = split_ids(np.arange(100), 0.9)
+    train, val = split_text(np.arange(100), 0.9)
     assert train.tolist() == list(range(90)) and val.tolist() == list(range(90, 100))
+    assert split_text("abcdefghij", 0.9) == ("abcdefghi", "j")
     with pytest.raises(ValueError):
-        split_ids(np.arange(10), 1.0)
+        split_text(np.arange(10), 1.0)
 
 
-def test_random_windows_are_next_token_pairs():
-    ids = np.arange(1000, dtype="int32")
-    data = RandomWindows(ids, sequence_length=16, batch_size=4, steps=3, seed=0)
-    assert len(data) == 3
-    x, y = data[1]
-    assert x["token_ids"].shape == (4, 16) and y.shape == (4, 16)
-    np.testing.assert_array_equal(y, x["token_ids"] + 1)
-    assert x["padding_mask"].all()
-    before = data.offsets.copy()
-    data.on_epoch_end()
-    assert not np.array_equal(before, data.offsets)
-
-
-def test_consecutive_windows_cover_the_split_once():
-    x, y = consecutive_windows(np.arange(50, dtype="int32"), 8)
-    assert x["token_ids"].shape == (6, 8)
-    np.testing.assert_array_equal(x["token_ids"].ravel(), np.arange(48))
-    np.testing.assert_array_equal(y.ravel(), np.arange(1, 49))
+def test_random_text_windows_are_slices_of_the_text():
+    text = "".join(chr(ord("a") + i % 26) for i in range(1000))
+    data = random_text_windows(text, window=17, batch_size=4, steps=3, seed=0)
+    epochs = [[[w.decode() for w in batch.numpy()] for batch in data]
+              for _ in range(2)]
+    assert len(epochs[0]) == 3 and all(len(b) == 4 for b in epochs[0])
+    for window in epochs[0][0]:
+        assert len(window) == 17 and window in text
+    assert epochs[0] != epochs[1]  # fresh windows every epoch
+    again = random_text_windows(text, 17, 4, 3, seed=0)
+    assert [[w.decode() for w in b.numpy()] for b in again] == epochs[0]
     with pytest.raises(ValueError, match="fewer than"):
-        consecutive_windows(np.arange(5), 8)
+        random_text_windows("short", 17, 4, 3)
+
+
+def test_consecutive_text_windows_cover_the_split_once():
+    text = "".join(chr(ord("a") + i % 26) for i in range(50))
+    windows = consecutive_text_windows(text, 8)
+    assert len(windows) == 6 and all(len(w) == 9 for w in windows)
+    # Every character after the first is a target exactly once.
+    assert "".join(w[1:] for w in windows) == text[1:49]
+    with pytest.raises(ValueError, match="fewer than"):
+        consecutive_text_windows("abc", 8)
+
+
+def test_synthetic_corpus_is_play_shaped_and_seeded():
+    text = make_synthetic_corpus(3000, seed=1)
+    assert len(text) == 3000 and ":\n" in text and "\n\n" in text
+    assert text == make_synthetic_corpus(3000, seed=1)
+    assert text != make_synthetic_corpus(3000, seed=2)

@@ -1,4 +1,4 @@
-"""IMDB loaders, the text preprocessor and GloVe, on fixtures the tests write."""
+"""IMDB loaders and GloVe, on fixtures the tests write."""
 
 import os
 
@@ -11,9 +11,6 @@ from zoo.data.glove import load_glove
 from zoo.data.imdb import DataNotFoundError
 from zoo.data.imdb import load_imdb
 from zoo.data.imdb import split_validation
-from zoo.data.text import TextClassifierPreprocessor
-from zoo.data.text import random_window
-from zoo.data.text import token_dataset
 
 
 def write_aclimdb(root, per_class=6, with_test=True, reviews_per_movie=None):
@@ -182,8 +179,16 @@ def _fake_tfds_load(name, split, as_supervised, data_dir=None):
     return tf.data.Dataset.from_tensor_slices((texts, labels))
 
 
+class _Prepared:
+    """A tfds builder whose data is already on disk (no network needed)."""
+
+    def is_prepared(self):
+        return True
+
+
 def test_default_source_is_tfds(monkeypatch):
     tfds = pytest.importorskip("tensorflow_datasets")
+    monkeypatch.setattr(tfds, "builder", lambda *a, **k: _Prepared())
     monkeypatch.setattr(tfds, "load", _fake_tfds_load)
     splits = load_imdb(validation_fraction=0.2, seed=0)
     assert set(splits) == {"train", "validation", "test"}
@@ -200,6 +205,7 @@ def test_tfds_failure_names_what_was_tried(monkeypatch):
     def offline(*args, **kwargs):
         raise ConnectionError("Failed to establish a connection\nlong trace")
 
+    monkeypatch.setattr(tfds, "builder", lambda *a, **k: _Prepared())
     monkeypatch.setattr(tfds, "load", offline)
     with pytest.raises(DataNotFoundError) as error:
         load_imdb()
@@ -208,160 +214,25 @@ def test_tfds_failure_names_what_was_tried(monkeypatch):
     assert "ConnectionError" in message and "long trace" not in message
 
 
-def test_preprocessor_lowercases_strips_br_and_punctuation():
-    pre = TextClassifierPreprocessor(max_tokens=20, sequence_length=6)
-    pre.adapt(["Great film!<br />Great acting.", "bad, BAD film"])
-    vocabulary = pre.get_vocabulary()
-    assert vocabulary[:2] == ["", "[UNK]"]
-    assert "br" not in vocabulary and "great" in vocabulary and "film!" not in vocabulary
-    ids = np.asarray(pre(["GREAT film<br />unknownword"]))
-    expected = [vocabulary.index("great"), vocabulary.index("film"), 1, 0, 0, 0]
-    assert ids.tolist() == [expected]
+def test_tfds_without_a_network_fails_fast_naming_data_dir(monkeypatch):
+    """Without a prepared copy, tensorflow-datasets would retry for minutes;
+    an unreachable host is one clear error within seconds."""
+    import time
 
+    import tensorflow_datasets as tfds
 
-def test_vocabulary_survives_a_keras_round_trip_with_line_break_characters(tmp_path):
-    """IMDB writes "..." as \x85; a token holding it would be split in two by
-    the vocabulary file that .keras saves one token per line."""
-    import keras
+    class Unprepared:
+        def is_prepared(self):
+            return False
 
-    from zoo.models import TextClassifier
-    from zoo.models import build_text_backbone
-
-    texts = ["Great film\x85 loved it\u2028really", "bad\x1cfilm\rawful\x0bmess"]
-    pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=8)
-    pre.adapt(texts)
-    assert all(len(token.splitlines()) <= 1 for token in pre.get_vocabulary())
-    model = TextClassifier(build_text_backbone("mean", pre.vocabulary_size, 8, 4), pre)
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras")
-    assert loaded.preprocessor.get_vocabulary() == pre.get_vocabulary()
-
-
-def test_preprocessor_truncates_to_sequence_length():
-    pre = TextClassifierPreprocessor(max_tokens=20, sequence_length=3)
-    pre.adapt(["one two three four five"])
-    assert np.asarray(pre(["one two three four five"])).shape == (1, 3)
-
-
-def test_bigrams_follow_the_kept_words_and_survive_a_round_trip(tmp_path):
-    import keras
-
-    from zoo.models import TextClassifier
-    from zoo.models import build_text_backbone
-
-    pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=3, ngrams=2)
-    assert pre.output_length == 5  # 3 words + 2 bigrams
-    pre.adapt(["Not good at all!", "very good film"])
-    vocabulary = pre.get_vocabulary()
-    assert "not good" in vocabulary and "good film" in vocabulary
-    # Truncation keeps the first 3 words and only their bigrams: never
-    # "at all", which spans the cut.
-    assert "at all" not in vocabulary and "all" not in vocabulary
-    ids = np.asarray(pre(["not good at all", "good"]))
-    words = [[vocabulary[i] for i in row] for row in ids]
-    assert words[0] == ["not", "good", "at", "not good", "good at"]
-    assert words[1] == ["good", "", "", "", ""]
-    model = TextClassifier(
-        build_text_backbone("attention", pre.vocabulary_size, pre.output_length, 4),
-        pre)
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras")
-    assert loaded.preprocessor.ngrams == 2
-    np.testing.assert_array_equal(
-        np.asarray(loaded.preprocessor(["not good at all"])), ids[:1])
-    np.testing.assert_allclose(
-        loaded.predict(["not good at all"], verbose=0),
-        model.predict(["not good at all"], verbose=0), atol=1e-6)
-
-
-def test_preprocessor_rejects_bad_ngrams_and_lengths():
-    with pytest.raises(ValueError, match="ngrams"):
-        TextClassifierPreprocessor(ngrams=0)
-    with pytest.raises(ValueError, match="sequence_length"):
-        TextClassifierPreprocessor(sequence_length=0)
-
-
-def test_token_dataset_is_cached_batched_and_shuffled_by_seed():
-    pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=4)
-    texts = np.array([f"word{i} film" for i in range(10)], dtype=object)
-    pre.adapt(texts)
-    labels = np.arange(10) % 2
-    ordered = token_dataset(texts, labels, pre, batch_size=4)
-    assert [x.shape[0] for x, _ in ordered] == [4, 4, 2]
-    first = lambda ds: np.concatenate([np.asarray(y) for _, y in ds])
-    np.testing.assert_array_equal(first(ordered), labels)
-    a = first(token_dataset(texts, labels, pre, 4, shuffle=True, seed=1))
-    b = first(token_dataset(texts, labels, pre, 4, shuffle=True, seed=1))
-    np.testing.assert_array_equal(a, b)
-    assert sorted(a) == sorted(labels)
-    # No autotuner thread: dropping its iterators (Keras does at every
-    # epoch end) stalled PyTorch training for seconds each time.
-    assert ordered.options().autotune.enabled is False
-
-
-def _window_fixture():
-    # Review i is words w<i>_0 .. w<i>_<n-1>: a window's words say where it
-    # came from. Review 2 is shorter than the window.
-    lengths = (10, 7, 3, 12)
-    texts = np.array([" ".join(f"w{i}x{j}" for j in range(n))
-                      for i, n in enumerate(lengths)], dtype=object)
-    pre = TextClassifierPreprocessor(max_tokens=100, sequence_length=12)
-    pre.adapt(texts)
-    return texts, lengths, pre
-
-
-def _window_words(dataset, vocabulary):
-    rows = np.concatenate([np.asarray(x) for x, _ in dataset])
-    return [[vocabulary[t] for t in row] for row in rows]
-
-
-def test_random_windows_are_contiguous_slices_of_the_real_words():
-    texts, lengths, pre = _window_fixture()
-    vocabulary = pre.get_vocabulary()
-    dataset = token_dataset(texts, np.arange(4) % 2, pre, batch_size=3,
-                            seed=5, window=4)
-    starts = {i: set() for i in range(4)}
-    for _ in range(12):  # epochs
-        for i, words in enumerate(_window_words(dataset, vocabulary)):
-            real = [w for w in words if w]
-            assert len(words) == 4
-            if lengths[i] < 4:  # the whole short review, then padding
-                assert real == [f"w{i}x{j}" for j in range(lengths[i])]
-                assert words[lengths[i]:] == [""] * (4 - lengths[i])
-                continue
-            first = int(real[0].split("x")[1])
-            assert real == [f"w{i}x{j}" for j in range(first, first + 4)]
-            starts[i].add(first)
-    for i, n in enumerate(lengths):
-        if n >= 4:  # every start that keeps the window inside the review
-            assert starts[i] <= set(range(n - 4 + 1)), i
-            assert len(starts[i]) >= min(3, n - 3), i  # new ones each epoch
-
-
-def test_random_windows_repeat_with_the_seed_and_vary_without_it():
-    texts, _, pre = _window_fixture()
-    vocabulary = pre.get_vocabulary()
-
-    def epochs(seed):
-        dataset = token_dataset(texts, np.zeros(4), pre, batch_size=4,
-                                shuffle=True, seed=seed, window=3)
-        return [_window_words(dataset, vocabulary) for _ in range(3)]
-
-    assert epochs(1) == epochs(1)
-    assert epochs(1) != epochs(2)
-    first, second, _ = epochs(1)
-    assert first != second  # a new slice every epoch
-
-
-def test_random_window_errors():
-    ids = np.array([5, 6, 7, 0], "int32")
-    with pytest.raises(ValueError, match="window must be a positive int"):
-        random_window(ids, 0, 3)
-    bigrams = TextClassifierPreprocessor(max_tokens=50, sequence_length=4,
-                                         ngrams=2)
-    bigrams.adapt(["a good film"])
-    with pytest.raises(ValueError, match="n-gram"):
-        token_dataset(["a good film"], [1], bigrams, 1, window=2)
+    monkeypatch.setattr(tfds, "builder", lambda *a, **k: Unprepared())
+    monkeypatch.setattr(imdb, "TFDS_IMDB_URL", "https://unreachable.invalid/x")
+    monkeypatch.setattr(tfds, "load", lambda *a, **k: pytest.fail("no load"))
+    start = time.perf_counter()
+    with pytest.raises(DataNotFoundError, match="--data-dir") as error:
+        load_imdb()
+    assert time.perf_counter() - start < 30
+    assert "unreachable" in str(error.value)
 
 
 def test_glove_matrix_uses_vectors_and_zero_padding(tmp_path):

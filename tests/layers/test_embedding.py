@@ -67,3 +67,52 @@ def test_mixed_bfloat16():
     out = layer(np.array([[1, 2]], "int32"))
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
     assert np.isfinite(to_numpy(out)).all()
+
+
+# ---- PositionalEmbedding's reverse direction (a language model's output) ----
+
+from zoo.layers import PositionalEmbedding  # noqa: E402
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_positional_embedding_reverse_is_the_output_projection(tie_weights):
+    layer = PositionalEmbedding(12, 8, 4, tie_weights=tie_weights,
+                                mask_zero=False)
+    ids = np.array([[1, 2, 3]], "int32")
+    hidden = to_numpy(layer(ids))
+    logits = to_numpy(layer(hidden, reverse=True))
+    table = to_numpy(layer.token_embedding.embeddings)
+    if tie_weights:
+        expected = hidden @ table.T
+        assert len(layer.weights) == 2  # tokens and positions
+    else:
+        expected = hidden @ to_numpy(layer.token_embedding.reverse_embeddings)
+        assert len(layer.weights) == 3
+    assert logits.shape == (1, 3, 12)
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_tied_language_model_trains_one_matrix_both_ways(tmp_path):
+    ids = keras.Input((None,), dtype="int32")
+    embed = PositionalEmbedding(12, 8, 4, mask_zero=False, name="embed")
+    hidden = keras.layers.Dense(4)(embed(ids))
+    model = keras.Model(ids, embed(hidden, reverse=True))
+    assert tuple(model.output.shape) == (None, None, 12)
+    model.compile(optimizer=keras.optimizers.SGD(0.5),
+                  loss=keras.losses.SparseCategoricalCrossentropy(
+                      from_logits=True))
+    x = np.array([[1, 2, 3, 4]], "int32")
+    before = to_numpy(embed.token_embedding.embeddings).copy()
+    losses = [model.train_on_batch(x, np.array([[2, 3, 4, 5]]))
+              for _ in range(5)]
+    assert losses[-1] < losses[0]
+    assert np.abs(to_numpy(embed.token_embedding.embeddings) - before).max() > 0
+    loaded = keras_round_trip(model, tmp_path)
+    np.testing.assert_allclose(to_numpy(loaded(x)), to_numpy(model(x)),
+                               atol=1e-6)
+
+
+def test_positional_embedding_reverse_carries_no_id_mask():
+    layer = PositionalEmbedding(12, 8, 4, mask_zero=True)
+    hidden = np.ones((1, 3, 4), "float32")
+    assert layer.compute_mask(hidden) is None

@@ -9,13 +9,13 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.data.text import TextClassifierPreprocessor
 from zoo.data.tokenizers import CharacterTokenizer
 from zoo.models import GPT
+from zoo.models import AttentionPoolingBackbone
 from zoo.models import GPTBackbone
 from zoo.models import GPTPreprocessor
 from zoo.models import TextClassifier
-from zoo.models import build_text_backbone
+from zoo.models import TextClassifierPreprocessor
 
 TEXTS = ["a wonderful film", "a dull film", "wonderful", "dull and boring"]
 
@@ -23,9 +23,7 @@ TEXTS = ["a wonderful film", "a dull film", "wonderful", "dull and boring"]
 def text_classifier():
     preprocessor = TextClassifierPreprocessor(max_tokens=20, sequence_length=6)
     preprocessor.adapt(TEXTS)
-    backbone = build_text_backbone(
-        "attention", preprocessor.vocabulary_size, 6, 4
-    )
+    backbone = AttentionPoolingBackbone(preprocessor.vocabulary_size, 4)
     return TextClassifier(backbone, preprocessor), TEXTS, np.array(
         [1, 0, 1, 0], "float32"
     )

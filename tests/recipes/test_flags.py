@@ -47,8 +47,8 @@ def test_types_accept_the_valid_range_and_reject_the_rest():
     (gpt_text, ["--learning-rate", "0"], "--learning-rate"),
     (gpt_text, ["--dropout", "1"], "--dropout"),
     (imdb_cross_validate, ["--folds", "1"], "--folds"),
-    (check_backends, ["--steps", "0"], "--steps"),
-    (check_backends, ["--timeout", "-5"], "--timeout"),
+    (check_backends, ["gpt_text", "--steps", "-1"], "--steps"),
+    (check_backends, ["gpt_text", "--timeout", "-5"], "--timeout"),
 ])
 def test_impossible_values_are_one_argparse_error(module, argv, flag, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -70,6 +70,8 @@ def test_smoke_with_the_wordpiece_tokenizer(tmp_path):
 
 
 def test_default_corpus_comes_from_keras_get_file(tmp_path, monkeypatch):
+    from zoo.data import corpus
+
     fixture = write_corpus(tmp_path / "download.txt")
     calls = []
 
@@ -77,11 +79,35 @@ def test_default_corpus_comes_from_keras_get_file(tmp_path, monkeypatch):
         calls.append(origin)
         return fixture
 
+    monkeypatch.setenv("HOME", str(tmp_path))  # nothing cached there
+    monkeypatch.setattr(corpus, "check_reachable", lambda *a, **k: None)
     monkeypatch.setattr(keras.utils, "get_file", fake_get_file)
-    metrics = gpt_text.main(["--smoke", "--verbose", "0",
+    metrics = gpt_text.main(["--preset", "smoke", "--steps", "4",
+                             "--eval-interval", "2", "--verbose", "0",
                              "--output-dir", str(tmp_path / "out")])
     assert calls == [gpt_text.SHAKESPEARE_URL]
-    assert metrics["data"] == gpt_text.SHAKESPEARE_URL and metrics["smoke"]
+    assert metrics["data"] == gpt_text.SHAKESPEARE_URL
+
+
+def test_smoke_runs_offline_on_a_generated_play(tmp_path, monkeypatch):
+    def no_download(*args, **kwargs):
+        raise AssertionError("--smoke must not download")
+
+    monkeypatch.setattr(keras.utils, "get_file", no_download)
+    metrics = gpt_text.main(["--smoke", "--verbose", "0",
+                             "--output-dir", str(tmp_path)])
+    assert metrics["data"] == "generated" and metrics["smoke"]
+    assert np.isfinite(metrics["validation_loss"])
+
+
+def test_evaluate_reports_a_saved_models_validation_loss(tmp_path):
+    metrics, out = smoke(tmp_path)
+    data = str(tmp_path / "corpus.txt")
+    evaluated = gpt_text.main(["--smoke", "--data", data, "--verbose", "0",
+                               "--evaluate", str(out / "gpt_smoke.keras")])
+    # The same windows the run validated on: the same loss.
+    assert evaluated["validation_loss"] == pytest.approx(
+        metrics["validation_loss"], abs=2e-4)
 
 
 def test_missing_data_is_one_clear_error(tmp_path, capsys):
@@ -104,3 +130,18 @@ def test_shipped_model_generates_from_strings():
                            seed=3)
     assert sampled == gpt.generate(["ROMEO:\n"], max_length=40,
                                    sampler="top_k", seed=3)
+
+
+def test_shipped_model_writes_a_page_the_same_on_every_backend():
+    """1,000 characters of greedy text from a model with a 128-character
+    context: past the context each token is predicted from the last 128.
+    The expected text was generated under JAX; TensorFlow and PyTorch must
+    write the same page."""
+    expected = open(os.path.join(ROOT, "tests", "recipes", "data",
+                                 "gpt_shakespeare_romeo_greedy_1000.txt"),
+                    encoding="utf-8").read()
+    gpt = keras.saving.load_model(SHIPPED)
+    assert gpt.backbone.sequence_length == 128
+    page = gpt.generate("ROMEO:", max_length=1000)
+    assert len(page) == 1000
+    assert page == expected

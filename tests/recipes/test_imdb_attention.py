@@ -11,13 +11,12 @@ import pytest
 import zoo  # noqa: F401  (registers the layers for loading)
 from recipes import imdb_attention
 from tests.data.test_imdb import write_aclimdb
-from zoo.models import TEXT_CLASSIFIER_KINDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REVIEWS = ["an utterly wonderful film", "a waste of two hours"]
 
 
-@pytest.mark.parametrize("model", TEXT_CLASSIFIER_KINDS)
+@pytest.mark.parametrize("model", imdb_attention.MODELS)
 def test_every_model_runs_under_smoke(model, tmp_path):
     metrics = imdb_attention.main(
         ["--smoke", "--model", model, "--verbose", "0", "--output-dir", str(tmp_path)]
@@ -148,8 +147,17 @@ def test_defaults_per_model_and_explicit_flags_win():
     assert args.train_window == 0
     smoke = imdb_attention.parse_args(["--model", "attention", "--smoke"])
     assert smoke.max_length == imdb_attention.SMOKE["max_length"]
+    args = imdb_attention.parse_args(["--preset", "imdb_query_bigrams"])
+    assert (args.model, args.ngrams, args.vocab_size) == ("query", 2, 100000)
+    assert imdb_attention.model_name(args) == "imdb_query_bigrams"
     args = imdb_attention.parse_args(["--validation-fold", "3", "--hold-out", "reviews"])
     assert (args.validation_fold, args.hold_out) == (3, "reviews")
+
+
+def test_model_and_preset_must_agree(capsys):
+    with pytest.raises(SystemExit):
+        imdb_attention.parse_args(["--model", "rnn", "--preset", "imdb_query"])
+    assert "disagree" in capsys.readouterr().err
 
 
 def test_train_window_reaches_metrics_and_refuses_ngrams(tmp_path, capsys):
@@ -169,7 +177,7 @@ def test_help_explains_every_flag(capsys):
     with pytest.raises(SystemExit):
         imdb_attention.main(["--help"])
     text = capsys.readouterr().out
-    for flag in ("--model", "--entropy-weight", "--glove", "--epochs", "--batch-size",
+    for flag in ("--model", "--preset", "--entropy-weight", "--glove", "--epochs", "--batch-size",
                  "--max-length", "--embedding-dim", "--seed", "--output-dir", "--smoke",
                  "--data-dir", "--word-dropout", "--query-initializer", "--rnn-cell",
                  "--rnn-units", "--rnn-skip", "--num-layers", "--num-heads",

@@ -3,7 +3,7 @@
 import json
 
 from recipes import imdb_results_table
-from zoo.models import QUERY_MAP_SCALE
+from zoo.models.text_classifier import QUERY_MAP_SCALE
 
 
 def _write(root, name, **metrics):

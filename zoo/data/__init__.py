@@ -1,9 +1,7 @@
 """Data loaders and tokenisation (these may use tf.data, as Keras does).
 
 Importing this package registers its Keras-serializable pieces (the
-character tokenizer, the text classifier's preprocessor), which `.keras`
-files of the models refer to.
+character tokenizer), which `.keras` files of the models refer to.
 """
 
-from zoo.data.text import TextClassifierPreprocessor
 from zoo.data.tokenizers import CharacterTokenizer

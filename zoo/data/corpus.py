@@ -1,16 +1,20 @@
 """Plain-text corpora for language models (Tiny Shakespeare by default).
 
-A corpus is read once, encoded to one long array of token ids, split 90/10
-into train and validation as nanoGPT does, and served as random windows
-(training) or consecutive windows (evaluation) of `sequence_length + 1` ids.
+A corpus is read once, split 90/10 into train and validation as nanoGPT
+does, and served as text: random windows of characters (training) or
+consecutive windows (evaluation), which the GPT task's preprocessor
+tokenises inside `fit` and `evaluate`.
 """
 
 import os
 
 import keras
 import numpy as np
+import tensorflow as tf
 
-from zoo.data.imdb import DataNotFoundError
+from zoo.data.download import DataNotFoundError
+from zoo.data.download import check_reachable
+from zoo.data.text import without_autotune
 
 SHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
@@ -43,6 +47,11 @@ def load_text(path=None, url=SHAKESPEARE_URL, cache_subdir="datasets"):
                 "text file (e.g. ../shared/data/tinyshakespeare.txt)."
             )
     else:
+        cached = os.path.join(
+            os.path.expanduser("~"), ".keras", cache_subdir,
+            "tinyshakespeare.txt")
+        if not os.path.isfile(cached):
+            check_reachable(url, "the corpus", "--data PATH")
         try:
             path = keras.utils.get_file(
                 "tinyshakespeare.txt", origin=url, cache_subdir=cache_subdir
@@ -59,78 +68,94 @@ def load_text(path=None, url=SHAKESPEARE_URL, cache_subdir="datasets"):
     return text
 
 
-def split_ids(ids, train_fraction=0.9):
-    """First `train_fraction` of the ids for training, the rest validation."""
+def split_text(text, train_fraction=0.9):
+    """First `train_fraction` of the text (or any sequence) for training,
+    the rest for validation."""
     if not 0 < train_fraction < 1:
         raise ValueError(
             f"train_fraction must be in (0, 1); got {train_fraction}."
         )
-    cut = int(len(ids) * train_fraction)
-    return ids[:cut], ids[cut:]
+    cut = int(len(text) * train_fraction)
+    return text[:cut], text[cut:]
 
 
-def _check_length(ids, sequence_length, what):
-    if len(ids) < sequence_length + 1:
+def _check_length(length, window, what):
+    if length < window:
         raise ValueError(
-            f"the {what} split has {len(ids)} tokens, fewer than "
-            f"sequence_length + 1 = {sequence_length + 1}."
+            f"the {what} split has {length} characters, fewer than one "
+            f"window of {window}."
         )
 
 
-def _as_batch(windows):
-    x = windows[:, :-1]
-    return {"token_ids": x, "padding_mask": np.ones_like(x)}, windows[:, 1:]
+def random_text_windows(text, window, batch_size, steps, seed=0):
+    """`steps` batches of `batch_size` random `window`-character slices of
+    `text`, fresh ones every epoch: what `GPT.fit` trains on.
 
-
-class RandomWindows(keras.utils.PyDataset):
-    """`steps` batches of windows at random offsets, fresh every epoch.
-
-    Each item is `({"token_ids", "padding_mask"}, next_token_ids)` with
-    shapes `(batch_size, sequence_length)`: position t's target is the id
-    at t + 1, the GPT training set-up.
+    With a character tokenizer a slice of `sequence_length + 1` characters
+    is one full training step for every position (the preprocessor packs
+    it to `sequence_length + 1` ids: inputs and next-token targets), the
+    nanoGPT set-up.
 
     Args:
-        ids: 1-D int array, the training token stream.
-        sequence_length: window length (the model's context).
-        batch_size: windows per batch.
+        text: the training text.
+        window: characters per slice.
+        batch_size: slices per batch.
         steps: batches per epoch.
         seed: seeds the offsets (each epoch draws new ones).
+
+    Returns:
+        A `tf.data.Dataset` of `(batch_size,)` string batches, `steps` long.
     """
+    _check_length(len(text), window, "training")
+    rng = np.random.default_rng(seed)
+    high = len(text) - window
 
-    def __init__(self, ids, sequence_length, batch_size, steps, seed=0,
-                 **kwargs):
-        super().__init__(**kwargs)
-        _check_length(ids, sequence_length, "training")
-        self.ids = np.asarray(ids, dtype="int32")
-        self.sequence_length = sequence_length
-        self.batch_size = batch_size
-        self.steps = steps
-        self.rng = np.random.default_rng(seed)
-        self._draw()
+    def batches():
+        offsets = rng.integers(0, high + 1, size=(steps, batch_size))
+        for row in offsets:
+            yield np.array([text[o:o + window] for o in row], dtype=object)
 
-    def _draw(self):
-        high = len(self.ids) - self.sequence_length
-        self.offsets = self.rng.integers(
-            0, high, size=(self.steps, self.batch_size)
-        )
-
-    def __len__(self):
-        return self.steps
-
-    def __getitem__(self, index):
-        starts = self.offsets[index][:, None]
-        windows = self.ids[starts + np.arange(self.sequence_length + 1)]
-        return _as_batch(windows)
-
-    def on_epoch_end(self):
-        self._draw()
+    dataset = tf.data.Dataset.from_generator(
+        batches, output_signature=tf.TensorSpec((batch_size,), tf.string)
+    )
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
+    return without_autotune(dataset.prefetch(2))
 
 
-def consecutive_windows(ids, sequence_length):
-    """Non-overlapping windows covering `ids`: `(x, y)` NumPy arrays for
-    `evaluate` (every validation token is scored once)."""
-    _check_length(ids, sequence_length, "validation")
-    ids = np.asarray(ids, dtype="int32")
-    count = (len(ids) - 1) // sequence_length
-    starts = np.arange(count)[:, None] * sequence_length
-    return _as_batch(ids[starts + np.arange(sequence_length + 1)])
+def consecutive_text_windows(text, sequence_length):
+    """Slices of `sequence_length + 1` characters starting every
+    `sequence_length` characters, so that every character after the first
+    is predicted once: for `GPT.evaluate`.
+
+    Returns:
+        A list of strings.
+    """
+    _check_length(len(text), sequence_length + 1, "validation")
+    count = (len(text) - 1) // sequence_length
+    return [text[k * sequence_length:(k + 1) * sequence_length + 1]
+            for k in range(count)]
+
+
+_SPEAKERS = ("ROMEO", "JULIET", "NURSE", "FRIAR", "MERCUTIO", "CAPULET")
+_WORDS = (
+    "the and to of my thou thee love night day sweet good fair death "
+    "life heart speak come go now what is not be this that with lord "
+    "lady sir man hand name light dream sleep star swear kiss"
+).split()
+
+
+def make_synthetic_corpus(num_characters=20000, seed=0):
+    """A generated play-like text (speakers, lines, blank lines) for smoke
+    runs and tests: the shape of Tiny Shakespeare, nothing downloaded."""
+    rng = np.random.default_rng(seed)
+    parts, size = [], 0
+    while size < num_characters:
+        speech = [rng.choice(_SPEAKERS) + ":"]
+        for _ in range(rng.integers(1, 4)):
+            words = rng.choice(_WORDS, size=rng.integers(3, 10))
+            line = " ".join(words).capitalize()
+            speech.append(line + rng.choice([",", ".", "!", "?"]))
+        part = "\n".join(speech) + "\n\n"
+        parts.append(part)
+        size += len(part)
+    return "".join(parts)[:num_characters]

@@ -6,13 +6,14 @@ Importing this package registers every layer for `.keras` serialization.
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import causal_mask
 from zoo.layers.attention import scaled_dot_product_attention
+from zoo.layers.embedding import PositionalEmbedding
 from zoo.layers.embedding import TokenEmbedding
 from zoo.layers.pooling import AttentionPooling
 from zoo.layers.pooling import attention_entropy
 from zoo.layers.positions import LearnedPositionEmbedding
-from zoo.layers.positions import PositionalEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
 from zoo.layers.recurrent import PackedBidirectional
+from zoo.layers.token_window import RandomTokenWindow
 from zoo.layers.transformer import TransformerDecoder
 from zoo.layers.transformer import TransformerEncoder
 from zoo.layers.word_dropout import WordDropout
@@ -23,6 +24,7 @@ __all__ = [
     "MultiHeadAttention",
     "PackedBidirectional",
     "PositionalEmbedding",
+    "RandomTokenWindow",
     "SinusoidalPositionEncoding",
     "TokenEmbedding",
     "TransformerDecoder",

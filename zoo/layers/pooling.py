@@ -67,9 +67,9 @@ class AttentionPooling(keras.layers.Layer):
             times as fast as the rest of the model: a learning-rate factor
             that needs no optimizer support. These square maps get a
             gradient at every step while a word's embedding gets one only
-            where the word occurs; on IMDB, trained at full speed they fit
-            the training movies within two epochs (see `TextClassifier`'s
-            `query` kind). 1.0 (default) is a plain dense map.
+            where the word occurs, so at full speed they can fit the
+            training texts long before the embeddings do (docs/imdb.md).
+            1.0 (default) is a plain dense map.
 
     Call arguments:
         sequence: `(batch, seq, dim)`.

@@ -4,9 +4,8 @@ A masked Keras RNN (`GRU`/`LSTM` given a mask) skips the masked steps by
 carrying its state across them. JAX and TensorFlow compile that loop. On a
 PyTorch CPU, Keras runs RNN steps in Python: given a mask, its generic loop
 with masking ops at every step; given none, a leaner GRU/LSTM loop with the
-input projections computed up front: on 2 CPU cores, with the chunks
-below, about 1.8x faster to train at 128 words and about 3x faster to
-predict at 512 (`benchmarks/packed_rnn.py`).
+input projections computed up front, which is faster to train and to
+predict (`benchmarks/packed_rnn.py` measures by how much).
 
 Skipping masked steps is the same as running the RNN over the real tokens
 moved to the front, the idea behind PyTorch's `pack_padded_sequence`. So
@@ -24,8 +23,7 @@ each starting from the state the previous one ended in (the same
 computation). Keras' PyTorch loop indexes its precomputed input projections
 one step at a time, and the backward pass of each index writes zeros as
 large as all the steps, so one call costs training time quadratic in its
-length; 32-step calls cut a 128-step training step by about a quarter
-(`benchmarks/packed_rnn.py`: 151 to 116 ms).
+length; shorter calls avoid most of that cost.
 """
 
 import copy

@@ -24,6 +24,14 @@ def _check_sequence_rank(shape, name):
         )
 
 
+def _split_outputs(outputs):
+    """An attention layer's `outputs` or `(outputs, *extras)` (scores,
+    caches) -> `(outputs, [extras])`."""
+    if isinstance(outputs, tuple):
+        return outputs[0], list(outputs[1:])
+    return outputs, []
+
+
 def _padding_to_key_mask(padding_mask, attention_mask):
     """(batch, k_len) padding and/or (batch, q_len, k_len) mask -> one mask."""
     if padding_mask is not None and len(padding_mask.shape) != 2:
@@ -121,36 +129,24 @@ class _TransformerBlock(keras.layers.Layer):
         )
         self._feedforward_dropout = self._dropout("feedforward_dropout")
 
-    def _residual(self, x, norm, sublayer, dropout, training):
-        """Post-LN: LN(x + f(x)); pre-LN: x + f(LN(x)). `sublayer` may return
-        extra outputs (scores, caches), which are passed through."""
-        h = norm(x) if self.norm_first else x
-        out = sublayer(h)
-        extras = ()
-        if isinstance(out, tuple):
-            out, extras = out[0], out[1:]
+    def _branch_dropout(self, dropout, x, training):
+        # Skipped at inference: a layer call costs ~40 us in eager PyTorch,
+        # which adds up in token-by-token generation.
         if training and self.dropout > 0:
-            # Skipped otherwise: a layer call costs ~40 us in eager PyTorch,
-            # which adds up in token-by-token generation.
-            out = dropout(out, training=training)
-        x = x + out
-        if not self.norm_first:
-            x = norm(x)
-        return (x,) + extras
+            return dropout(x, training=training)
+        return x
 
     def _feedforward(self, x, training):
-        def mlp(h):
-            return self._feedforward_output_dense(
-                self._feedforward_intermediate_dense(h)
-            )
-
-        return self._residual(
-            x,
-            self._feedforward_layer_norm,
-            mlp,
-            self._feedforward_dropout,
-            training,
-        )[0]
+        residual = x
+        if self.norm_first:
+            x = self._feedforward_layer_norm(x)
+        x = self._feedforward_intermediate_dense(x)
+        x = self._feedforward_output_dense(x)
+        x = self._branch_dropout(self._feedforward_dropout, x, training)
+        x = x + residual
+        if not self.norm_first:
+            x = self._feedforward_layer_norm(x)
+        return x
 
     def compute_output_shape(self, *shapes, **kwargs):
         return shapes[0]
@@ -234,24 +230,28 @@ class TransformerEncoder(_TransformerBlock):
             padding_mask = mask  # the Keras mask of `inputs`
         self_mask = _padding_to_key_mask(padding_mask, attention_mask)
 
-        def attend(h):
-            return self._self_attention_layer(
-                h,
-                h,
-                attention_mask=self_mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-            )
-
-        x, *scores = self._residual(
-            inputs,
-            self._self_attention_layer_norm,
-            attend,
-            self._self_attention_dropout,
-            training,
+        # Self-attention block.
+        x = inputs
+        residual = x
+        if self.norm_first:
+            x = self._self_attention_layer_norm(x)
+        x = self._self_attention_layer(
+            x,
+            x,
+            attention_mask=self_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
         )
+        if return_attention_scores:
+            x, scores = x
+        x = self._branch_dropout(self._self_attention_dropout, x, training)
+        x = x + residual
+        if not self.norm_first:
+            x = self._self_attention_layer_norm(x)
+
+        # Feedforward block.
         x = self._feedforward(x, training)
-        return (x, scores[0]) if return_attention_scores else x
+        return (x, scores) if return_attention_scores else x
 
     def compute_output_spec(self, inputs, return_attention_scores=False, **kw):
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
@@ -402,59 +402,60 @@ class TransformerDecoder(_TransformerBlock):
         scores = {}
         caches = ()
 
+        # Causal self-attention block.
         self_mask = _padding_to_key_mask(
             decoder_padding_mask, decoder_attention_mask
         )
-
-        def self_attend(h):
-            return self._self_attention_layer(
-                h,
-                h,
-                attention_mask=self_mask,
-                use_causal_mask=use_causal_mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-                cache=self_attention_cache,
-                cache_update_index=self_attention_cache_update_index,
-            )
-
-        x, *extras = self._residual(
-            decoder_sequence,
-            self._self_attention_layer_norm,
-            self_attend,
-            self._self_attention_dropout,
-            training,
+        x = decoder_sequence
+        residual = x
+        if self.norm_first:
+            x = self._self_attention_layer_norm(x)
+        x = self._self_attention_layer(
+            x,
+            x,
+            attention_mask=self_mask,
+            use_causal_mask=use_causal_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
+            cache=self_attention_cache,
+            cache_update_index=self_attention_cache_update_index,
         )
+        x, extras = _split_outputs(x)
         if return_attention_scores:
             scores["self_attention"] = extras.pop(0)
         caches += tuple(extras)
+        x = self._branch_dropout(self._self_attention_dropout, x, training)
+        x = x + residual
+        if not self.norm_first:
+            x = self._self_attention_layer_norm(x)
 
+        # Cross-attention block.
         if self.has_cross_attention:
             cross_mask = _padding_to_key_mask(
                 encoder_padding_mask, encoder_attention_mask
             )
-            def cross_attend(h):
-                return self._cross_attention_layer(
-                    h,
-                    encoder_sequence,
-                    attention_mask=cross_mask,
-                    return_attention_scores=return_attention_scores,
-                    training=training,
-                    cache=cross_attention_cache,
-                    cache_update_index=cross_attention_cache_update_index,
-                )
-
-            x, *extras = self._residual(
+            residual = x
+            if self.norm_first:
+                x = self._cross_attention_layer_norm(x)
+            x = self._cross_attention_layer(
                 x,
-                self._cross_attention_layer_norm,
-                cross_attend,
-                self._cross_attention_dropout,
-                training,
+                encoder_sequence,
+                attention_mask=cross_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+                cache=cross_attention_cache,
+                cache_update_index=cross_attention_cache_update_index,
             )
+            x, extras = _split_outputs(x)
             if return_attention_scores:
                 scores["cross_attention"] = extras.pop(0)
             caches += tuple(extras)
+            x = self._branch_dropout(self._cross_attention_dropout, x, training)
+            x = x + residual
+            if not self.norm_first:
+                x = self._cross_attention_layer_norm(x)
 
+        # Feedforward block.
         x = self._feedforward(x, training)
         results = (x,) + caches
         if return_attention_scores:

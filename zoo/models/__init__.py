@@ -1,13 +1,17 @@
-"""Attention models composed from `zoo.layers`."""
+"""Attention models composed from `zoo.layers`, one folder per family
+(`text_classifier/`, `gpt/`): backbone, tasks, preprocessor and presets,
+in keras-hub's shape, and the generation shared by generating tasks."""
 
+from zoo.models.generation import SAMPLERS
+from zoo.models.generation import get_sampler
 from zoo.models.gpt import GPT
 from zoo.models.gpt import GPTBackbone
 from zoo.models.gpt import GPTPreprocessor
-from zoo.models.gpt import get_sampler
-from zoo.models.text_classifier import ORDER_FREE_KINDS
-from zoo.models.text_classifier import QUERY_MAP_SCALE
-from zoo.models.text_classifier import TEXT_CLASSIFIER_KINDS
+from zoo.models.text_classifier import AttentionPoolingBackbone
+from zoo.models.text_classifier import MeanPoolingBackbone
+from zoo.models.text_classifier import RecurrentAttentionBackbone
 from zoo.models.text_classifier import TextClassifier
+from zoo.models.text_classifier import TextClassifierBackbone
 from zoo.models.text_classifier import TextClassifierPreprocessor
+from zoo.models.text_classifier import TransformerEncoderBackbone
 from zoo.models.text_classifier import attention_model
-from zoo.models.text_classifier import build_text_backbone

@@ -1,5 +1,6 @@
 """zoo.models.gpt: architecture, causality, the key/value cache, generation
-with keras-hub samplers, errors, saving, mixed precision and training."""
+with keras-hub samplers (within the context and past it), errors, saving,
+presets, mixed precision and training on raw strings."""
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from zoo.data.tokenizers import CharacterTokenizer
 from zoo.models.gpt import GPT
 from zoo.models.gpt import GPTBackbone
 from zoo.models.gpt import GPTPreprocessor
-from zoo.models.gpt import get_sampler
+from zoo.models.generation import get_sampler
 
 TEXT = "to be, or not to be, that is the question:\nwhether 'tis nobler\n"
 CONTEXT = 24
@@ -36,6 +37,14 @@ def token_ids(gpt, text, length):
 def logits_of(gpt, ids):
     inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
     return ops.convert_to_numpy(gpt(inputs))
+
+
+def test_backbone_returns_a_dict_of_features():
+    gpt = make_gpt()
+    ids = token_ids(gpt, TEXT, 10)
+    features = gpt.backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    assert set(features) == {"sequence_output"}
+    assert tuple(features["sequence_output"].shape) == (1, 10, 16)
 
 
 def test_parameter_count_matches_the_architecture():
@@ -207,10 +216,60 @@ def test_end_token_of_the_tokenizer_is_the_auto_stop():
     assert out.startswith("to") and "<eos>" not in out
 
 
+def window_greedy_reference(gpt, prompt, max_length):
+    """Greedy decoding as nanoGPT writes it: at every step, the logits of
+    the last `CONTEXT` tokens (a full forward pass), argmax."""
+    ids = list(np.asarray(gpt.preprocessor.tokenizer(prompt)))
+    ids_model = GPT(gpt.backbone, preprocessor=None)  # the same weights
+    while len(ids) < max_length:
+        window = ids[-CONTEXT:]
+        # Padded at the end to one shape (one compiled call): a causal
+        # model's logits at the last real position do not see it.
+        padded = np.zeros((1, CONTEXT), "int32")
+        padded[0, :len(window)] = window
+        logits = ids_model.predict_on_batch(
+            {"token_ids": padded, "padding_mask": np.ones_like(padded)})
+        ids.append(int(np.argmax(np.asarray(logits)[0, len(window) - 1])))
+    return gpt.preprocessor.tokenizer.detokenize(ids)
+
+
+def test_generation_past_the_context_slides_a_window_of_the_context():
+    gpt = make_gpt()
+    max_length = CONTEXT + 10
+    prompts = ["to be", "whether 'tis"]
+    cached = gpt.generate(prompts, max_length=max_length)
+    assert cached == [window_greedy_reference(gpt, p, max_length)
+                      for p in prompts]
+    assert cached == gpt.generate(prompts, max_length=max_length,
+                                  use_cache=False)
+    # A prompt longer than the context is read through the same window.
+    long_prompt = cached[1][:CONTEXT + 4]
+    assert gpt.generate(long_prompt, max_length=CONTEXT + 8) == \
+        window_greedy_reference(gpt, long_prompt, CONTEXT + 8)
+
+
+def test_samplers_past_the_context():
+    gpt = make_gpt()
+    ids_model = GPT(gpt.backbone, preprocessor=None)  # ids in, ids out
+    prompt = np.zeros((2, 2 * CONTEXT), "int32")
+    prompt[:, :5] = token_ids(gpt, "to be", 5)
+    inputs = {"token_ids": prompt, "padding_mask": prompt > 0}
+    for options in (dict(sampler="top_k", k=3, seed=2),
+                    dict(sampler="beam", num_beams=2)):
+        out = ids_model.generate(dict(inputs), stop_token_ids=None, **options)
+        assert np.asarray(out["padding_mask"]).all()  # filled to the end
+        np.testing.assert_array_equal(out["token_ids"][:, :5], prompt[:, :5])
+        again = ids_model.generate(dict(inputs), stop_token_ids=None,
+                                   **options)
+        np.testing.assert_array_equal(out["token_ids"], again["token_ids"])
+
+
 def test_prompt_and_length_errors():
     gpt = make_gpt()
-    with pytest.raises(ValueError, match="context"):
-        gpt.generate("to be", max_length=CONTEXT + 1)
+    with pytest.raises(ValueError, match="at least 2"):
+        gpt.generate("to be", max_length=1)
+    with pytest.raises(ValueError, match="at least one prompt"):
+        gpt.generate([], max_length=10)
     with pytest.raises(ValueError, match="no room"):
         gpt.generate("x" * CONTEXT, max_length=CONTEXT)
     with pytest.raises(ValueError, match="empty"):
@@ -279,18 +338,30 @@ def test_fit_and_evaluate_on_raw_strings():
     assert np.isfinite(after["loss"]) and after["loss"] < before["loss"]
 
 
-def test_one_training_step_changes_weights_and_is_finite():
+def test_training_steps_on_raw_text_change_weights_and_are_finite():
+    """The task trains itself on raw strings: no separate trainer model."""
     gpt = make_gpt(dropout=0.1)
-    trainer = keras.Model(gpt.input, gpt.output)
-    trainer.compile(
-        optimizer=keras.optimizers.AdamW(1e-2),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    ids = np.asarray(gpt.preprocessor.tokenizer(TEXT), "int32")[None, :CONTEXT + 1]
-    x = {"token_ids": ids[:, :-1], "padding_mask": np.ones_like(ids[:, :-1])}
+    gpt.compile(optimizer=keras.optimizers.AdamW(1e-2))
+    window = [TEXT[:CONTEXT + 1]]
     before = ops.convert_to_numpy(gpt.backbone.token_embedding.embeddings).copy()
-    first = trainer.train_on_batch(x, ids[:, 1:])
+    first = gpt.train_on_batch(window, return_dict=True)["loss"]
     for _ in range(5):
-        last = trainer.train_on_batch(x, ids[:, 1:])
+        last = gpt.train_on_batch(window, return_dict=True)["loss"]
     assert np.isfinite(last) and last < first
     after = ops.convert_to_numpy(gpt.backbone.token_embedding.embeddings)
     assert np.abs(after - before).max() > 0
+
+
+def test_presets_build_their_sizes():
+    tokenizer = CharacterTokenizer.from_text(TEXT)
+    backbone = GPTBackbone.from_preset("cpu_small", vocabulary_size=65)
+    assert (backbone.num_layers, backbone.hidden_dim,
+            backbone.sequence_length) == (4, 128, 128)
+    assert backbone.count_params() == 818048
+    gpt = GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 32),
+                          backbone_num_layers=1)
+    assert gpt.backbone.num_layers == 1 and gpt.backbone.hidden_dim == 32
+    assert gpt.backbone.vocabulary_size == tokenizer.vocabulary_size()
+    assert GPTPreprocessor.from_preset("nanogpt", tokenizer).sequence_length == 256
+    with pytest.raises(ValueError, match="Unknown gpt preset"):
+        GPTBackbone.from_preset("huge", vocabulary_size=10)

@@ -1,6 +1,8 @@
-"""recipes/check_backends.py: the comparisons, the report and the exit status
-(pure NumPy, under every backend), and once, under JAX, the fast
-cross-backend check itself as a subprocess."""
+"""zoo.testing.cross_backend and its command line, recipes/check_backends.py:
+the comparisons, the report and the exit status (pure NumPy, under every
+backend), and once, under JAX, the fast cross-backend check itself as a
+subprocess, for the IMDB classifiers and for the GPT (generated text
+included)."""
 
 import json
 import math
@@ -12,7 +14,9 @@ import keras
 import numpy as np
 import pytest
 
-from recipes import check_backends as cb
+from recipes import check_backends as cli
+from zoo.testing import cross_backend as cb
+from zoo.testing.backends import selected_backends
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "recipes", "check_backends.py")
@@ -38,7 +42,9 @@ def agreeing_raw(steps=3, rng_seed=0):
         "weights": {b: [w.copy() for w in weights] for b in BACKENDS},
         "weight_names": ["embedding/embeddings", "classifier/bias"],
         "saved": {l: {s: saved.copy() for s in BACKENDS} for l in BACKENDS},
-        "ids_match": {l: {s: True for s in BACKENDS} for l in BACKENDS},
+        "preprocessed_match": {l: {s: True for s in BACKENDS}
+                               for l in BACKENDS},
+        "generated": None,
         "full": None,
         "errors": [],
     }
@@ -124,10 +130,28 @@ def test_a_saved_model_cell_off_the_reference_names_saver_and_loader():
 
 def test_different_token_ids_fail_even_when_outputs_agree():
     raw = agreeing_raw()
-    raw["ids_match"]["jax"]["torch"] = False
+    raw["preprocessed_match"]["jax"]["torch"] = False
     report = report_of(raw)
     assert cb.exit_status(report) == 1
-    assert "token ids of saved-torch.keras loaded by jax" in report["failures"][0]
+    assert ("the preprocessor of saved-torch.keras loaded by jax"
+            in report["failures"][0])
+
+
+def test_generated_text_must_match_exactly_in_every_cell():
+    raw = agreeing_raw()
+    texts = ["ROMEO: thou", "JULIET:\nO night"]
+    raw["generated"] = {l: {s: list(texts) for s in BACKENDS}
+                        for l in BACKENDS}
+    report = report_of(raw)
+    assert report["passed"]
+    assert report["variants"]["attention"]["generate"]["max"] == 0
+    assert "generate 3x3 differing" in cb.format_table(report)
+    raw["generated"]["torch"]["tensorflow"] = [texts[0], "JULIET:\nO nigh"]
+    report = report_of(raw)
+    assert cb.exit_status(report) == 1
+    assert report["failures"] == [
+        "attention: generate: saved by tensorflow, loaded by torch generates "
+        "other text than saved and loaded by jax"]
 
 
 def test_weights_are_reported_not_gated():
@@ -163,7 +187,14 @@ def test_full_runs_compare_validation_and_test_accuracy():
     assert full["pairs"]["jax vs tensorflow validation_accuracy"] == pytest.approx(0.005)
     failing = [m for m in report["failures"] if "full" in m]
     assert len(failing) == 2 and all("test_accuracy" in m for m in failing)
-    assert "full acc max|d|" in cb.format_table(report)
+    assert "full max|d|" in cb.format_table(report)
+    # A recipe names its own metrics and tolerances (a GPT's loss).
+    raw["full"] = {b: {"validation_loss": 1.5 + 0.01 * i}
+                   for i, b in enumerate(BACKENDS)}
+    raw["full_tolerances"] = {"validation_loss": 0.05}
+    report = report_of(raw)
+    assert report["passed"]
+    assert report["variants"]["attention"]["full"]["max"] == pytest.approx(0.02)
 
 
 def test_portability_scan_flags_backend_specific_classes_and_jit_compile():
@@ -215,16 +246,41 @@ def test_json_report_is_strict_json_written_atomically(tmp_path):
 
 
 def test_command_line():
-    args = cb.parse_args(["imdb_attention", "--smoke", "--no-train"])
+    args = cli.parse_args(["imdb_attention", "--smoke", "--no-train"])
     assert args.steps == 0 and args.backends == BACKENDS and args.smoke
-    args = cb.parse_args(["imdb_attention", "--variants", "mean", "rnn",
-                          "--backends", "torch", "jax", "--steps", "5"])
-    assert args.variants == ["mean", "rnn"] and args.backends == ["torch", "jax"]
-    assert args.steps == 5
+    args = cli.parse_args(["imdb_attention", "--variants", "imdb_mean",
+                           "imdb_rnn", "--backends", "torch", "jax",
+                           "--steps", "5"])
+    assert args.variants == ["imdb_mean", "imdb_rnn"]
+    assert args.backends == ["torch", "jax"] and args.steps == 5
     for bad in ([], ["imdb_attention", "--backends", "jax", "jax"],
                 ["imdb_attention", "--steps", "-1"]):
         with pytest.raises(SystemExit):
-            cb.parse_args(bad)
+            cli.parse_args(bad)
+
+
+def test_recipes_implement_the_contract():
+    from recipes import gpt_text
+    from recipes import imdb_attention
+
+    assert set(imdb_attention.CHECK_VARIANTS) >= {
+        "imdb_mean", "imdb_attention", "imdb_query", "imdb_rnn",
+        "imdb_transformer", "imdb_query_bigrams"}
+    setup = imdb_attention.check_setup("imdb_mean", num_steps=3)
+    assert isinstance(setup, cb.CheckSetup)
+    assert len(setup.train_batches) == 3 and isinstance(setup.inputs[0], str)
+    setup = gpt_text.check_setup(num_steps=2, batch_size=2)
+    assert isinstance(setup, cb.CheckSetup)
+    assert setup.generate["max_length"] > setup.model.backbone.sequence_length
+    assert gpt_text.CHECK_FULL_METRICS == {"validation_loss": 0.05}
+
+
+def test_backend_selection():
+    assert selected_backends("all") == BACKENDS
+    assert selected_backends("torch,jax") == ["torch", "jax"]
+    assert selected_backends("current") == [keras.backend.backend()]
+    with pytest.raises(ValueError, match="--backends"):
+        selected_backends("jax,theano")
 
 
 def run_tool(args, timeout):
@@ -239,15 +295,16 @@ def run_tool(args, timeout):
 def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["imdb_attention", "--smoke", "--variants", "attention", "transformer",
-         "--steps", "2", "--json", str(report_path), "--timeout", "400"],
+        ["imdb_attention", "--smoke", "--variants", "imdb_attention",
+         "imdb_transformer", "--steps", "2", "--json", str(report_path),
+         "--timeout", "400"],
         timeout=450,
     )
     assert code == 0, output
     report = json.loads(report_path.read_text())
     assert report["passed"] and report["failures"] == []
     assert report["backends"] == BACKENDS
-    assert list(report["variants"]) == ["attention", "transformer"]
+    assert list(report["variants"]) == ["imdb_attention", "imdb_transformer"]
     for variant, result in report["variants"].items():
         forward = result["forward"]
         assert len(forward["pairs"]) == 3, variant
@@ -258,9 +315,24 @@ def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
                  for d in row.values()]
         assert len(cells) == 9 and all(d <= 1e-5 for d in cells), cells
         assert all(all(row.values())
-                   for row in result["saved"]["token_ids_match"].values())
-    assert "attention" in output and "transformer" in output
+                   for row in result["saved"]["preprocessed_match"].values())
+    assert "imdb_attention" in output and "imdb_transformer" in output
     assert "all checks passed" in output
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
+    report_path = tmp_path / "report.json"
+    code, output = run_tool(
+        ["gpt_text", "--smoke", "--steps", "3", "--json", str(report_path),
+         "--timeout", "400"], timeout=450)
+    assert code == 0, output
+    report = json.loads(report_path.read_text())
+    result = report["variants"]["default"]
+    assert result["passed"] and result["generate"]["max"] == 0
+    reference = result["generate"]["reference"]
+    assert [text[:6] for text in reference] == ["ROMEO:", "JULIET"]
+    assert all(all(row.values()) for row in result["generate"]["matrix"].values())
 
 
 @CROSS_BACKEND_ONLY_ONCE

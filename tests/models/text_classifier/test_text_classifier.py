@@ -1,7 +1,8 @@
-"""The course's text classifiers (zoo.models.text_classifier) under the current
-backend: each pooling against a NumPy reference of its formula, padding
-never changing a prediction, the attention weights, raw strings through a
-`.keras` round trip, a training step, mixed precision and the errors."""
+"""The course's text classifiers (zoo.models.text_classifier) under the
+current backend: each pooling against a NumPy reference of its formula,
+padding never changing a prediction, the attention weights, the backbones'
+features, presets, raw strings through a `.keras` round trip, training on
+raw strings, mixed precision and the errors."""
 
 import keras
 import numpy as np
@@ -10,15 +11,18 @@ import pytest
 from tests.helpers import keras_round_trip
 from tests.helpers import np_softmax
 from tests.helpers import to_numpy
-from zoo.data.text import TextClassifierPreprocessor
-from zoo.models import QUERY_MAP_SCALE
-from zoo.models import TEXT_CLASSIFIER_KINDS
+from zoo.models import AttentionPoolingBackbone
+from zoo.models import MeanPoolingBackbone
+from zoo.models import RecurrentAttentionBackbone
 from zoo.models import TextClassifier
+from zoo.models import TextClassifierBackbone
+from zoo.models import TextClassifierPreprocessor
+from zoo.models import TransformerEncoderBackbone
 from zoo.models import attention_model
-from zoo.models import build_text_backbone
+from zoo.models.text_classifier import QUERY_MAP_SCALE
 
 VOCAB, SEQ, DIM = 40, 12, 8
-SMALL = dict(rnn_units=4, num_layers=1, num_heads=2, intermediate_dim=8)
+KINDS = ("mean", "attention", "query", "rnn", "transformer")
 TEXTS = [
     "a wonderful film with a wonderful cast",
     "a dull and boring film",
@@ -36,8 +40,26 @@ def _token_ids():
     return ids
 
 
-def _backbone(kind, **kwargs):
-    return build_text_backbone(kind, VOCAB, SEQ, DIM, **{**SMALL, **kwargs})
+def _backbone(kind, vocabulary_size=VOCAB, sequence_length=SEQ, dim=DIM,
+              **kwargs):
+    if kind == "mean":
+        return MeanPoolingBackbone(vocabulary_size, dim, **kwargs)
+    if kind in ("attention", "query"):
+        query = "computed" if kind == "query" else "learned"
+        return AttentionPoolingBackbone(vocabulary_size, dim, query=query,
+                                        **kwargs)
+    if kind == "rnn":
+        return RecurrentAttentionBackbone(vocabulary_size, dim, rnn_units=4,
+                                          **kwargs)
+    return TransformerEncoderBackbone(
+        vocabulary_size, sequence_length, dim, num_layers=1, num_heads=2,
+        intermediate_dim=8, **kwargs)
+
+
+def _model(kind, dropout=0.3, **kwargs):
+    """The task on word ids (no preprocessor)."""
+    return TextClassifier(_backbone(kind, dropout=dropout, **kwargs),
+                          dropout=dropout)
 
 
 def _weights(layer):
@@ -50,7 +72,8 @@ def _np_sigmoid(x):
 
 @pytest.mark.parametrize("kind", ["mean", "attention", "query"])
 def test_prediction_matches_the_numpy_formula(kind):
-    backbone = _backbone(kind, dropout=0.3)  # dropout is off at inference
+    model = _model(kind)  # dropout is off at inference
+    backbone = model.backbone
     if kind == "query":
         # It starts as `attention` (W = 0, W_v = I): randomise everything
         # so that every term of the formula shows.
@@ -81,20 +104,35 @@ def test_prediction_matches_the_numpy_formula(kind):
             values = x @ (scale * w_v) + b_v
         weights = np_softmax(np.where(real[..., 0], logits, -np.inf))
         pooled = np.einsum("bs,bsd->bd", weights, values)
-    kernel, bias = _weights(backbone.get_layer("classifier"))
+    np.testing.assert_allclose(
+        to_numpy(backbone(ids)["pooled_output"]), pooled, rtol=1e-4,
+        atol=1e-6)
+    kernel, bias = _weights(model.get_layer("classifier"))
     expected = _np_sigmoid(pooled @ kernel + bias)
     np.testing.assert_allclose(
-        to_numpy(backbone(ids)), expected, rtol=1e-4, atol=1e-6
+        to_numpy(model(ids)), expected, rtol=1e-4, atol=1e-6
     )
 
 
-@pytest.mark.parametrize("kind", TEXT_CLASSIFIER_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_backbones_return_sequence_and_pooled_features(kind):
+    backbone = _backbone(kind)
+    features = backbone(_token_ids())
+    assert set(features) == {"sequence_output", "pooled_output"}
+    width = 8 if kind == "rnn" else DIM
+    assert tuple(features["sequence_output"].shape) == (4, SEQ, width)
+    assert tuple(features["pooled_output"].shape) == (4, width)
+    clone = type(backbone).from_config(backbone.get_config())
+    assert clone.get_config() == backbone.get_config()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_padding_never_changes_a_prediction(kind):
-    backbone = build_text_backbone(kind, VOCAB, 2 * SEQ, DIM, **SMALL)
+    model = _model(kind, sequence_length=2 * SEQ)
     ids = _token_ids()
     padded = np.concatenate([ids, np.zeros_like(ids)], axis=1)
     np.testing.assert_allclose(
-        to_numpy(backbone(padded)), to_numpy(backbone(ids)),
+        to_numpy(model(padded)), to_numpy(model(ids)),
         rtol=1e-4, atol=1e-5,
     )
 
@@ -115,10 +153,12 @@ def test_mean_baseline_has_no_attention_weights():
 
 
 def test_a_zero_query_starts_as_the_mean_baseline():
-    attention = _backbone("attention", query_initializer="zeros")
-    mean = _backbone("mean")
-    for name in ("embedding", "classifier"):
-        mean.get_layer(name).set_weights(attention.get_layer(name).get_weights())
+    attention = _model("attention", query_initializer="zeros")
+    mean = _model("mean")
+    mean.backbone.get_layer("embedding").set_weights(
+        attention.backbone.get_layer("embedding").get_weights())
+    mean.get_layer("classifier").set_weights(
+        attention.get_layer("classifier").get_weights())
     ids = _token_ids()
     np.testing.assert_allclose(
         to_numpy(attention(ids)), to_numpy(mean(ids)), rtol=1e-5, atol=1e-6
@@ -126,17 +166,19 @@ def test_a_zero_query_starts_as_the_mean_baseline():
 
 
 def test_query_starts_as_the_attention_model():
-    query = _backbone("query")
-    attention = _backbone("attention")
-    for name in ("embedding", "classifier"):
-        attention.get_layer(name).set_weights(query.get_layer(name).get_weights())
-    pooling = query.get_layer("attention_pooling")
+    query = _model("query")
+    attention = _model("attention")
+    attention.backbone.get_layer("embedding").set_weights(
+        query.backbone.get_layer("embedding").get_weights())
+    attention.get_layer("classifier").set_weights(
+        query.get_layer("classifier").get_weights())
+    pooling = query.backbone.get_layer("attention_pooling")
     (w_q, b_q), (w_v, b_v) = (_weights(pooling.query_dense),
                               _weights(pooling.value_dense))
     assert not w_q.any() and not b_v.any()
     np.testing.assert_allclose(pooling.map_scale * w_v, np.eye(DIM), atol=1e-6)
     assert np.abs(b_q).max() > 0.01  # random, as attention's learned query
-    attention.get_layer("attention_pooling").query_vector.assign(b_q)
+    attention.backbone.get_layer("attention_pooling").query_vector.assign(b_q)
     ids = _token_ids()
     np.testing.assert_allclose(
         to_numpy(query(ids)), to_numpy(attention(ids)), rtol=1e-5, atol=1e-6
@@ -144,7 +186,9 @@ def test_query_starts_as_the_attention_model():
 
 
 def test_query_map_scale_reaches_the_pooling():
-    pooling = _backbone("query", query_map_scale=0.5).get_layer(
+    assert _backbone("query").get_layer(
+        "attention_pooling").map_scale == QUERY_MAP_SCALE
+    pooling = _backbone("query", map_scale=0.5).get_layer(
         "attention_pooling")
     assert pooling.map_scale == 0.5
     zeros = _backbone("query", query_initializer="zeros")
@@ -157,24 +201,21 @@ def _embedding_table(backbone):
     return to_numpy(getattr(layer, "token_embedding", layer).embeddings)
 
 
-@pytest.mark.parametrize("kind", TEXT_CLASSIFIER_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_word_embeddings_start_at_each_kinds_scale(kind):
-    table = _embedding_table(build_text_backbone(kind, 500, SEQ, 64, **SMALL))
+    table = _embedding_table(_backbone(kind, 500, dim=64))
     if kind == "rnn":  # unit variance: what the GRU's kernels expect
         assert abs(table.std() - 1.0) < 0.03, table.std()
     else:  # Keras' uniform(-0.05, 0.05)
         assert np.abs(table).max() <= 0.05 and table.std() > 0.02
-    zeros = build_text_backbone(kind, 500, SEQ, 64,
-                                embeddings_initializer="zeros", **SMALL)
+    zeros = _backbone(kind, 500, dim=64, embeddings_initializer="zeros")
     assert not _embedding_table(zeros).any()  # an explicit initializer wins
 
 
 def _classifier(kind="attention"):
     preprocessor = TextClassifierPreprocessor(max_tokens=VOCAB, sequence_length=SEQ)
     preprocessor.adapt(TEXTS)
-    backbone = build_text_backbone(
-        kind, preprocessor.vocabulary_size, SEQ, DIM, **SMALL
-    )
+    backbone = _backbone(kind, preprocessor.vocabulary_size)
     classifier = TextClassifier(backbone, preprocessor)
     classifier.compile(optimizer=keras.optimizers.Adam(0.05))
     return classifier
@@ -217,35 +258,92 @@ def test_training_on_raw_strings_lowers_the_loss(kind):
 
 def test_entropy_penalty_is_added_to_the_training_loss():
     ids, labels = _token_ids(), LABELS[:, None]
-    plain = _backbone("attention", dropout=0.0)
-    penalised = _backbone("attention", dropout=0.0, entropy_weight=1.0)
+    plain = _model("attention", dropout=0.0)
+    penalised = _model("attention", dropout=0.0, entropy_weight=1.0)
     penalised.set_weights(plain.get_weights())
     for model in (plain, penalised):
-        model.compile(optimizer="sgd", loss="binary_crossentropy")
-    weights = to_numpy(attention_model(plain)(ids))
+        model.compile(optimizer="sgd", metrics=None)
+    weights = to_numpy(attention_model(plain.backbone)(ids))
     safe = np.where(weights > 0, weights, 1.0)
     entropy = -(weights * np.log(safe)).sum(1).mean()
-    gap = float(penalised.train_on_batch(ids, labels)) - float(
-        plain.train_on_batch(ids, labels)
-    )
+    gap = (penalised.train_on_batch(ids, labels, return_dict=True)["loss"]
+           - plain.train_on_batch(ids, labels, return_dict=True)["loss"])
     np.testing.assert_allclose(gap, entropy, rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", TEXT_CLASSIFIER_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_mixed_bfloat16_keeps_a_float32_probability(kind):
     keras.config.set_dtype_policy("mixed_bfloat16")
-    backbone = _backbone(kind)
-    out = backbone(_token_ids())
+    model = _model(kind)
+    out = model(_token_ids())
     assert keras.backend.standardize_dtype(out.dtype) == "float32"
     out = to_numpy(out)
     assert np.isfinite(out).all() and ((out >= 0) & (out <= 1)).all()
 
 
 def test_errors_name_the_problem():
-    with pytest.raises(ValueError, match="kind must be one of"):
-        build_text_backbone("lstm", VOCAB, SEQ)
+    with pytest.raises(ValueError, match="query must be"):
+        AttentionPoolingBackbone(VOCAB, query="both")
+    with pytest.raises(ValueError, match="rnn_cell"):
+        RecurrentAttentionBackbone(VOCAB, rnn_cell="tanh")
+    with pytest.raises(ValueError, match="num_classes"):
+        TextClassifier(_backbone("mean"), num_classes=0)
     backbone = _backbone("attention")
     with pytest.raises(ValueError, match=f"token id {VOCAB + 3} is outside"):
         backbone(np.array([[1, VOCAB + 3, 2]], "int32"))
     with pytest.raises(ValueError, match="longer than sequence_length"):
         _backbone("transformer")(np.ones((1, SEQ + 1), "int32"))
+    classifier = _classifier("mean")
+    for empty in ([], np.array([], dtype=object)):
+        with pytest.raises(ValueError, match="no texts"):
+            classifier.predict(empty)
+    # A lone string is a batch of one.
+    assert np.asarray(classifier.predict("a dull film", verbose=0)).shape == (1, 1)
+
+
+def test_presets_build_their_backbones_for_the_preprocessor():
+    preprocessor = TextClassifierPreprocessor.from_preset(
+        "imdb_transformer", max_tokens=VOCAB, sequence_length=SEQ)
+    preprocessor.adapt(TEXTS)
+    expected = {"imdb_mean": MeanPoolingBackbone,
+                "imdb_query": AttentionPoolingBackbone,
+                "imdb_rnn": RecurrentAttentionBackbone,
+                "imdb_transformer": TransformerEncoderBackbone}
+    for preset, cls in expected.items():
+        model = TextClassifier.from_preset(preset, preprocessor,
+                                           backbone_embedding_dim=DIM)
+        assert type(model.backbone) is cls, preset
+        assert model.backbone.vocabulary_size == preprocessor.vocabulary_size
+        assert model.dropout == 0.3
+    rnn = TextClassifier.from_preset("imdb_rnn", preprocessor).backbone
+    assert rnn.train_window == 128 and rnn.get_layer("train_window")
+    transformer = TextClassifier.from_preset("imdb_transformer", preprocessor)
+    assert transformer.backbone.sequence_length == SEQ
+    assert TextClassifierBackbone.from_preset(
+        "imdb_query", vocabulary_size=VOCAB).query == "computed"
+    with pytest.raises(ValueError, match="not a MeanPoolingBackbone"):
+        MeanPoolingBackbone.from_preset("imdb_query", vocabulary_size=VOCAB)
+
+
+def test_more_classes_give_a_softmax_and_its_loss():
+    model = TextClassifier(_backbone("attention"), num_classes=3)
+    probabilities = to_numpy(model(_token_ids()))
+    assert probabilities.shape == (4, 3)
+    np.testing.assert_allclose(probabilities.sum(1), 1.0, rtol=1e-5)
+    model.compile(optimizer="sgd")
+    loss = model.train_on_batch(_token_ids(), np.array([0, 1, 2, 1]),
+                                return_dict=True)["loss"]
+    assert np.isfinite(loss)
+
+
+def test_a_training_window_reads_whole_texts_at_inference():
+    model = _model("rnn", dropout=0.0, train_window=4)
+    ids = _token_ids()
+    assert model.backbone.get_layer("train_window").window == 4
+    full = _model("rnn", dropout=0.0)
+    full.set_weights(model.get_weights())
+    np.testing.assert_allclose(to_numpy(model(ids)), to_numpy(full(ids)),
+                               rtol=1e-5, atol=1e-6)
+    model.compile(optimizer="sgd", metrics=None)
+    assert np.isfinite(model.train_on_batch(ids, LABELS[:, None],
+                                            return_dict=True)["loss"])

@@ -1,0 +1,57 @@
+"""zoo.data.text: raw-text datasets for the tasks' fit, and fit's shuffling
+of arrays."""
+
+import numpy as np
+import pytest
+
+from zoo.data.text import fit_dataset
+from zoo.data.text import text_dataset
+
+
+def batches(dataset):
+    return [[np.asarray(part) for part in batch] for batch in dataset]
+
+
+def test_text_dataset_batches_strings_and_labels_in_order():
+    texts = [f"review {i}" for i in range(10)]
+    labels = np.arange(10) % 2
+    got = batches(text_dataset(texts, labels, batch_size=4))
+    assert [len(b[0]) for b in got] == [4, 4, 2]
+    assert [t.decode() for b in got for t in b[0]] == texts
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in got]), labels)
+    strings = [np.asarray(b) for b in text_dataset(texts, batch_size=5)]
+    assert [len(b) for b in strings] == [5, 5]
+
+
+def test_text_dataset_shuffles_by_seed_every_epoch_without_autotune():
+    texts = [f"review {i}" for i in range(20)]
+    dataset = text_dataset(texts, np.arange(20), batch_size=20, shuffle=True,
+                           seed=1)
+    first, second = (batches(dataset)[0][1] for _ in range(2))
+    assert sorted(first) == list(range(20)) and list(first) != list(second)
+    again = text_dataset(texts, np.arange(20), batch_size=20, shuffle=True,
+                         seed=1)
+    np.testing.assert_array_equal(batches(again)[0][1], first)
+    # No autotuner thread: dropping its iterators (Keras does at every
+    # epoch end) stalled PyTorch training for seconds each time.
+    assert dataset.options().autotune.enabled is False
+
+
+def test_text_dataset_errors():
+    with pytest.raises(ValueError, match="at least one text"):
+        text_dataset([])
+    with pytest.raises(ValueError, match="3 texts but 2 labels"):
+        text_dataset(["a", "b", "c"], [0, 1])
+
+
+def test_fit_dataset_shuffles_arrays_and_leaves_datasets_alone():
+    texts = [f"review {i}" for i in range(12)]
+    x, y, weights, batch_size = fit_dataset(texts, np.arange(12), None, 5)
+    assert y is None and weights is None and batch_size is None
+    got = batches(x)
+    assert [len(b[0]) for b in got] == [5, 5, 2]
+    assert sorted(np.concatenate([b[1] for b in got])) == list(range(12))
+    dataset = text_dataset(texts, batch_size=3)
+    assert fit_dataset(dataset, None, None, None)[0] is dataset
+    assert fit_dataset(texts, [1] * 12, None, 4, shuffle=False) == (
+        texts, [1] * 12, None, 4)

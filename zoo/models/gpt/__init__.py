@@ -1,0 +1,7 @@
+"""GPT: a decoder-only Transformer language model (backbone, causal-LM task,
+preprocessor, presets)."""
+
+from zoo.models.gpt.gpt_backbone import GPTBackbone
+from zoo.models.gpt.gpt_causal_lm import GPT
+from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
+from zoo.models.gpt.gpt_presets import PRESETS

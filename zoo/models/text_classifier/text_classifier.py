@@ -1,0 +1,169 @@
+"""The text classifier task: a backbone's pooled vector -> class
+probabilities, trained and used on raw strings."""
+
+import keras
+import keras_hub
+import numpy as np
+
+from zoo.data.text import fit_dataset
+from zoo.models.portable import PortableCompileConfig
+from zoo.models.text_classifier.text_classifier_backbones import (
+    TextClassifierBackbone,
+)
+from zoo.models.text_classifier.text_classifier_backbones import (
+    attention_model,
+)
+from zoo.models.text_classifier.text_classifier_preprocessor import (
+    TextClassifierPreprocessor,
+)
+from zoo.models.text_classifier.text_classifier_presets import PRESETS
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TextClassifier(PortableCompileConfig, keras_hub.models.Task):
+    """Raw text in, class probabilities out: preprocessor, backbone, head.
+
+    A keras-hub `Task`: `fit`, `evaluate` and `predict` run the preprocessor
+    (strings -> word ids) inside `tf.data`, so they take raw strings under
+    JAX, TensorFlow and PyTorch alike, and the saved `.keras` file holds the
+    vocabulary. The head is dropout then a dense layer on the backbone's
+    `pooled_output`, in float32 under mixed precision. Any backbone with a
+    `pooled_output` fits, a pretrained one included.
+
+    Args:
+        backbone: a `TextClassifierBackbone` (or any backbone from word ids
+            to a dict with `"pooled_output"`).
+        preprocessor: a `TextClassifierPreprocessor`, or None to feed word
+            ids directly.
+        num_classes: 1 (default) for a binary task, whose output is the
+            probability of the positive class; more for a softmax over
+            classes.
+        dropout: dropout on the pooled vector.
+
+    Call arguments:
+        token_ids: `(batch, seq)` word ids (when called directly).
+
+    Returns:
+        `(batch, 1)` probabilities of the positive class, or `(batch,
+        num_classes)` class probabilities.
+
+    Example:
+
+    >>> preprocessor = TextClassifierPreprocessor.from_preset("imdb_attention")
+    >>> preprocessor.adapt(train_texts)
+    >>> classifier = TextClassifier.from_preset("imdb_attention", preprocessor)
+    >>> classifier.fit(train_texts, train_labels, epochs=3)
+    >>> classifier.predict(["an utterly wonderful film", "a waste of two hours"])
+    array([[0.97], [0.03]], dtype=float32)
+    """
+
+    backbone_cls = TextClassifierBackbone
+    preprocessor_cls = TextClassifierPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, num_classes=1,
+                 dropout=0.3, **kwargs):
+        num_classes = int(num_classes)
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1; got {num_classes}.")
+        # === Config (compile, called by the Task, reads num_classes) ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+
+        # === Layers ===
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=backbone.dtype_policy, name="pooled_dropout"
+        )
+        # The head stays float32 under mixed precision.
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            activation="sigmoid" if num_classes == 1 else "softmax",
+            dtype="float32",
+            name="classifier",
+        )
+
+        # === Functional model ===
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        pooled = backbone(token_ids)["pooled_output"]
+        outputs = self.output_dense(self.output_dropout(pooled))
+        super().__init__(inputs=token_ids, outputs=outputs, **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, preprocessor, **kwargs):
+        """A fresh classifier of the preset (see
+        `zoo.models.text_classifier.PRESETS`) for an adapted `preprocessor`:
+        the backbone's vocabulary (and positions) follow it. Arguments
+        starting with `backbone_` override the backbone's, the others the
+        task's."""
+        overrides = {k[len("backbone_"):]: kwargs.pop(k)
+                     for k in list(kwargs) if k.startswith("backbone_")}
+        if PRESETS.part(preset, "backbone")["class"] == (
+                "TransformerEncoderBackbone"):
+            overrides.setdefault("sequence_length", preprocessor.output_length)
+        backbone = TextClassifierBackbone.from_preset(
+            preset, vocabulary_size=preprocessor.vocabulary_size, **overrides
+        )
+        task = {**PRESETS.part(preset, "task"), **kwargs}
+        return cls(backbone, preprocessor, **task)
+
+    def compile(self, optimizer="adam", loss="auto", metrics=("accuracy",),
+                **kwargs):
+        """Keras' `compile`; `loss="auto"` is binary cross-entropy for one
+        class and sparse categorical cross-entropy for more."""
+        if loss == "auto":
+            loss = ("binary_crossentropy" if self.num_classes == 1
+                    else "sparse_categorical_crossentropy")
+        metrics = None if metrics is None else list(metrics)
+        super().compile(
+            optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
+        )
+
+    # Raw text in: an empty batch or a lone string gets a clear answer
+    # before keras-hub's pipeline sees it.
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
+            shuffle=True, **kwargs):
+        """keras-hub's `fit` on raw strings (or a dataset of them), with
+        arrays reshuffled every epoch as `keras.Model.fit` does."""
+        x, y, sample_weight, batch_size = fit_dataset(
+            _texts(x, "fit"), y, sample_weight, batch_size, shuffle
+        )
+        return super().fit(x, y, batch_size=batch_size,
+                           sample_weight=sample_weight, shuffle=False,
+                           **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        return super().evaluate(_texts(x, "evaluate"), y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(_texts(x, "predict"), *args, **kwargs)
+
+    def attention_weights(self, texts, batch_size=64):
+        """Attention weights `(n, seq)` and word ids `(n, seq)` for `texts`;
+        `(None, ids)` for a backbone without attention pooling."""
+        token_ids = self.preprocessor(list(_texts(texts, "attention_weights")))
+        token_ids = keras.ops.convert_to_numpy(token_ids)
+        model = attention_model(self.backbone)
+        if model is None:
+            return None, token_ids
+        weights = model.predict(token_ids, batch_size=batch_size, verbose=0)
+        return weights, token_ids
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes,
+                       "dropout": self.dropout})
+        return config
+
+
+def _texts(x, method):
+    """A lone string becomes a batch of one; an empty batch is an error."""
+    if isinstance(x, (str, bytes)):
+        return [x]
+    if isinstance(x, (list, tuple, np.ndarray)) and len(x) == 0:
+        raise ValueError(
+            f"{method}() got no texts: pass a list of strings, e.g. "
+            f'{method}(["an utterly wonderful film"]).'
+        )
+    return x
