@@ -2,6 +2,7 @@
 #
 #   make imdb     set up if needed, then train the IMDB attention classifier
 #   make test     set up if needed, then run the suite under jax, tensorflow, torch
+#   make smoke    every recipe's --smoke run and the GPT's cross-backend check
 #
 # Variables: BACKEND (jax|tensorflow|torch), MODEL (mean|attention|query|rnn|
 # transformer), DATA_DIR (a local aclImdb folder; default: tensorflow-
@@ -29,7 +30,7 @@ endif
 .PHONY: help setup imdb test smoke clean
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,10p' Makefile | sed 's/^# \{0,1\}//'
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "zoo needs Python 3.10 or newer; set PYTHON=python3.x")'

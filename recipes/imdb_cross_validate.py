@@ -33,10 +33,10 @@ if ROOT not in sys.path:  # run as a script from anywhere
 
 from recipes import imdb_attention  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
-MODELS = imdb_attention.MODELS
 from zoo.saving import write_json_atomic  # noqa: E402
 
 BASELINE = "mean"
+MODELS = imdb_attention.MODELS
 
 
 def parse_args(argv=None):

@@ -50,3 +50,12 @@ def check_token_ids(token_ids, vocabulary_size, layer_name):
                 f"{layer_name}: token id {bad} is outside "
                 f"[0, vocabulary_size={vocabulary_size})."
             )
+
+
+def check_token_id_rank(shape, layer_name):
+    """Raises unless `shape` is that of `(batch, seq)` token ids."""
+    if len(shape) != 2:
+        raise ValueError(
+            f"{layer_name} expects token ids of shape (batch, seq); got "
+            f"shape {tuple(shape)}."
+        )

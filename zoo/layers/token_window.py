@@ -11,6 +11,8 @@ and the model reads the whole sequence.
 import keras
 from keras import ops
 
+from zoo.layers.checks import check_token_id_rank
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class RandomTokenWindow(keras.layers.Layer):
@@ -55,11 +57,7 @@ class RandomTokenWindow(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, training=None):
-        if len(token_ids.shape) != 2:
-            raise ValueError(
-                "RandomTokenWindow expects token ids of shape (batch, seq); "
-                f"got {tuple(token_ids.shape)}."
-            )
+        check_token_id_rank(token_ids.shape, "RandomTokenWindow")
         length = token_ids.shape[1]
         if not training or (length is not None and length <= self.window):
             return token_ids

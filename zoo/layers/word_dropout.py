@@ -8,6 +8,8 @@ spread over the words kept. A model cannot then lean on a few words.
 import keras
 from keras import ops
 
+from zoo.layers.checks import check_token_id_rank
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class WordDropout(keras.layers.Layer):
@@ -47,11 +49,7 @@ class WordDropout(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, training=None):
-        if len(token_ids.shape) != 2:
-            raise ValueError(
-                "WordDropout expects token ids of shape (batch, seq); got "
-                f"{tuple(token_ids.shape)}."
-            )
+        check_token_id_rank(token_ids.shape, "WordDropout")
         if not training or self.rate == 0.0:
             return token_ids
         real = ops.not_equal(token_ids, self.padding_id)

@@ -48,8 +48,20 @@ class TextClassifierBackbone(keras_hub.models.Backbone):
     Subclasses build the rest in their `__init__`.
     """
 
-    def _stem(self, token_ids, embedding, dropout, word_dropout,
-              train_window, dtype):
+    def _stem(self, token_ids, vocabulary_size, embedding_dim, dropout,
+              word_dropout, train_window, embeddings_initializer,
+              embedding_dtype, dtype, sequence_length=None,
+              positions="learned"):
+        """The word-id stem; token + position embeddings when
+        `sequence_length` is given. Records the stem's config."""
+        self._zoo_config = dict(
+            vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
+            dropout=dropout, word_dropout=word_dropout,
+            train_window=train_window,
+            embeddings_initializer=keras.initializers.serialize(
+                keras.initializers.get(embeddings_initializer)),
+            embedding_dtype=embedding_dtype,
+        )
         x = token_ids
         if train_window:
             self.train_window_layer = RandomTokenWindow(
@@ -61,24 +73,23 @@ class TextClassifierBackbone(keras_hub.models.Backbone):
                 word_dropout, dtype=dtype, name="word_dropout"
             )
             x = self.word_dropout_layer(x)
-        self.embedding = embedding
+        initializer = keras.initializers.get(embeddings_initializer)
+        if sequence_length is None:
+            self.embedding = TokenEmbedding(
+                vocabulary_size, embedding_dim, mask_zero=True,
+                embeddings_initializer=initializer,
+                dtype=embedding_dtype or dtype, name="embedding",
+            )
+        else:
+            self.embedding = PositionalEmbedding(
+                vocabulary_size, sequence_length, embedding_dim,
+                positions=positions, embeddings_initializer=initializer,
+                dtype=embedding_dtype or dtype, name="embedding",
+            )
         self.embedding_dropout = keras.layers.Dropout(
             dropout, dtype=dtype, name="embedding_dropout"
         )
         return self.embedding_dropout(self.embedding(x))
-
-    def _token_embedding(self, vocabulary_size, embedding_dim,
-                         embeddings_initializer, embedding_dtype, dtype):
-        return TokenEmbedding(
-            vocabulary_size,
-            embedding_dim,
-            mask_zero=True,
-            embeddings_initializer=keras.initializers.get(
-                embeddings_initializer
-            ),
-            dtype=embedding_dtype or dtype,
-            name="embedding",
-        )
 
     def _attention_pooling(self, entropy_weight, dtype, **options):
         self.pooling = AttentionPooling(
@@ -91,6 +102,8 @@ class TextClassifierBackbone(keras_hub.models.Backbone):
 
     def _finish(self, token_ids, sequence_output, pooled_output, dtype,
                 config, **kwargs):
+        """The functional model; `config` (the architecture's own
+        arguments) joins the stem's in `get_config`."""
         keras_hub.models.Backbone.__init__(
             self,
             inputs=token_ids,
@@ -101,8 +114,8 @@ class TextClassifierBackbone(keras_hub.models.Backbone):
             dtype=dtype,
             **kwargs,
         )
-        self._zoo_config = dict(config)
-        for key, value in config.items():
+        self._zoo_config = {**self._zoo_config, **config}
+        for key, value in self._zoo_config.items():
             setattr(self, key, value)
 
     @classmethod
@@ -166,23 +179,14 @@ class MeanPoolingBackbone(TextClassifierBackbone):
                  embeddings_initializer="uniform", embedding_dtype=None,
                  dtype=None, **kwargs):
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        embedding = self._token_embedding(
-            vocabulary_size, embedding_dim, embeddings_initializer,
-            embedding_dtype, dtype)
-        x = self._stem(token_ids, embedding, dropout, word_dropout,
-                       train_window, dtype)
+        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
+                       word_dropout, train_window, embeddings_initializer,
+                       embedding_dtype, dtype)
         self.pooling = keras.layers.GlobalAveragePooling1D(
             dtype=dtype, name="mean_pooling"
         )
         pooled = self.pooling(x)
-        self._finish(token_ids, x, pooled, dtype, dict(
-            vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
-            dropout=dropout, word_dropout=word_dropout,
-            train_window=train_window,
-            embeddings_initializer=keras.initializers.serialize(
-                keras.initializers.get(embeddings_initializer)),
-            embedding_dtype=embedding_dtype,
-        ), **kwargs)
+        self._finish(token_ids, x, pooled, dtype, {}, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -231,11 +235,9 @@ class AttentionPoolingBackbone(TextClassifierBackbone):
                  entropy_weight=0.0, embeddings_initializer="uniform",
                  embedding_dtype=None, dtype=None, **kwargs):
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        embedding = self._token_embedding(
-            vocabulary_size, embedding_dim, embeddings_initializer,
-            embedding_dtype, dtype)
-        x = self._stem(token_ids, embedding, dropout, word_dropout,
-                       train_window, dtype)
+        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
+                       word_dropout, train_window, embeddings_initializer,
+                       embedding_dtype, dtype)
         if query == "computed":
             # Starts as the learned-query model: q = b, v(x_i) = x_i.
             options = dict(
@@ -256,14 +258,8 @@ class AttentionPoolingBackbone(TextClassifierBackbone):
             x, return_attention_scores=True
         )
         self._finish(token_ids, x, pooled, dtype, dict(
-            vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
-            dropout=dropout, word_dropout=word_dropout,
-            train_window=train_window, query=query,
-            query_initializer=query_initializer, map_scale=map_scale,
-            entropy_weight=entropy_weight,
-            embeddings_initializer=keras.initializers.serialize(
-                keras.initializers.get(embeddings_initializer)),
-            embedding_dtype=embedding_dtype,
+            query=query, query_initializer=query_initializer,
+            map_scale=map_scale, entropy_weight=entropy_weight,
         ), **kwargs)
 
 
@@ -316,11 +312,9 @@ class RecurrentAttentionBackbone(TextClassifierBackbone):
                 f"rnn_cell must be 'gru' or 'lstm'; got {rnn_cell!r}."
             )
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        embedding = self._token_embedding(
-            vocabulary_size, embedding_dim, embeddings_initializer,
-            embedding_dtype, dtype)
-        x = self._stem(token_ids, embedding, dropout, word_dropout,
-                       train_window, dtype)
+        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
+                       word_dropout, train_window, embeddings_initializer,
+                       embedding_dtype, dtype)
         self.rnn = PackedBidirectional(
             cells[rnn_cell](rnn_units, return_sequences=True, dtype=dtype),
             dtype=dtype,
@@ -335,15 +329,9 @@ class RecurrentAttentionBackbone(TextClassifierBackbone):
             entropy_weight, dtype, query_initializer=query_initializer
         )(states, return_attention_scores=True)
         self._finish(token_ids, states, pooled, dtype, dict(
-            vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
-            dropout=dropout, word_dropout=word_dropout,
-            train_window=train_window, rnn_units=rnn_units,
-            rnn_cell=rnn_cell, rnn_skip=rnn_skip,
+            rnn_units=rnn_units, rnn_cell=rnn_cell, rnn_skip=rnn_skip,
             query_initializer=query_initializer,
             entropy_weight=entropy_weight,
-            embeddings_initializer=keras.initializers.serialize(
-                keras.initializers.get(embeddings_initializer)),
-            embedding_dtype=embedding_dtype,
         ), **kwargs)
 
 
@@ -384,18 +372,10 @@ class TransformerEncoderBackbone(TextClassifierBackbone):
                  entropy_weight=0.0, embeddings_initializer="uniform",
                  embedding_dtype=None, dtype=None, **kwargs):
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        embedding = PositionalEmbedding(
-            vocabulary_size,
-            sequence_length,
-            embedding_dim,
-            positions=positions,
-            embeddings_initializer=keras.initializers.get(
-                embeddings_initializer),
-            dtype=embedding_dtype or dtype,
-            name="embedding",
-        )
-        x = self._stem(token_ids, embedding, dropout, word_dropout,
-                       train_window, dtype)
+        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
+                       word_dropout, train_window, embeddings_initializer,
+                       embedding_dtype, dtype,
+                       sequence_length=sequence_length, positions=positions)
         self.encoder_layers = [
             TransformerEncoder(
                 num_heads,
@@ -413,17 +393,11 @@ class TransformerEncoderBackbone(TextClassifierBackbone):
             entropy_weight, dtype, query_initializer=query_initializer
         )(x, return_attention_scores=True)
         self._finish(token_ids, x, pooled, dtype, dict(
-            vocabulary_size=vocabulary_size,
-            sequence_length=sequence_length, embedding_dim=embedding_dim,
-            num_layers=num_layers, num_heads=num_heads,
-            intermediate_dim=intermediate_dim, positions=positions,
-            norm_first=norm_first, dropout=dropout,
-            word_dropout=word_dropout, train_window=train_window,
+            sequence_length=sequence_length, num_layers=num_layers,
+            num_heads=num_heads, intermediate_dim=intermediate_dim,
+            positions=positions, norm_first=norm_first,
             query_initializer=query_initializer,
             entropy_weight=entropy_weight,
-            embeddings_initializer=keras.initializers.serialize(
-                keras.initializers.get(embeddings_initializer)),
-            embedding_dtype=embedding_dtype,
         ), **kwargs)
 
 
