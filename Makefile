@@ -19,11 +19,14 @@ PY := $(VENV)/bin/python
 # Where there is no NVIDIA GPU, PyTorch's CPU wheels (PyPI's Linux wheel
 # is the multi-GB CUDA build); where there is one, the CUDA builds.
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+# (Where PyTorch's index cannot be reached, pip looks only where it is
+# configured to, as on machines that keep the CPU wheel on disk.)
+CPU_INDEX := https://download.pytorch.org/whl/cpu
 ifeq ($(HAS_GPU),1)
-TORCH_INDEX :=
+TORCH_INDEX =
 JAX_SPEC := jax[cuda12]
 else
-TORCH_INDEX := --extra-index-url https://download.pytorch.org/whl/cpu
+TORCH_INDEX = $(shell $(PYTHON) -c "import socket; socket.create_connection(('download.pytorch.org', 443), 5)" >/dev/null 2>&1 && echo --extra-index-url $(CPU_INDEX))
 JAX_SPEC := jax
 endif
 

@@ -18,6 +18,7 @@ tensorflow-datasets gives neither, so there the hold-out is random reviews and
 reads high; its test split is the honest figure.
 """
 
+import logging
 import os
 import re
 
@@ -260,7 +261,16 @@ def load_tfds(data_dir=None):
     a `DataNotFoundError` naming `--data-dir`)."""
     import tensorflow_datasets as tfds
 
-    if not tfds.builder("imdb_reviews", data_dir=data_dir).is_prepared():
+    # tfds logs (through absl) about half-made folders of earlier failed
+    # downloads while it looks; the answer is all that matters here.
+    absl_logger = logging.getLogger("absl")
+    level = absl_logger.level
+    absl_logger.setLevel(logging.ERROR)
+    try:
+        prepared = tfds.builder("imdb_reviews", data_dir=data_dir).is_prepared()
+    finally:
+        absl_logger.setLevel(level)
+    if not prepared:
         check_reachable(TFDS_IMDB_URL, "IMDB with tensorflow-datasets",
                         "--data-dir /path/to/aclImdb")
     splits = ImdbSplits()
