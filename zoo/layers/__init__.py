@@ -3,6 +3,8 @@
 Importing this package registers every layer for `.keras` serialization.
 """
 
+from zoo.layers.alignment import BahdanauAttention
+from zoo.layers.alignment import LuongAttention
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import causal_mask
 from zoo.layers.attention import scaled_dot_product_attention
@@ -20,7 +22,9 @@ from zoo.layers.word_dropout import WordDropout
 
 __all__ = [
     "AttentionPooling",
+    "BahdanauAttention",
     "LearnedPositionEmbedding",
+    "LuongAttention",
     "MultiHeadAttention",
     "PackedBidirectional",
     "PositionalEmbedding",
