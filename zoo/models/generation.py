@@ -23,8 +23,130 @@ import keras
 import keras_hub
 import numpy as np
 from keras import ops
+from keras_hub.src.utils.tensor_utils import any_equal
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
+
+
+class BeamSampler(keras_hub.samplers.BeamSampler):
+    """Beam search that ends hypotheses at a stop token and ranks them with
+    a length penalty.
+
+    keras-hub's `BeamSampler` keeps extending a beam after its stop token,
+    so the words it samples past the end count towards its score, and
+    compares raw log-probabilities, which favour short outputs. Here a
+    beam that has produced a stop token only repeats it at no cost (its
+    score is final), and the best beam maximises
+    `log P(y) / ((5 + |y|) / 6) ** length_penalty` (GNMT, Wu et al. 2016;
+    `|y|` counts the generated tokens up to and including the stop token).
+    Without stop tokens it is keras-hub's beam search.
+
+    Args:
+        num_beams: beams kept per row.
+        length_penalty: alpha above; 0 ranks by log-probability alone.
+        **kwargs: `temperature` and the rest of keras-hub's sampler
+            arguments.
+    """
+
+    def __init__(self, num_beams=5, length_penalty=0.6, **kwargs):
+        super().__init__(num_beams=num_beams, **kwargs)
+        if int(num_beams) < 1:
+            raise ValueError(f"num_beams must be >= 1; got {num_beams}.")
+        if not float(length_penalty) >= 0:
+            raise ValueError(
+                f"length_penalty must be >= 0; got {length_penalty}.")
+        self.length_penalty = float(length_penalty)
+
+    def __call__(self, next, prompt, cache=None, index=0, mask=None,
+                 stop_token_ids=None, hidden_states=None, model=None):
+        if not stop_token_ids:
+            return super().__call__(next, prompt, cache=cache, index=index,
+                                    mask=mask, hidden_states=hidden_states,
+                                    model=model)
+        beams = self.num_beams
+        stop = int(stop_token_ids[0])
+        batch_size = ops.shape(prompt)[0]
+        start = ops.cast(index, "int32")
+        mask = (ops.zeros_like(prompt, dtype="bool") if mask is None
+                else ops.cast(mask, "bool"))
+
+        def create_beams(x):
+            return ops.repeat(x, beams, axis=0)
+
+        def flatten_beams(x):
+            return ops.reshape(x, (-1,) + tuple(ops.shape(x)[2:]))
+
+        def unflatten_beams(x):
+            return ops.reshape(x, (-1, beams) + tuple(ops.shape(x)[1:]))
+
+        has_cache = cache is not None
+        cache = cache if has_cache else ()
+        prompt, mask = create_beams(prompt), create_beams(mask)
+        cache = keras.tree.map_structure(create_beams, cache)
+        log_probs = ops.array([[0.0] + [-1e9] * (beams - 1)], dtype="float32")
+        log_probs = flatten_beams(
+            ops.broadcast_to(log_probs, (batch_size, beams)))
+
+        def finished(prompt):
+            ended = any_equal(prompt, stop_token_ids, ops.logical_not(mask))
+            return ops.any(ended, axis=-1)
+
+        def cond(prompt, cache, index, log_probs):
+            return ops.logical_not(ops.all(finished(prompt)))
+
+        def body(prompt, cache, index, log_probs):
+            logits, _, cache = next(prompt, cache, index)
+            vocab_size = ops.shape(logits)[-1]
+            step = ops.log(self.compute_probabilities(logits) + 1e-30)
+            # A finished beam repeats its stop token at no cost.
+            done = finished(prompt)[:, None]
+            only_stop = ops.where(
+                ops.arange(vocab_size)[None, :] == stop, 0.0, -1e9)
+            step = ops.where(done, only_stop, step)
+            candidates = ops.reshape(step + log_probs[:, None],
+                                     (-1, beams * vocab_size))
+            new_log_probs, indices = ops.top_k(candidates, k=beams,
+                                               sorted=False)
+            beam_indices = indices // vocab_size
+            next_token = flatten_beams(indices % vocab_size)
+
+            def gather_beams(x):
+                x = unflatten_beams(x)
+                chosen = beam_indices
+                for axis in range(2, len(x.shape)):
+                    chosen = ops.expand_dims(chosen, axis=axis)
+                return flatten_beams(ops.take_along_axis(x, chosen, axis=1))
+
+            prompt = gather_beams(prompt)
+            if has_cache:
+                cache = keras.tree.map_structure(gather_beams, cache)
+            next_token = ops.cast(next_token, prompt.dtype)
+            next_token = ops.where(mask[:, index], prompt[:, index],
+                                   next_token)
+            prompt = ops.slice_update(prompt, [0, index], next_token[:, None])
+            log_probs = ops.reshape(flatten_beams(new_log_probs),
+                                    ops.shape(log_probs))
+            return prompt, cache, index + 1, log_probs
+
+        prompt, _, _, log_probs = self.run_loop(
+            cond=cond, body=body, loop_vars=(prompt, cache, start, log_probs),
+            maximum_iterations=(ops.shape(prompt)[1] - start), model=model)
+
+        # Generated length up to and including the first stop token.
+        generated = ops.logical_not(mask)
+        is_stop = ops.logical_and(ops.equal(prompt, stop), generated)
+        after_stop = ops.cumsum(ops.cast(is_stop, "int32"), axis=-1) - ops.cast(
+            is_stop, "int32")
+        lengths = ops.sum(ops.cast(ops.logical_and(generated, after_stop == 0),
+                                   "float32"), axis=-1)
+        penalty = ops.power((5.0 + lengths) / 6.0, self.length_penalty)
+        scores = unflatten_beams(log_probs / penalty)
+        best = ops.argmax(scores, axis=-1)[:, None, None]
+        return ops.squeeze(
+            ops.take_along_axis(unflatten_beams(prompt), best, axis=1), axis=1)
+
+    def get_config(self):
+        return {**super().get_config(), "length_penalty": self.length_penalty}
 
 
 def get_sampler(name, temperature=1.0, seed=None, **options):
@@ -32,8 +154,9 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
 
     Args:
         name: "greedy", "top_k" (option `k`, default 10), "top_p" (options
-            `p`, default 0.9, and `k`), "beam" (option `num_beams`, default
-            5) or "random" (sample the whole distribution).
+            `p`, default 0.9, and `k`), "beam" (`BeamSampler`: options
+            `num_beams`, default 5, and `length_penalty`, default 0.6) or
+            "random" (sample the whole distribution).
         temperature: logits are divided by it before the softmax.
         seed: seed of the random samplers.
         **options: passed to the sampler's constructor.
@@ -67,7 +190,7 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
         )
     if name == "beam":
         options.setdefault("num_beams", 5)
-        return samplers.BeamSampler(temperature=temperature, **options)
+        return BeamSampler(temperature=temperature, **options)
     if name == "random":
         return samplers.RandomSampler(
             seed=seed, temperature=temperature, **options

@@ -365,3 +365,42 @@ def test_presets_build_their_sizes():
     assert GPTPreprocessor.from_preset("nanogpt", tokenizer).sequence_length == 256
     with pytest.raises(ValueError, match="Unknown gpt preset"):
         GPTBackbone.from_preset("huge", vocabulary_size=10)
+
+
+def _table_next(table):
+    table = ops.convert_to_tensor(np.log(np.asarray(table, "float32")))
+
+    def next(prompt, cache, index):
+        last = ops.take_along_axis(
+            prompt, ops.reshape(index - 1, (1, 1)) * ops.ones_like(prompt[:, :1]),
+            axis=1)[:, 0]
+        return ops.take(table, last, axis=0), None, cache
+
+    return next
+
+
+def test_beam_search_ends_hypotheses_at_the_stop_token_and_penalises_length():
+    """Token 3 is the stop token. From the start (token 0) a short sentence
+    ends at once with P = 0.4 (0 -> 3); the long one goes 0 -> 1 -> 2 -> 3
+    with P = 0.6 * 0.6 * 0.6 = 0.216. Raw log-probabilities prefer the short
+    one; a strong length penalty prefers the long one. keras-hub's beam
+    search would also count what it samples after the stop token."""
+    table = [
+        [1e-9, 0.6, 1e-9, 0.4],   # after 0
+        [1e-9, 0.4 - 1e-9, 0.6, 1e-9],  # after 1
+        [1e-9, 0.4, 1e-9, 0.6],   # after 2
+        [0.97, 0.01, 0.01, 0.01],  # after the stop token: anything
+    ]
+    prompt = np.zeros((1, 6), "int32")
+    mask = np.array([[True] + [False] * 5])
+    cache = np.zeros((1, 1), "float32")
+    short = get_sampler("beam", num_beams=2, length_penalty=0.0)(
+        _table_next(table), prompt, cache=cache, index=1, mask=mask,
+        stop_token_ids=(3,))
+    assert ops.convert_to_numpy(short).tolist()[0][:2] == [0, 3]
+    long = get_sampler("beam", num_beams=2, length_penalty=4.0)(
+        _table_next(table), prompt, cache=cache, index=1, mask=mask,
+        stop_token_ids=(3,))
+    assert ops.convert_to_numpy(long).tolist()[0][:4] == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="num_beams"):
+        get_sampler("beam", num_beams=0)
