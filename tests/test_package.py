@@ -29,6 +29,11 @@ PUBLIC_LAYERS = [
     models.GPT,
     models.GPTBackbone,
     models.GPTPreprocessor,
+    models.Translator,
+    models.TranslationPreprocessor,
+    models.TransformerSeq2SeqBackbone,
+    models.RNNSeq2SeqBackbone,
+    models.SparseCategoricalCrossentropyWithSmoothing,
 ]
 
 

@@ -299,3 +299,22 @@ def test_missing_matplotlib_gives_install_hint(tmp_path, monkeypatch):
 def test_docstring_examples():
     result = doctest.testmod(viz, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_plot_alignments_writes_one_panel_per_sentence(tmp_path):
+    from zoo.viz import plot_alignments
+
+    weights = np.full((3, 4), 0.25)
+    items = [{"source_tokens": ["▁Zwei", "▁Hunde", "▁spielen", "."],
+              "target_tokens": ["<s>", "▁Two", "▁dogs"], "weights": weights,
+              "title": "one"}] * 2
+    path = plot_alignments(items, tmp_path / "a.png", title="alignments")
+    assert open(path, "rb").read(4) == b"\x89PNG"
+    with pytest.raises(ValueError, match="empty"):
+        plot_alignments([], tmp_path / "b.png")
+    with pytest.raises(ValueError, match="shape"):
+        plot_alignments([dict(items[0], weights=np.ones((2, 4)))],
+                        tmp_path / "c.png")
+    with pytest.raises(ValueError, match="NaN"):
+        plot_alignments([dict(items[0], weights=np.full((3, 4), np.nan))],
+                        tmp_path / "d.png")

@@ -11,5 +11,6 @@ _startup.quiet_imports()
 from zoo import data  # noqa: E402
 from zoo import layers  # noqa: E402
 from zoo import models  # noqa: E402
+from zoo import schedules  # noqa: E402
 
 __version__ = "0.2.0"

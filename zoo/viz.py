@@ -1,5 +1,6 @@
-"""Plots for the IMDB attention recipe: training curves, attention entropy,
-attention weights over review text, and the most-attended words.
+"""Plots for the recipes: training curves, attention entropy, attention
+weights over review text, the most-attended words, and translation
+alignments.
 
 Every function takes plain Python / NumPy data (no tensors, no Keras objects
 beyond the dict in `History.history`) and writes one PNG file:
@@ -41,6 +42,7 @@ import numpy as np
 
 __all__ = [
     "attention_words_table",
+    "plot_alignments",
     "plot_attention_text",
     "plot_entropy_histograms",
     "plot_top_words",
@@ -510,7 +512,64 @@ def plot_top_words(words, scores, path, title=None, xlabel="mean attention weigh
 
 
 # --------------------------------------------------------------------------
-# 5. table helper
+# 5. alignment heatmaps (translation)
+
+
+def plot_alignments(alignments, path, title=None):
+    """Heatmaps of attention from generated words (rows) to source words
+    (columns), the a_ij of the course, one panel per sentence.
+
+    Args:
+        alignments: a list of dicts with `source_tokens` (strings),
+            `target_tokens` (strings) and `weights` `(target_len,
+            source_len)` (rows sum to about 1), e.g. `Translator.alignments`
+            (its "mean"), and an optional `title`.
+        path: the PNG file to write.
+        title: optional figure title.
+
+    Returns:
+        `path`, as a string.
+
+    Raises:
+        ValueError: no alignment, or weights whose shape does not match the
+            tokens, or that are not finite.
+    """
+    if not alignments:
+        raise ValueError("alignments is empty")
+    panels = []
+    for i, item in enumerate(alignments):
+        source = _check_words(item["source_tokens"], f"alignment {i} source")
+        target = _check_words(item["target_tokens"], f"alignment {i} target")
+        weights = np.asarray(item["weights"], dtype=np.float64)
+        if weights.shape != (len(target), len(source)):
+            raise ValueError(
+                f"alignment {i}: weights of shape {weights.shape} for "
+                f"{len(target)} target and {len(source)} source tokens")
+        _check_finite(weights, f"alignment {i} weights")
+        panels.append((source, target, weights, item.get("title")))
+    width = max(4.0, 0.32 * max(len(p[0]) for p in panels) + 2.0)
+    heights = [max(2.0, 0.3 * len(p[1]) + 1.4) for p in panels]
+    fig = _new_figure(width, sum(heights) + (0.4 if title else 0.0))
+    axes = fig.subplots(len(panels), 1, squeeze=False,
+                        gridspec_kw={"height_ratios": heights})[:, 0]
+    for ax, (source, target, weights, panel_title) in zip(axes, panels):
+        ax.imshow(weights, cmap=_colormap("Blues"), vmin=0.0,
+                  vmax=max(float(weights.max()), 1e-6), aspect="auto")
+        ax.set_xticks(range(len(source)))
+        ax.set_xticklabels([_clip(t, 12) for t in source], rotation=90,
+                           fontsize="small", parse_math=False)
+        ax.set_yticks(range(len(target)))
+        ax.set_yticklabels([_clip(t, 12) for t in target],
+                           fontsize="small", parse_math=False)
+        if panel_title:
+            ax.set_title(str(panel_title), fontsize="small", parse_math=False)
+    _set_title(fig, title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------
+# 6. table helper
 
 
 def attention_words_table(words, weights, top_k):

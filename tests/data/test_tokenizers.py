@@ -98,3 +98,23 @@ def test_wordpiece_option_is_a_keras_hub_tokenizer():
     assert "question" in tokenizer.detokenize(tokenizer("the question"))
     with pytest.raises(ValueError, match="kind must be one of"):
         train_tokenizer(text, "bytes")
+
+
+# ---- SubwordTokenizer (SentencePiece) -------------------------------------
+
+def test_subword_tokenizer_round_trips_german_and_keeps_unknown_characters():
+    from zoo.data.tokenizers import train_subword_tokenizer
+
+    texts = ["Zwei Hunde spielen im Schnee.", "Ein Mädchen läuft über die "
+             "Straße.", "Two dogs play in the snow.", "Größere Männer."] * 20
+    tokenizer = train_subword_tokenizer(texts, 90)
+    assert (tokenizer.pad_token_id, tokenizer.unknown_token_id,
+            tokenizer.start_token_id, tokenizer.end_token_id) == (0, 1, 2, 3)
+    for text in texts[:4]:
+        ids = tokenizer.tokenize(text)
+        assert tokenizer.detokenize(ids) == text
+    # A character never seen becomes the unknown token, not nothing.
+    ids = list(tokenizer.tokenize("Zwei Ω Hunde"))
+    assert tokenizer.unknown_token_id in ids
+    with pytest.raises(ValueError, match="needs some text"):
+        train_subword_tokenizer(["", "  "], 50)

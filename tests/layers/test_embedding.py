@@ -116,3 +116,17 @@ def test_positional_embedding_reverse_carries_no_id_mask():
     layer = PositionalEmbedding(12, 8, 4, mask_zero=True)
     hidden = np.ones((1, 3, 4), "float32")
     assert layer.compute_mask(hidden) is None
+
+
+def test_scale_tokens_multiplies_the_token_vectors_by_sqrt_dim():
+    plain = PositionalEmbedding(12, 8, 4, positions="sinusoidal",
+                                mask_zero=False)
+    scaled = PositionalEmbedding(12, 8, 4, positions="sinusoidal",
+                                 mask_zero=False, scale_tokens=True)
+    ids = np.array([[1, 2, 3]], "int32")
+    plain(ids), scaled(ids)  # build both
+    scaled.set_weights(plain.get_weights())
+    table = to_numpy(plain.token_embedding.embeddings)[ids]
+    np.testing.assert_allclose(to_numpy(scaled(ids)) - to_numpy(plain(ids)),
+                               table * (2.0 - 1.0), rtol=1e-5, atol=1e-6)
+    assert scaled.get_config()["scale_tokens"] is True

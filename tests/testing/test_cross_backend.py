@@ -273,6 +273,11 @@ def test_recipes_implement_the_contract():
     assert isinstance(setup, cb.CheckSetup)
     assert setup.generate["max_length"] > setup.model.backbone.sequence_length
     assert gpt_text.CHECK_FULL_METRICS == {"validation_loss": 0.05}
+    from recipes import translate
+
+    setup = translate.check_setup("rnn", num_steps=2, batch_size=2)
+    assert isinstance(setup, cb.CheckSetup)
+    assert set(setup.inputs) == {"encoder_text", "decoder_text"}
 
 
 def test_backend_selection():
@@ -333,6 +338,20 @@ def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
     reference = result["generate"]["reference"]
     assert [text[:6] for text in reference] == ["ROMEO:", "JULIET"]
     assert all(all(row.values()) for row in result["generate"]["matrix"].values())
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_translation_agrees_across_backends_translations_included(tmp_path):
+    report_path = tmp_path / "report.json"
+    code, output = run_tool(
+        ["translate", "--smoke", "--steps", "3", "--json", str(report_path),
+         "--timeout", "400"], timeout=450)
+    assert code == 0, output
+    report = json.loads(report_path.read_text())
+    assert list(report["variants"]) == ["transformer", "rnn"]
+    for result in report["variants"].values():
+        assert result["passed"] and result["generate"]["max"] == 0
+        assert len(result["generate"]["reference"]) == 3
 
 
 @CROSS_BACKEND_ONLY_ONCE

@@ -46,6 +46,51 @@ def text_dataset(texts, labels=None, batch_size=64, shuffle=False, seed=None):
     return without_autotune(dataset)
 
 
+def pair_dataset(sources, targets, batch_size=64, shuffle=False, seed=None,
+                 bucket_boundaries=None):
+    """`tf.data` pipeline of `(sources, targets)` string batches for a
+    translation task's `fit` and `evaluate`.
+
+    With `bucket_boundaries` (lengths in characters of the source), batches
+    hold sentences of similar length, so a preprocessor that pads each
+    batch to its longest sentence pads little; the order of the batches is
+    still shuffled.
+
+    Args:
+        sources, targets: line-aligned lists of strings.
+        batch_size: pairs per batch.
+        shuffle: reshuffle every epoch (seeded by `seed`).
+        seed: seed of the shuffling.
+        bucket_boundaries: optional increasing source lengths, in
+            characters, that separate the buckets.
+
+    Raises:
+        ValueError: no pairs, or not as many targets as sources.
+    """
+    sources, targets = [str(s) for s in sources], [str(t) for t in targets]
+    if not sources:
+        raise ValueError("pair_dataset needs at least one pair.")
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources but {len(targets)} targets.")
+    dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
+    if shuffle:
+        dataset = dataset.shuffle(len(sources), seed=seed,
+                                  reshuffle_each_iteration=True)
+    if bucket_boundaries:
+        dataset = dataset.bucket_by_sequence_length(
+            lambda source, target: tf.strings.length(source),
+            bucket_boundaries=list(bucket_boundaries),
+            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
+        if shuffle:
+            batches = (len(sources) + batch_size - 1) // batch_size
+            dataset = dataset.shuffle(batches + len(bucket_boundaries) + 1,
+                                      seed=seed,
+                                      reshuffle_each_iteration=True)
+    else:
+        dataset = dataset.batch(batch_size)
+    return without_autotune(dataset)
+
+
 def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
                 shuffle=True):
     """What a task's `fit` trains on: `x` itself when it is already a

@@ -93,6 +93,10 @@ class PositionalEmbedding(keras.layers.Layer):
         embeddings_initializer: initializer of the token table.
         position_initializer: initializer of the learned positions.
         max_wavelength: wavelength base of the sinusoidal positions.
+        scale_tokens: multiply the token vectors by `sqrt(embedding_dim)`
+            before adding the positions (the original Transformer's
+            scaling, with a `N(0, 1 / embedding_dim)` table); the reverse
+            direction uses the table unscaled.
 
     Call arguments:
         inputs: integer `(batch, seq)`, `seq <= sequence_length`; `seq` may
@@ -127,6 +131,7 @@ class PositionalEmbedding(keras.layers.Layer):
         embeddings_initializer="uniform",
         position_initializer="glorot_uniform",
         max_wavelength=10000,
+        scale_tokens=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -145,6 +150,7 @@ class PositionalEmbedding(keras.layers.Layer):
         )
         self.position_initializer = keras.initializers.get(position_initializer)
         self.max_wavelength = max_wavelength
+        self.scale_tokens = bool(scale_tokens)
         self.supports_masking = mask_zero
         self.token_embedding = TokenEmbedding(
             self.vocabulary_size,
@@ -190,6 +196,8 @@ class PositionalEmbedding(keras.layers.Layer):
         if check_ids:
             check_token_ids(inputs, self.vocabulary_size, self.name)
         tokens = self.token_embedding(inputs, check_ids=False)
+        if self.scale_tokens:
+            tokens = tokens * ops.cast(self.embedding_dim ** 0.5, tokens.dtype)
         return tokens + self.position_embedding(tokens, start_index=start_index)
 
     def compute_mask(self, inputs, mask=None):
@@ -227,4 +235,5 @@ class PositionalEmbedding(keras.layers.Layer):
                 self.position_initializer
             ),
             "max_wavelength": self.max_wavelength,
+            "scale_tokens": self.scale_tokens,
         }

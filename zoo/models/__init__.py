@@ -1,5 +1,5 @@
 """Attention models composed from `zoo.layers`, one folder per family
-(`text_classifier/`, `gpt/`): backbone, tasks, preprocessor and presets,
+(`text_classifier/`, `gpt/`, `seq2seq/`): backbone, tasks, preprocessor and presets,
 in keras-hub's shape, and the generation shared by generating tasks."""
 
 from zoo.models.generation import SAMPLERS
@@ -7,6 +7,11 @@ from zoo.models.generation import get_sampler
 from zoo.models.gpt import GPT
 from zoo.models.gpt import GPTBackbone
 from zoo.models.gpt import GPTPreprocessor
+from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
+from zoo.models.seq2seq import RNNSeq2SeqBackbone
+from zoo.models.seq2seq import TransformerSeq2SeqBackbone
+from zoo.models.seq2seq import TranslationPreprocessor
+from zoo.models.seq2seq import Translator
 from zoo.models.text_classifier import AttentionPoolingBackbone
 from zoo.models.text_classifier import MeanPoolingBackbone
 from zoo.models.text_classifier import RecurrentAttentionBackbone

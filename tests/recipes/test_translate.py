@@ -1,0 +1,79 @@
+"""recipes/translate.py in-process: both models under --smoke (offline),
+a local Multi30k-layout folder with a test split, the data errors and the
+flags."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (registers the layers for loading)
+from recipes import translate
+from tests.data.test_multi30k import write_split
+from zoo.data.multi30k import make_synthetic_pairs
+
+
+@pytest.mark.parametrize("model", translate.MODELS)
+def test_smoke_trains_measures_bleu_and_the_saved_model_translates(
+        model, tmp_path, monkeypatch):
+    monkeypatch.setattr(keras.utils, "get_file",
+                        lambda *a, **k: pytest.fail("--smoke downloads"))
+    metrics = translate.main(["--smoke", "--model", model, "--epochs", "2",
+                              "--beam", "2", "--verbose", "0",
+                              "--output-dir", str(tmp_path)])
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["validation_bleu"] == metrics["validation_bleu"]
+    for key in ("validation_bleu_lowercase", "bleu_signature", "train_seconds",
+                "parameters", "history", "samples"):
+        assert key in written, key
+    assert np.isfinite(written["train_loss"]) and written["data"] == "generated"
+    for picture in ("training_curves.png", "alignments.png"):
+        assert (tmp_path / picture).read_bytes()[:4] == b"\x89PNG"
+    name = "translate_de_en" + ("_rnn" if model == "rnn" else "")
+    loaded = keras.saving.load_model(str(tmp_path / f"{name}.keras"))
+    (translation,) = loaded.generate(["Der Hund spielt im Schnee."])
+    assert isinstance(translation, str)
+
+
+def test_local_folder_with_a_test_split(tmp_path):
+    german, english = make_synthetic_pairs(200, seed=1)
+    data = tmp_path / "multi30k"
+    data.mkdir()
+    write_split(data, "train", german[:160], english[:160])
+    write_split(data, "val", german[160:180], english[160:180])
+    write_split(data, "test", german[180:], english[180:])
+    metrics = translate.main(["--preset", "smoke", "--data-dir", str(data),
+                              "--epochs", "1", "--beam", "1", "--verbose", "0",
+                              "--output-dir", str(tmp_path / "out")])
+    assert "test_bleu" in metrics and "test_bleu_lowercase" in metrics
+
+
+def test_missing_data_is_one_clear_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["--data-dir", str(tmp_path / "nowhere"),
+                        "--output-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "does not exist" in error[0]
+
+
+def test_presets_flags_and_help(capsys):
+    args = translate.parse_args(["--model", "rnn"])
+    assert args.preset == "rnn_cpu_small" and args.attention == "bahdanau"
+    args = translate.parse_args(["--preset", "transformer_base",
+                                 "--num-layers", "2"])
+    assert args.model == "transformer" and args.num_layers == 2
+    assert args.hidden_dim == 512 and args.epochs == 20
+    with pytest.raises(SystemExit):
+        translate.parse_args(["--model", "rnn", "--preset", "smoke"])
+    assert "disagree" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        translate.main(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--model", "--preset", "--data-dir", "--epochs",
+                 "--batch-size", "--learning-rate", "--schedule",
+                 "--warmup-steps", "--beam", "--length-penalty", "--seed",
+                 "--output-dir", "--smoke", "--num-layers", "--hidden-dim",
+                 "--attention", "--vocab-size"):
+        assert flag in text, flag

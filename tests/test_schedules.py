@@ -1,0 +1,19 @@
+"""zoo.schedules under the current backend."""
+
+import keras
+import numpy as np
+
+from zoo.schedules import InverseSquareRootSchedule
+
+
+def test_inverse_square_root_warms_up_then_decays():
+    schedule = InverseSquareRootSchedule(5e-4, warmup_steps=400)
+    values = [float(keras.ops.convert_to_numpy(schedule(s)))
+              for s in (0, 200, 400, 1600)]
+    np.testing.assert_allclose(values, [1.25e-6, 2.5e-4, 5e-4, 2.5e-4],
+                               rtol=1e-5)
+    clone = InverseSquareRootSchedule.from_config(schedule.get_config())
+    assert clone.get_config() == schedule.get_config()
+    config = keras.optimizers.Adam(schedule).get_config()
+    assert config["learning_rate"]["class_name"] == "InverseSquareRootSchedule"
+    keras.optimizers.Adam.from_config(config)  # restores through the registry

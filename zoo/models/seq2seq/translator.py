@@ -1,0 +1,285 @@
+"""The translation task: source strings in, target strings out.
+
+`Translator` is a keras-hub `Seq2SeqLM`: `fit(sources, targets)` and
+`evaluate` run its `TranslationPreprocessor` inside `tf.data` (raw strings
+on every backend; the `.keras` file carries the tokenizer), and
+`generate(sources)` translates, greedily or with beam search
+(`zoo.models.generation`): the encoder runs once per sentence, the
+Transformer's cross-attention keys and values are computed once, and each
+new target token costs one position (the self-attention cache, or the RNN's
+state). `alignments` gives the attention of every generated word over the
+source words, the course's a_ij picture.
+"""
+
+import warnings
+
+import keras
+import keras_hub
+import numpy as np
+from keras import ops
+
+from zoo.data.text import fit_dataset
+from zoo.models.generation import GenerationMixin
+from zoo.models.generation import finish_rows
+from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
+from zoo.models.portable import PortableCompileConfig
+from zoo.models.seq2seq.seq2seq_backbones import Seq2SeqBackbone
+from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class Translator(GenerationMixin, PortableCompileConfig,
+                 keras_hub.models.Seq2SeqLM):
+    """Sequence-to-sequence translation: a backbone, a preprocessor, and
+    generation from raw strings.
+
+    Args:
+        backbone: a `TransformerSeq2SeqBackbone` or `RNNSeq2SeqBackbone`.
+        preprocessor: a `TranslationPreprocessor`, or None for token ids.
+
+    Call arguments:
+        the backbone's dict of encoder and decoder ids and masks.
+
+    Returns:
+        float32 logits `(batch, tgt_len, vocabulary_size)`; decoder
+        position t predicts target token t + 1.
+
+    Example:
+
+    >>> tokenizer = train_subword_tokenizer(german + english, 8000)
+    >>> translator = Translator.from_preset(
+    ...     "transformer_cpu_small", TranslationPreprocessor(tokenizer))
+    >>> translator.fit(german, english, epochs=10)
+    >>> translator.generate(["Zwei Hunde spielen im Schnee."])
+    ['Two dogs play in the snow.']
+    """
+
+    backbone_cls = Seq2SeqBackbone
+    preprocessor_cls = TranslationPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, **kwargs):
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self._init_generation()
+        self.logits_dtype = keras.layers.Activation(
+            "linear", dtype="float32", name="logits")
+        inputs = backbone.input
+        hidden = backbone(inputs)["decoder_sequence_output"]
+        logits = self.logits_dtype(backbone.token_logits(hidden))
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, preprocessor, **kwargs):
+        """A fresh translator of the preset's architecture for
+        `preprocessor`'s vocabulary (`backbone_` arguments override)."""
+        overrides = {k[len("backbone_"):]: kwargs.pop(k)
+                     for k in list(kwargs) if k.startswith("backbone_")}
+        overrides.setdefault("encoder_sequence_length",
+                             preprocessor.encoder_sequence_length)
+        overrides.setdefault("decoder_sequence_length",
+                             preprocessor.decoder_sequence_length)
+        backbone = Seq2SeqBackbone.from_preset(
+            preset, vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+            **overrides)
+        return cls(backbone, preprocessor, **kwargs)
+
+    def compile(self, optimizer="auto", loss="auto", *,
+                weighted_metrics="auto", sampler="greedy",
+                label_smoothing=0.1, **kwargs):
+        """keras-hub's `Seq2SeqLM.compile`; `loss="auto"` is the
+        cross-entropy with `label_smoothing`, `optimizer="auto"` Adam
+        (5e-4)."""
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(5e-4)
+        if loss == "auto":
+            loss = SparseCategoricalCrossentropyWithSmoothing(
+                label_smoothing, from_logits=True)
+        super().compile(optimizer=optimizer, loss=loss,
+                        weighted_metrics=weighted_metrics, sampler=sampler,
+                        **kwargs)
+        self._compiled_sampler_changed(kwargs.get("jit_compile", "auto"))
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
+            shuffle=True, **kwargs):
+        """keras-hub's `fit` on `(sources, targets)` strings (or a dataset
+        of them), arrays reshuffled every epoch."""
+        x, y, sample_weight, batch_size = fit_dataset(
+            x, y, sample_weight, batch_size, shuffle)
+        return super().fit(x, y, batch_size=batch_size,
+                           sample_weight=sample_weight, shuffle=False,
+                           **kwargs)
+
+    # --- Compiled generation ------------------------------------------------
+
+    def generate_step(self, inputs, stop_token_ids=None):
+        """Fills the unmasked decoder positions of one batch; the encoder
+        runs once. `generation_mode` "cache": one position per step;
+        "full": the whole decoder prefix per step (the reference)."""
+        backbone = self.backbone
+        source_ids = inputs["encoder_token_ids"]
+        source_mask = inputs["encoder_padding_mask"]
+        target_ids, target_mask = (inputs["decoder_token_ids"],
+                                   inputs["decoder_padding_mask"])
+        max_length = target_ids.shape[1]
+        if self.generation_mode == "cache":
+            encoder_output = backbone.encode(source_ids, source_mask,
+                                             check_ids=False)
+            cache = backbone.decoder_cache(encoder_output, source_mask,
+                                           max_length)
+
+            def next(prompt, cache, index):
+                token = ops.slice(prompt, [0, index - 1],
+                                  [ops.shape(prompt)[0], 1])
+                hidden, cache = backbone.decode_step(token, cache, index - 1)
+                logits = backbone.token_logits(hidden)[:, 0]
+                return ops.cast(logits, "float32"), hidden[:, 0], cache
+
+        else:
+            cache = (source_ids, source_mask)
+
+            def next(prompt, cache, index):
+                ids, mask = cache
+                features = backbone({
+                    "encoder_token_ids": ids, "encoder_padding_mask": mask,
+                    "decoder_token_ids": prompt,
+                    "decoder_padding_mask": ops.ones_like(prompt)})
+                hidden = ops.take(features["decoder_sequence_output"],
+                                  index - 1, axis=1)
+                logits = backbone.token_logits(hidden)
+                return ops.cast(logits, "float32"), hidden, cache
+
+        token_ids = self.sampler(
+            next=next, prompt=target_ids, cache=cache, index=1,
+            mask=target_mask, stop_token_ids=stop_token_ids, model=self)
+        return {"decoder_token_ids": token_ids}
+
+    def generate(self, inputs, max_length=None, sampler=None, temperature=1.0,
+                 seed=None, use_cache=True, **sampler_options):
+        """Translates each source sentence.
+
+        Args:
+            inputs: a string or a list of strings.
+            max_length: target tokens at most, `<s>` and `</s>` included;
+                default and maximum: the decoder's sequence length.
+            sampler: "greedy" (default), "beam" (options `num_beams`,
+                `length_penalty`), "top_k", "top_p" or "random" (see
+                `zoo.models.generation.get_sampler`).
+            temperature, seed: for the random samplers.
+            use_cache: False recomputes the decoder prefix at every step (a
+                slow reference; the same result).
+
+        Returns:
+            A string, or a list of strings: detokenised, cased as trained.
+
+        Raises:
+            ValueError: no sentence, an empty sentence, or `max_length` out
+                of range. A sentence longer than the encoder's sequence
+                length is truncated, with a warning.
+        """
+        if self.preprocessor is None:
+            raise ValueError("This Translator has no preprocessor, so it "
+                             "cannot read strings.")
+        scalar = isinstance(inputs, (str, bytes))
+        texts = [inputs] if scalar else [
+            t.decode("utf-8") if isinstance(t, bytes) else str(t)
+            for t in np.asarray(inputs, dtype=object).reshape(-1)]
+        if not texts:
+            raise ValueError("generate() needs at least one sentence.")
+        limit = self.preprocessor.decoder_sequence_length
+        max_length = limit if max_length is None else int(max_length)
+        if not 2 <= max_length <= limit:
+            raise ValueError(f"max_length={max_length} must be in [2, {limit}]"
+                             ": the decoder's sequence length.")
+        source = self._source_ids(texts)
+        tokenizer = self.preprocessor.tokenizer
+        target_ids = np.zeros((len(texts), max_length), "int32")
+        target_ids[:, 0] = tokenizer.start_token_id
+        target_mask = np.zeros_like(target_ids, dtype=bool)
+        target_mask[:, 0] = True
+        stops = (int(tokenizer.end_token_id),)
+        self.select_sampler(sampler, temperature, seed, **sampler_options)
+        outputs = self.run_generate_step(
+            {**source, "decoder_token_ids": target_ids,
+             "decoder_padding_mask": target_mask},
+            stops, "cache" if use_cache else "full")
+        rows, _ = finish_rows(outputs["decoder_token_ids"], [1] * len(texts),
+                              stops, max_length)
+        translations = [tokenizer.detokenize(
+            [int(i) for i in row[1:] if i not in (stops[0],
+                                                  tokenizer.pad_token_id)])
+            for row in rows]
+        translations = [t.decode("utf-8") if isinstance(t, bytes) else str(t)
+                        for t in translations]
+        return translations[0] if scalar else translations
+
+    def _source_ids(self, texts):
+        """Encoder ids and mask of the sources, with the errors and the
+        truncation warning of `generate`."""
+        tokenizer = self.preprocessor.tokenizer
+        length = self.preprocessor.encoder_sequence_length
+        for text in texts:
+            count = len(np.asarray(tokenizer.tokenize(text)).reshape(-1))
+            if count == 0:
+                raise ValueError("A source sentence is empty.")
+            if count + 2 > length:
+                warnings.warn(
+                    f"A source sentence has {count} tokens; the encoder "
+                    f"reads {length - 2} (with <s> and </s>), so it is "
+                    "truncated.", stacklevel=3)
+        packed = self.preprocessor.generate_preprocess(
+            {"encoder_text": texts, "decoder_text": [""] * len(texts)})
+        return {
+            "encoder_token_ids": np.asarray(ops.convert_to_numpy(
+                packed["encoder_token_ids"]), "int32"),
+            "encoder_padding_mask": np.asarray(ops.convert_to_numpy(
+                packed["encoder_padding_mask"])).astype(bool),
+        }
+
+    # --- Attention pictures -------------------------------------------------
+
+    def alignments(self, source, target=None):
+        """The cross-attention of each target token over the source tokens.
+
+        Args:
+            source: one source sentence.
+            target: its translation; default: `generate(source)`.
+
+        Returns:
+            A dict: `source_tokens` and `target_tokens` (subword strings,
+            the target from `<s>` to the last token before `</s>`),
+            `weights` `(layers, heads, target_len, source_len)` (the RNN:
+            one layer, one head) and `mean` `(target_len, source_len)`,
+            averaged over layers and heads.
+        """
+        if target is None:
+            target = self.generate(source)
+        tokenizer = self.preprocessor.tokenizer
+        source_ids = self._source_ids([source])
+        real = int(source_ids["encoder_padding_mask"][0].sum())
+        target_ids = [tokenizer.start_token_id] + list(
+            np.asarray(tokenizer.tokenize(target)).reshape(-1))
+        target_ids = np.asarray(target_ids, "int32")[
+            :self.preprocessor.decoder_sequence_length][None]
+        backbone = self.backbone
+        encoder_output = backbone.encode(
+            source_ids["encoder_token_ids"], source_ids["encoder_padding_mask"])
+        cache = backbone.decoder_cache(
+            encoder_output, source_ids["encoder_padding_mask"],
+            target_ids.shape[1])
+        steps = []
+        for index in range(target_ids.shape[1]):
+            _, cache, weights = backbone.decode_step(
+                target_ids[:, index:index + 1], cache, index,
+                return_attention_scores=True)
+            steps.append(np.asarray(ops.convert_to_numpy(
+                ops.cast(weights, "float32")))[0, :, :, 0, :real])
+        weights = np.stack(steps, axis=2)  # (layers, heads, tgt, src)
+        ids = source_ids["encoder_token_ids"][0, :real]
+
+        def pieces(ids):
+            return [tokenizer.id_to_token(int(i)) for i in ids]
+
+        return {"source_tokens": pieces(ids),
+                "target_tokens": pieces(target_ids[0]),
+                "weights": weights, "mean": weights.mean(axis=(0, 1))}
+
