@@ -2,7 +2,7 @@
 
     KERAS_BACKEND=jax python recipes/translate.py --model transformer --data-dir ../shared/data/multi30k
     python recipes/translate.py --model rnn --data-dir ../shared/data/multi30k
-    python recipes/translate.py --preset transformer_base      # for a GPU
+    python recipes/translate.py --model rnn --preset base     # for a GPU
     python recipes/translate.py --smoke                        # 30-second check, offline
 
 Models (`--model`): `transformer` (encoder-decoder Transformer) and `rnn`
@@ -68,6 +68,7 @@ SMOKE_PAIRS = (1200, 100)
 ALIGNMENT_SENTENCES = 3
 
 # For recipes/check_backends.py.
+SIZES = ["cpu-small", "base"]  # --preset cpu-small: <model>_cpu_small
 CHECK_VARIANTS = ("transformer", "rnn")
 CHECK_FULL_METRICS = {"validation_bleu": 1.0}
 
@@ -83,8 +84,10 @@ def parse_args(argv=None):
     parser.add_argument("--model", choices=MODELS, default=None,
                         help="the preset <model>_cpu_small (default: "
                         "transformer)")
-    parser.add_argument("--preset", choices=PRESETS.names(), default=None,
-                        help="a seq2seq preset (zoo.models.seq2seq.PRESETS); "
+    parser.add_argument("--preset", choices=SIZES + PRESETS.names(),
+                        default=None,
+                        help="cpu-small or base (of --model), or a seq2seq "
+                        "preset's full name (zoo.models.seq2seq.PRESETS); "
                         "flags below override it")
     parser.add_argument("--data-dir", default=None,
                         help="folder with train.{de,en}, val.{de,en} [and "
@@ -142,6 +145,9 @@ def parse_args(argv=None):
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress output")
     args = parser.parse_args(argv)
+    if args.preset in SIZES:
+        args.preset = f"{args.model or 'transformer'}_" + (
+            args.preset.replace("-", "_"))
     if args.preset is None:
         model = args.model or "transformer"
         args.preset = (("smoke" if model == "transformer" else "rnn_smoke")
@@ -255,9 +261,14 @@ def run(args):
     val_de, val_en = splits["validation"]
     validation = pair_dataset(val_de, val_en, args.batch_size,
                               bucket_boundaries=BUCKETS)
+    # An interrupted run resumes from its last finished epoch (weights,
+    # optimizer, schedule step); the backup goes once training ends.
+    backup = keras.callbacks.BackupAndRestore(
+        os.path.join(args.output_dir, "backup"), delete_checkpoint=True)
     start = time.perf_counter()
     history = translator.fit(train, validation_data=validation,
-                             epochs=args.epochs, verbose=args.verbose)
+                             epochs=args.epochs, callbacks=[backup],
+                             verbose=args.verbose)
     seconds = time.perf_counter() - start
     history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
 
@@ -269,7 +280,9 @@ def run(args):
         "model": args.model, "preset": args.preset,
         "backend": keras.backend.backend(), "parameters": parameters,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
-        "epochs": len(history["loss"]), "train_seconds": round(seconds, 1),
+        "epochs": args.epochs,
+        "resumed_at_epoch": args.epochs - len(history["loss"]),
+        "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(history["val_loss"][-1], 4),
         "validation_bleu": bleu, "validation_bleu_lowercase": bleu_lower,

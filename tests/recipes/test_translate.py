@@ -65,6 +65,11 @@ def test_presets_flags_and_help(capsys):
                                  "--num-layers", "2"])
     assert args.model == "transformer" and args.num_layers == 2
     assert args.hidden_dim == 512 and args.epochs == 20
+    # The short names pick the size of --model.
+    args = translate.parse_args(["--model", "rnn", "--preset", "base"])
+    assert args.preset == "rnn_base" and args.encoder_units == 512
+    assert translate.parse_args(["--preset", "cpu-small"]).preset == (
+        "transformer_cpu_small")
     with pytest.raises(SystemExit):
         translate.parse_args(["--model", "rnn", "--preset", "smoke"])
     assert "disagree" in capsys.readouterr().err
@@ -77,3 +82,27 @@ def test_presets_flags_and_help(capsys):
                  "--output-dir", "--smoke", "--num-layers", "--hidden-dim",
                  "--attention", "--vocab-size"):
         assert flag in text, flag
+
+
+def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
+                                                        monkeypatch):
+    class Interrupted(Exception):
+        pass
+
+    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)  # the backup is written
+            raise Interrupted
+
+    argv = ["--smoke", "--epochs", "2", "--beam", "1",
+            "--verbose", "0", "--output-dir", str(tmp_path)]
+    with monkeypatch.context() as patch:
+        patch.setattr(keras.callbacks, "BackupAndRestore",
+                      StopAfterFirstEpoch)
+        with pytest.raises(Interrupted):
+            translate.main(argv)
+    assert (tmp_path / "backup").is_dir()
+    metrics = translate.main(argv)
+    assert metrics["resumed_at_epoch"] == 1
+    assert len(metrics["history"]["loss"]) == 1
+    assert not (tmp_path / "backup").exists()  # removed once training ends

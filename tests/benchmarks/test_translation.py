@@ -1,0 +1,35 @@
+"""benchmarks/translation.py stays runnable: one tiny measurement in-process
+under the current backend (timings are not checked; the benchmark prints
+them)."""
+
+import keras
+import pytest
+
+from benchmarks import translation
+
+
+def test_tiny_measurement_reports_every_figure():
+    args = translation.parse_args(
+        ["--preset", "smoke", "--sentences", "5", "--batch-size", "4",
+         "--beam", "2"])
+    result = translation.measure(args)
+    assert result["backend"] == keras.backend.backend()
+    assert result["sentences"] == 5 and result["model"] == "untrained smoke"
+    for name in ("greedy_cached", "greedy_recomputed", "beam2_cached",
+                 "beam2_recomputed"):
+        assert result[name]["seconds"] > 0
+        assert result[name]["sentences_per_second"] > 0
+    # The cache changes the cost, never the translation.
+    assert result["greedy_same_output"]
+    assert result["greedy_speedup"] > 0 and result["beam2_speedup"] > 0
+
+
+def test_a_missing_model_is_one_clear_line(tmp_path):
+    args = translation.parse_args(["--model", str(tmp_path / "none.keras")])
+    with pytest.raises(SystemExit, match="no model at"):
+        translation.measure(args)
+
+
+def test_bad_flags_are_refused():
+    with pytest.raises(SystemExit):
+        translation.parse_args(["--beam", "1"])
