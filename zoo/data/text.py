@@ -119,6 +119,20 @@ def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
     return dataset, None, None, None
 
 
+def text_batch(x, method):
+    """What a task's `fit`, `evaluate` or `predict` (named `method`, for the
+    message) reads: a lone string becomes a batch of one; an empty batch is
+    an error naming the call, before keras-hub's pipeline sees it."""
+    if isinstance(x, (str, bytes)):
+        return [x]
+    if isinstance(x, (list, tuple, np.ndarray)) and len(x) == 0:
+        raise ValueError(
+            f"{method}() got no texts: pass a list of strings, e.g. "
+            f'{method}(["an utterly wonderful film"]).'
+        )
+    return x
+
+
 def without_autotune(dataset):
     """`dataset` with tf.data's autotuner off (for it and what is built on
     it).

@@ -375,3 +375,55 @@ def train_subword_tokenizer(texts, vocabulary_size, model_type="unigram"):
         minloglevel=2,
     )
     return SubwordTokenizer(proto=model.getvalue())
+
+
+BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def train_bert_tokenizer(texts, vocabulary_size, lowercase=True):
+    """A WordPiece `keras_hub.models.BertTokenizer` learned on `texts`.
+
+    The vocabulary comes from keras-hub's `compute_word_piece_vocabulary`
+    (lower-cased and accent-stripped when `lowercase`); `<br />` tags are
+    dropped first. Ids: 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK], then
+    the learned pieces. A word the vocabulary cannot spell is [UNK].
+
+    Args:
+        texts: the training text (a list of strings); never evaluation text.
+        vocabulary_size: pieces wanted, the five special tokens included
+            (WordPiece may return a few fewer).
+        lowercase: lower-case and strip accents (an uncased BERT).
+
+    Returns:
+        A `keras_hub.models.BertTokenizer` (saved inside any `.keras` file of
+        a model whose preprocessor holds it).
+
+    Example:
+
+    >>> tokenizer = train_bert_tokenizer(reviews, vocabulary_size=8000)
+    >>> tokenizer.detokenize(tokenizer("a wonderful film"))
+    'a wonderful film'
+    """
+    import re
+
+    import tensorflow as tf
+
+    texts = [re.sub(r"<br\s*/?>", " ", str(t)) for t in texts]
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValueError("train_bert_tokenizer needs some text.")
+    if int(vocabulary_size) <= len(BERT_SPECIAL_TOKENS):
+        raise ValueError(
+            f"vocabulary_size={vocabulary_size} leaves no room beside the "
+            f"{len(BERT_SPECIAL_TOKENS)} special tokens.")
+    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
+        tf.data.Dataset.from_tensor_slices(texts).batch(1024),
+        vocabulary_size=int(vocabulary_size),
+        lowercase=lowercase,
+        strip_accents=lowercase,
+        reserved_tokens=BERT_SPECIAL_TOKENS,
+    )
+    # "[MASK]" typed in a text is the mask token (fill_mask reads it).
+    return keras_hub.models.BertTokenizer(
+        vocabulary=vocabulary, lowercase=lowercase,
+        strip_accents=lowercase, special_tokens_in_strings=True)

@@ -1,7 +1,12 @@
 """Attention models composed from `zoo.layers`, one folder per family
-(`text_classifier/`, `gpt/`, `seq2seq/`): backbone, tasks, preprocessor and presets,
+(`text_classifier/`, `gpt/`, `seq2seq/`, `bert/`): backbone, tasks, preprocessor and presets,
 in keras-hub's shape, and the generation shared by generating tasks."""
 
+from zoo.models.bert import BertBackbone
+from zoo.models.bert import BertClassifier
+from zoo.models.bert import BertClassifierPreprocessor
+from zoo.models.bert import BertMaskedLM
+from zoo.models.bert import BertMaskedLMPreprocessor
 from zoo.models.generation import SAMPLERS
 from zoo.models.generation import get_sampler
 from zoo.models.gpt import GPT

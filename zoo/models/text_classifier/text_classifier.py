@@ -6,6 +6,7 @@ import keras_hub
 import numpy as np
 
 from zoo.data.text import fit_dataset
+from zoo.data.text import text_batch as _texts
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.text_classifier.text_classifier_backbones import (
     TextClassifierBackbone,
@@ -155,15 +156,3 @@ class TextClassifier(PortableCompileConfig, keras_hub.models.Task):
         config.update({"num_classes": self.num_classes,
                        "dropout": self.dropout})
         return config
-
-
-def _texts(x, method):
-    """A lone string becomes a batch of one; an empty batch is an error."""
-    if isinstance(x, (str, bytes)):
-        return [x]
-    if isinstance(x, (list, tuple, np.ndarray)) and len(x) == 0:
-        raise ValueError(
-            f"{method}() got no texts: pass a list of strings, e.g. "
-            f'{method}(["an utterly wonderful film"]).'
-        )
-    return x

@@ -1,0 +1,373 @@
+"""zoo.models.bert: the backbone against keras-hub's BERT and a NumPy
+reference, padding, masking, the tied masked-LM head, fill_mask, the
+classifier on a pretrained backbone, errors, saving, mixed precision and a
+training step, under the current backend."""
+
+import functools
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+from keras import ops
+
+import zoo  # noqa: F401  (registers the classes for loading)
+from tests.helpers import np_layer_norm
+from tests.helpers import to_numpy
+from zoo.data.imdb import make_synthetic_imdb
+from zoo.data.tokenizers import train_bert_tokenizer
+from zoo.models.bert import BertBackbone
+from zoo.models.bert import BertClassifier
+from zoo.models.bert import BertClassifierPreprocessor
+from zoo.models.bert import BertMaskedLM
+from zoo.models.bert import BertMaskedLMPreprocessor
+from zoo.models.bert import strip_markup
+
+SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+            max_sequence_length=24, dropout=0.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _data():
+    splits = make_synthetic_imdb(num_train=160, num_validation=32,
+                                 num_test=0)
+    texts, labels = splits["train"]
+    vocabulary = train_bert_tokenizer(list(texts), 120).get_vocabulary()
+    return list(texts), labels, vocabulary
+
+
+def tokenizer():
+    # A new tokenizer per test: Keras' clear_session between tests frees the
+    # TF lookup tables an old one holds.
+    vocabulary = _data()[2]
+    return keras_hub.models.BertTokenizer(
+        vocabulary=vocabulary, lowercase=True, strip_accents=True,
+        special_tokens_in_strings=True)
+
+
+def make_masked_lm(dtype=None, sequence_length=24, **preprocessor_options):
+    preprocessor = BertMaskedLMPreprocessor(
+        tokenizer(), sequence_length=sequence_length, **preprocessor_options)
+    backbone = BertBackbone(
+        preprocessor.tokenizer.vocabulary_size(), dtype=dtype, **SIZE)
+    return BertMaskedLM(backbone, preprocessor)
+
+
+def random_inputs(batch=2, length=10, vocabulary=50, seed=0, pad_from=None):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocabulary, (batch, length)).astype("int32")
+    ids[:, 0] = 2
+    mask = np.ones((batch, length), bool)
+    if pad_from is not None:
+        ids[-1, pad_from:] = 0
+        mask[-1, pad_from:] = False
+    return {"token_ids": ids, "segment_ids": np.zeros_like(ids),
+            "padding_mask": mask}
+
+
+def randomize(model, seed=0):
+    """Random values everywhere, so every weight matters to a comparison
+    (biases and LayerNorm betas start at 0)."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0, 0.3, variable.shape).astype("float32"))
+
+
+# ---- the architecture ----------------------------------------------------------
+
+def test_backbone_equals_keras_hub_bert_with_copied_weights():
+    ours = BertBackbone(50, **SIZE)
+    theirs = keras_hub.models.BertBackbone(50, **SIZE)
+    randomize(theirs)
+    assert len(ours.weights) == len(theirs.weights)
+    for mine, source in zip(ours.weights, theirs.weights):
+        # The same sub-layer names; ours nests token and position tables in
+        # one PositionalEmbedding ("embeddings/").
+        assert mine.path.removeprefix("embeddings/") == source.path
+        mine.assign(source)
+    inputs = random_inputs(pad_from=6)
+    a, b = ours(inputs), theirs(inputs)
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(to_numpy(a[key]), to_numpy(b[key]),
+                                   atol=2e-5)
+
+
+def test_masked_lm_equals_keras_hub_bert_masked_lm_with_copied_weights():
+    ours = make_masked_lm()
+    vocabulary = ours.backbone.vocabulary_size
+    theirs = keras_hub.models.BertMaskedLM(
+        keras_hub.models.BertBackbone(vocabulary, **SIZE), preprocessor=None)
+    randomize(theirs, seed=1)
+    for mine, source in zip(ours.weights, theirs.weights):
+        assert mine.path.removeprefix("embeddings/") == source.path
+        mine.assign(source)
+    inputs = random_inputs(vocabulary=vocabulary, pad_from=7)
+    inputs["mask_positions"] = np.array([[1, 3], [2, 0]], "int32")
+    np.testing.assert_allclose(
+        to_numpy(ours(inputs)), to_numpy(theirs(inputs)), atol=5e-5)
+
+
+def test_embeddings_and_pooled_output_follow_their_formulas():
+    backbone = BertBackbone(50, **SIZE)
+    randomize(backbone, seed=2)
+    inputs = random_inputs()
+    inputs["segment_ids"][:, 5:] = 1
+    w = {v.path: to_numpy(v) for v in backbone.weights}
+    ids, segments = inputs["token_ids"], inputs["segment_ids"]
+    length = ids.shape[1]
+    # x = LN(E[token] + P[t] + S[segment])
+    x = (w["embeddings/token_embedding/embeddings"][ids]
+         + w["embeddings/position_embedding/embeddings"][:length]
+         + w["segment_embedding/embeddings"][segments])
+    x = np_layer_norm(x, w["embeddings_layer_norm/gamma"],
+                      w["embeddings_layer_norm/beta"], 1e-12)
+    embed = keras.Model(backbone.inputs,
+                        backbone.embeddings_layer_norm.output)
+    np.testing.assert_allclose(to_numpy(embed(inputs)), x, atol=1e-5)
+    # pooled = tanh(h_[CLS] W + b)
+    out = backbone(inputs)
+    h0 = to_numpy(out["sequence_output"])[:, 0]
+    pooled = np.tanh(h0 @ w["pooled_dense/kernel"] + w["pooled_dense/bias"])
+    np.testing.assert_allclose(to_numpy(out["pooled_output"]), pooled,
+                               atol=1e-5)
+
+
+def test_padding_never_changes_outputs_at_real_positions():
+    backbone = BertBackbone(50, **SIZE)
+    randomize(backbone, seed=3)
+    short = random_inputs(batch=1, length=6)
+    long = random_inputs(batch=1, length=10, pad_from=6)
+    long["token_ids"][:, :6] = short["token_ids"]
+    long["token_ids"][:, 6:] = 7  # garbage under the mask, not zeros
+    a, b = backbone(short), backbone(long)
+    np.testing.assert_allclose(to_numpy(a["sequence_output"]),
+                               to_numpy(b["sequence_output"])[:, :6],
+                               atol=1e-5)
+    np.testing.assert_allclose(to_numpy(a["pooled_output"]),
+                               to_numpy(b["pooled_output"]), atol=1e-5)
+
+
+def test_the_head_is_tied_to_the_token_embedding():
+    mlm = make_masked_lm()
+    table = mlm.backbone.token_embedding.embeddings
+    assert mlm.masked_lm_head.token_embedding is mlm.backbone.token_embedding
+    shape = tuple(table.shape)
+    # One variable of the table's shape in the whole task: no copy.
+    assert sum(tuple(v.shape) == shape for v in mlm.weights) == 1
+
+
+def test_bad_sizes_are_refused():
+    with pytest.raises(ValueError, match="divisible"):
+        BertBackbone(50, num_heads=3, hidden_dim=16)
+    with pytest.raises(ValueError, match="num_classes"):
+        BertClassifier(BertBackbone(50, **SIZE), num_classes=0)
+
+
+# ---- preprocessing and masking -------------------------------------------------
+
+def test_masking_skips_special_tokens_and_padding_and_reaches_the_rate():
+    texts = _data()[0]
+    preprocessor = BertMaskedLMPreprocessor(tokenizer(), sequence_length=24)
+    special = set(preprocessor.tokenizer.special_token_ids) | {
+        preprocessor.tokenizer.token_to_id("[UNK]")}
+    chosen = real = mask_kept = mask_replaced = 0
+    for _ in range(3):  # masks are drawn anew each pass
+        x, y, weights = preprocessor(texts)
+        x = {k: to_numpy(v) for k, v in x.items()}
+        y, weights = to_numpy(y), to_numpy(weights)
+        clean = to_numpy(BertClassifierPreprocessor(
+            preprocessor.tokenizer, sequence_length=24)(texts)["token_ids"])
+        for row in range(len(texts)):
+            picked = x["mask_positions"][row][weights[row] > 0].astype(int)
+            assert len(set(picked.tolist())) == len(picked)
+            for position in picked:
+                assert clean[row, position] not in special
+                assert x["padding_mask"][row, position]
+            np.testing.assert_array_equal(
+                y[row][weights[row] > 0], clean[row, picked])
+            now = x["token_ids"][row, picked]
+            mask_replaced += int((now == 4).sum())
+            mask_kept += int((now == clean[row, picked]).sum())
+            chosen += len(picked)
+            real += int(np.isin(clean[row], list(special), invert=True).sum())
+    assert 0.12 < chosen / real < 0.18, chosen / real
+    assert 0.7 < mask_replaced / chosen < 0.9
+    assert 0.04 < mask_kept / chosen < 0.2
+
+
+def test_the_classifier_preprocessor_packs_cls_text_sep():
+    preprocessor = BertClassifierPreprocessor(tokenizer(), sequence_length=12)
+    x = preprocessor(["a great film", "the plot was awful and the acting "
+                      "was boring and the music was dull too"])
+    ids = to_numpy(x["token_ids"])
+    assert ids.shape == (2, 12)
+    assert ids[0, 0] == 2 and 3 in ids[0] and ids[0, -1] == 0
+    assert ids[1, 0] == 2 and ids[1, -1] == 3  # cut, then [SEP]
+    np.testing.assert_array_equal(to_numpy(x["padding_mask"]), ids != 0)
+
+
+def test_line_break_tags_are_dropped():
+    assert strip_markup("good.<br /><br />Bad.") == "good.  Bad."
+    preprocessor = BertClassifierPreprocessor(tokenizer(), sequence_length=12)
+    a = to_numpy(preprocessor(["a great<br />film"])["token_ids"])
+    b = to_numpy(preprocessor(["a great film"])["token_ids"])
+    np.testing.assert_array_equal(a, b)
+
+
+# ---- fill_mask, errors ----------------------------------------------------------
+
+def test_fill_mask_ranks_tokens_for_every_mask():
+    mlm = make_masked_lm()
+    out = mlm.fill_mask(["the film was [MASK]", "a [MASK] [MASK] plot"],
+                        top_k=3)
+    assert [len(per_text) for per_text in out] == [1, 2]
+    for per_text in out:
+        for candidates in per_text:
+            assert len(candidates) == 3
+            probabilities = [p for _, p in candidates]
+            assert probabilities == sorted(probabilities, reverse=True)
+            assert all(isinstance(t, str) for t, _ in candidates)
+    # The model's own logits at the masked position, by hand.
+    ids = [2, *np.asarray(mlm.preprocessor.tokenizer("the film was [MASK]"))
+           .tolist(), 3]
+    ids = np.array([ids + [0] * (24 - len(ids))], "int32")
+    logits = to_numpy(mlm({"token_ids": ids,
+                           "segment_ids": np.zeros_like(ids),
+                           "padding_mask": ids != 0,
+                           "mask_positions": np.array([[4]], "int32")}))
+    best = mlm.preprocessor.tokenizer.id_to_token(int(logits[0, 0].argmax()))
+    assert out[0][0][0][0] == best
+
+
+def test_fill_mask_errors_are_clear():
+    mlm = make_masked_lm()
+    with pytest.raises(ValueError, match="no \\[MASK\\]"):
+        mlm.fill_mask("no mask here")
+    with pytest.raises(ValueError, match="no texts"):
+        mlm.fill_mask([])
+    with pytest.raises(ValueError, match="top_k"):
+        mlm.fill_mask("the [MASK]", top_k=0)
+
+
+def test_predict_on_no_texts_is_a_clear_error():
+    classifier = BertClassifier(BertBackbone(tokenizer().vocabulary_size(),
+                                             **SIZE),
+                                BertClassifierPreprocessor(tokenizer(), 24))
+    with pytest.raises(ValueError, match="no texts"):
+        classifier.predict([])
+
+
+# ---- pretraining -> fine-tuning, saving -------------------------------------------
+
+def test_pretrain_save_load_fine_tune_save_load(tmp_path):
+    texts, labels, _ = _data()
+    mlm = make_masked_lm()
+    mlm.compile(optimizer=keras.optimizers.AdamW(3e-3))
+    history = mlm.fit(texts, epochs=2, batch_size=32, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    path = tmp_path / "mlm.keras"
+    mlm.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.fill_mask("the [MASK] was great", top_k=2) == (
+        mlm.fill_mask("the [MASK] was great", top_k=2))
+
+    classifier = BertClassifier.from_pretrained(str(path), num_classes=1)
+    # Every backbone weight is the pretrained one.
+    for mine, pretrained in zip(classifier.backbone.weights,
+                                loaded.backbone.weights):
+        np.testing.assert_array_equal(to_numpy(mine), to_numpy(pretrained))
+    assert classifier.preprocessor.sequence_length == SIZE[
+        "max_sequence_length"]
+    classifier.compile(optimizer=keras.optimizers.AdamW(1e-3))
+    history = classifier.fit(texts, labels, epochs=1, batch_size=32,
+                             verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    reviews = ["an utterly wonderful film", "a waste of two hours"]
+    before = classifier.predict(reviews, verbose=0)
+    assert before.shape == (2, 1) and np.all((before > 0) & (before < 1))
+    path = tmp_path / "classifier.keras"
+    classifier.save(path)
+    after = keras.saving.load_model(path).predict(reviews, verbose=0)
+    np.testing.assert_allclose(after, before, atol=1e-6)
+
+
+def test_from_pretrained_refuses_other_models():
+    with pytest.raises(ValueError, match="BertMaskedLM"):
+        BertClassifier.from_pretrained(keras.Sequential([keras.Input((2,))]))
+
+
+def test_configs_round_trip():
+    mlm = make_masked_lm()
+    config = mlm.backbone.get_config()
+    again = BertBackbone.from_config(config)
+    assert again.get_config() == config
+    config = mlm.preprocessor.get_config()
+    assert config["mask_selection_length"] == 5  # ceil(1.25 * .15 * 24)
+    classifier = BertClassifier(mlm.backbone, num_classes=3, dropout=0.2)
+    config = classifier.get_config()
+    assert config["num_classes"] == 3 and config["dropout"] == 0.2
+
+
+def test_presets_build_their_sizes():
+    preprocessor = BertMaskedLMPreprocessor.from_preset("cpu_mini",
+                                                        tokenizer())
+    assert preprocessor.sequence_length == 128
+    mlm = BertMaskedLM.from_preset("smoke", preprocessor)
+    assert mlm.backbone.hidden_dim == 32 and mlm.backbone.num_layers == 2
+    classifier = BertClassifier.from_preset(
+        "cpu_mini", BertClassifierPreprocessor.from_preset("cpu_mini",
+                                                           tokenizer()),
+        backbone_num_layers=1)
+    assert classifier.backbone.max_sequence_length == 256
+    assert classifier.preprocessor.sequence_length == 256
+    with pytest.raises(ValueError, match="Unknown bert preset"):
+        BertBackbone.from_preset("huge", 10)
+
+
+def test_mixed_bfloat16_gives_float32_outputs():
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        mlm = make_masked_lm(dtype="mixed_bfloat16")
+        inputs = random_inputs(vocabulary=mlm.backbone.vocabulary_size)
+        inputs["mask_positions"] = np.array([[1], [2]], "int32")
+        logits = mlm(inputs)
+        assert ops.dtype(logits) == "float32"
+        assert np.all(np.isfinite(to_numpy(logits)))
+        classifier = BertClassifier(mlm.backbone)
+        inputs.pop("mask_positions")
+        probabilities = classifier(inputs)
+        assert ops.dtype(probabilities) == "float32"
+        assert np.all(np.isfinite(to_numpy(probabilities)))
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+
+
+def test_masked_lm_head_equals_keras_hub_and_runs_in_bfloat16():
+    from zoo.layers import TokenEmbedding
+    from zoo.models.bert import MaskedLMHead
+
+    embedding = TokenEmbedding(30, 8)
+    embedding.build((None, None))
+    ours = MaskedLMHead(token_embedding=embedding,
+                        intermediate_activation="gelu")
+    theirs = keras_hub.layers.MaskedLMHead(token_embedding=embedding,
+                                           intermediate_activation="gelu")
+    hidden = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    positions = np.array([[1, 4], [0, 2]], "int32")
+    ours(hidden, positions), theirs(hidden, positions)
+    randomize(theirs, seed=4)
+    for mine, source in zip(ours.weights, theirs.weights):
+        mine.assign(source)
+    np.testing.assert_allclose(to_numpy(ours(hidden, positions)),
+                               to_numpy(theirs(hidden, positions)), atol=1e-5)
+    # keras-hub's head adds a float32 bias to bfloat16 logits, which
+    # TensorFlow refuses; this one runs everywhere.
+    embedding = TokenEmbedding(30, 8, dtype="mixed_bfloat16")
+    embedding.build((None, None))
+    head = MaskedLMHead(token_embedding=embedding,
+                        intermediate_activation="gelu",
+                        dtype="mixed_bfloat16")
+    out = head(ops.cast(hidden, "bfloat16"), positions)
+    assert out.shape == (2, 2, 30)
+    assert np.all(np.isfinite(to_numpy(ops.cast(out, "float32"))))

@@ -1,0 +1,165 @@
+"""The BERT classifier: a (pretrained) `BertBackbone`'s pooled [CLS] vector
+-> class probabilities, fine-tuned end to end on raw strings."""
+
+import keras
+import keras_hub
+
+from zoo.data.text import fit_dataset
+from zoo.data.text import text_batch
+from zoo.models.bert.bert_backbone import BertBackbone
+from zoo.models.bert.bert_backbone import bert_kernel_initializer
+from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
+from zoo.models.bert.bert_presets import PRESETS
+from zoo.models.portable import PortableCompileConfig
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BertClassifier(PortableCompileConfig, keras_hub.models.TextClassifier):
+    """Raw text in, class probabilities out: BERT preprocessor, backbone,
+    dropout and a dense head on the pooled [CLS] vector.
+
+    Args:
+        backbone: a `BertBackbone`, fresh or pretrained (see
+            `from_pretrained`).
+        preprocessor: a `BertClassifierPreprocessor`, or None to feed token
+            ids directly.
+        num_classes: 1 (default) for a binary task, whose output is the
+            probability of the positive class; more for a softmax.
+        dropout: dropout on the pooled vector.
+
+    Call arguments:
+        inputs: `{"token_ids", "segment_ids", "padding_mask"}`, each
+            `(batch, seq)`.
+
+    Returns:
+        `(batch, 1)` probabilities of the positive class, or `(batch,
+        num_classes)` class probabilities; float32.
+
+    Example:
+
+    >>> classifier = BertClassifier.from_pretrained("bert_imdb_mlm.keras")
+    >>> classifier.compile()
+    >>> classifier.fit(train_texts, train_labels, epochs=3)
+    >>> classifier.predict(["an utterly wonderful film", "a waste of two hours"])
+    array([[0.98], [0.02]], dtype=float32)
+    """
+
+    backbone_cls = BertBackbone
+    preprocessor_cls = BertClassifierPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, num_classes=1,
+                 dropout=0.1, **kwargs):
+        num_classes = int(num_classes)
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1; got {num_classes}.")
+        # === Config (compile, called by the Task, reads num_classes) ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+
+        # === Layers ===
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=backbone.dtype_policy, name="pooled_dropout")
+        # The head stays float32 under mixed precision.
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            activation="sigmoid" if num_classes == 1 else "softmax",
+            kernel_initializer=bert_kernel_initializer(),
+            dtype="float32",
+            name="classifier",
+        )
+
+        # === Functional model ===
+        inputs = backbone.input
+        pooled = backbone(inputs)["pooled_output"]
+        outputs = self.output_dense(self.output_dropout(pooled))
+        # keras_hub.models.TextClassifier.__init__ builds nothing itself.
+        keras_hub.models.Task.__init__(self, inputs=inputs, outputs=outputs,
+                                       **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, preprocessor, **kwargs):
+        """A classifier of the preset (see `zoo.models.bert.PRESETS`) with
+        fresh, random weights: the from-scratch baseline. `backbone_`
+        arguments override the backbone's, the rest the task's."""
+        overrides = {k[len("backbone_"):]: kwargs.pop(k)
+                     for k in list(kwargs) if k.startswith("backbone_")}
+        backbone = BertBackbone.from_preset(
+            preset, vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+            **overrides)
+        kwargs.setdefault("dropout",
+                          PRESETS.part(preset, "finetuning").get("dropout", 0.1))
+        return cls(backbone, preprocessor, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, masked_lm, sequence_length=None, **kwargs):
+        """A classifier on a pretrained masked LM's backbone, with a new
+        head.
+
+        Args:
+            masked_lm: a `BertMaskedLM`, or the path of its `.keras` file.
+            sequence_length: the classifier's packed length (default: the
+                backbone's `max_sequence_length`).
+            **kwargs: `num_classes`, `dropout`, ...
+
+        The backbone is the masked LM's own object (its weights, shared, not
+        copied again); the tokenizer is the masked LM's.
+        """
+        if isinstance(masked_lm, str):
+            masked_lm = keras.saving.load_model(masked_lm)
+        backbone = getattr(masked_lm, "backbone", None)
+        if not isinstance(backbone, BertBackbone):
+            raise ValueError(
+                f"from_pretrained needs a BertMaskedLM (or its file); got "
+                f"{type(masked_lm).__name__}.")
+        if masked_lm.preprocessor is None:
+            raise ValueError("The masked LM has no preprocessor, so there is "
+                             "no tokenizer to classify text with.")
+        preprocessor = BertClassifierPreprocessor(
+            masked_lm.preprocessor.tokenizer,
+            sequence_length=sequence_length or backbone.max_sequence_length)
+        return cls(backbone, preprocessor, **kwargs)
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto",
+                **kwargs):
+        """Binary (one class) or sparse categorical cross-entropy on the
+        probabilities, accuracy, and AdamW (5e-5, weight decay 0.01) by
+        default."""
+        if optimizer == "auto":
+            optimizer = keras.optimizers.AdamW(5e-5, weight_decay=0.01)
+        if loss == "auto":
+            loss = ("binary_crossentropy" if self.num_classes == 1
+                    else "sparse_categorical_crossentropy")
+        if metrics == "auto":
+            metrics = ["accuracy"]
+        keras_hub.models.Task.compile(self, optimizer=optimizer, loss=loss,
+                                      metrics=metrics, **kwargs)
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
+            shuffle=True, **kwargs):
+        """keras-hub's `fit` on raw strings (or a dataset of them), with
+        arrays reshuffled every epoch."""
+        if not hasattr(x, "element_spec"):
+            x = text_batch(x, "fit")
+        x, y, sample_weight, batch_size = fit_dataset(
+            x, y, sample_weight, batch_size, shuffle)
+        return super().fit(x, y, batch_size=batch_size,
+                           sample_weight=sample_weight, shuffle=False,
+                           **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        if not hasattr(x, "element_spec"):
+            x = text_batch(x, "evaluate")
+        return super().evaluate(x, y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        if not hasattr(x, "element_spec"):
+            x = text_batch(x, "predict")
+        return super().predict(x, *args, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes,
+                       "dropout": self.dropout})
+        return config

@@ -1,0 +1,181 @@
+"""The masked language model: BERT's pretraining task, and `fill_mask`."""
+
+import keras
+import keras_hub
+import numpy as np
+
+from zoo.data.text import fit_dataset
+from zoo.data.text import text_batch
+from zoo.models.bert.bert_backbone import BertBackbone
+from zoo.models.bert.bert_backbone import bert_kernel_initializer
+from zoo.models.bert.bert_masked_lm_head import MaskedLMHead
+from zoo.models.bert.bert_preprocessor import BertMaskedLMPreprocessor
+from zoo.models.bert.bert_preprocessor import strip_markup
+from zoo.models.portable import PortableCompileConfig
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BertMaskedLM(PortableCompileConfig, keras_hub.models.MaskedLM):
+    """Predicts masked tokens from both sides: BERT's pretraining task.
+
+    The head is keras-hub's `MaskedLMHead` (`bert_masked_lm_head`): the hidden state at each masked
+    position goes through a dense layer, GELU and LayerNorm, then the
+    transposed token embedding of the backbone (one shared variable) plus a
+    bias gives vocabulary logits. Logits are computed at the masked
+    positions only. `fit` takes raw strings; the preprocessor masks them
+    inside `tf.data`, anew each epoch.
+
+    Args:
+        backbone: a `BertBackbone`.
+        preprocessor: a `BertMaskedLMPreprocessor`, or None to feed its
+            outputs directly.
+
+    Call arguments:
+        inputs: `{"token_ids", "segment_ids", "padding_mask"}` each `(batch,
+            seq)` and `"mask_positions"` `(batch, n_masks)`.
+
+    Returns:
+        Logits `(batch, n_masks, vocabulary_size)`, float32.
+
+    Example:
+
+    >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=8000)
+    >>> preprocessor = BertMaskedLMPreprocessor(tokenizer, sequence_length=128)
+    >>> mlm = BertMaskedLM.from_preset("cpu_mini", preprocessor)
+    >>> mlm.compile()
+    >>> mlm.fit(texts, epochs=1)
+    >>> mlm.fill_mask("this movie was [MASK] good", top_k=3)
+    [[('really', 0.41), ('very', 0.22), ('so', 0.09)]]
+    """
+
+    backbone_cls = BertBackbone
+    preprocessor_cls = BertMaskedLMPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, **kwargs):
+        # === Layers ===
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self.masked_lm_head = MaskedLMHead(
+            vocabulary_size=backbone.vocabulary_size,
+            token_embedding=backbone.token_embedding,
+            intermediate_activation="gelu",
+            kernel_initializer=bert_kernel_initializer(),
+            dtype=backbone.dtype_policy,
+            name="mlm_head",
+        )
+        self.logits_dtype = keras.layers.Activation(
+            "linear", dtype="float32", name="logits")
+
+        # === Functional model ===
+        inputs = {
+            **backbone.input,
+            "mask_positions": keras.Input(
+                (None,), dtype="int32", name="mask_positions"),
+        }
+        sequence_output = backbone(backbone.input)["sequence_output"]
+        logits = self.masked_lm_head(sequence_output,
+                                     inputs["mask_positions"])
+        super().__init__(inputs=inputs, outputs=self.logits_dtype(logits),
+                         **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, preprocessor, **kwargs):
+        """A fresh masked LM of the preset (see `zoo.models.bert.PRESETS`)
+        for `preprocessor`'s vocabulary (`backbone_` arguments override the
+        backbone's)."""
+        overrides = {k[len("backbone_"):]: kwargs.pop(k)
+                     for k in list(kwargs) if k.startswith("backbone_")}
+        backbone = BertBackbone.from_preset(
+            preset, vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+            **overrides)
+        return cls(backbone, preprocessor, **kwargs)
+
+    def compile(self, optimizer="auto", loss="auto", *,
+                weighted_metrics="auto", **kwargs):
+        """keras-hub's `MaskedLM.compile`: cross-entropy on the logits and
+        accuracy, both weighted to the real masked positions; AdamW (5e-4,
+        weight decay 0.01) by default."""
+        if optimizer == "auto":
+            optimizer = keras.optimizers.AdamW(5e-4, weight_decay=0.01)
+        super().compile(optimizer=optimizer, loss=loss,
+                        weighted_metrics=weighted_metrics, **kwargs)
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
+            shuffle=True, **kwargs):
+        """keras-hub's `fit` on raw strings (or a dataset of them), with
+        arrays reshuffled every epoch."""
+        if not hasattr(x, "element_spec"):
+            x = text_batch(x, "fit")
+        x, y, sample_weight, batch_size = fit_dataset(
+            x, y, sample_weight, batch_size, shuffle)
+        return super().fit(x, y, batch_size=batch_size,
+                           sample_weight=sample_weight, shuffle=False,
+                           **kwargs)
+
+    def fill_mask(self, texts, top_k=5):
+        """The most likely tokens for each `[MASK]` in each text.
+
+        Args:
+            texts: a string or a list of strings, each with at least one
+                `[MASK]` within the first `sequence_length - 2` tokens.
+            top_k: how many candidates per mask.
+
+        Returns:
+            For each text, a list with one entry per `[MASK]` (left to
+            right): `top_k` `(token, probability)` pairs, most likely first.
+            A lone string gives that text's list.
+
+        Raises:
+            ValueError: no texts, a text without `[MASK]` (or with its masks
+                cut off by the length), or `top_k` out of range.
+        """
+        if self.preprocessor is None:
+            raise ValueError("This BertMaskedLM has no preprocessor, so it "
+                             "cannot read strings.")
+        scalar = isinstance(texts, (str, bytes))
+        texts = [strip_markup(t) for t in text_batch(texts, "fill_mask")]
+        tokenizer = self.preprocessor.tokenizer
+        vocabulary_size = int(tokenizer.vocabulary_size())
+        if not 1 <= int(top_k) <= vocabulary_size:
+            raise ValueError(f"top_k={top_k} must be in [1, "
+                             f"{vocabulary_size}].")
+        length = int(self.preprocessor.sequence_length)
+        mask_id = int(tokenizer.mask_token_id)
+        rows, positions = [], []
+        for text in texts:
+            ids = [int(i) for i in np.asarray(tokenizer(text)).reshape(-1)]
+            ids = ids[:length - 2]
+            row = [int(tokenizer.cls_token_id), *ids,
+                   int(tokenizer.sep_token_id)]
+            where = [i for i, token in enumerate(row) if token == mask_id]
+            if not where:
+                raise ValueError(
+                    f"fill_mask: {text!r} has no [MASK] token within its "
+                    f"first {length - 2} tokens.")
+            rows.append(row + [int(tokenizer.pad_token_id)]
+                        * (length - len(row)))
+            positions.append(where)
+        most = max(len(p) for p in positions)
+        token_ids = np.array(rows, "int32")
+        mask_positions = np.array([p + [0] * (most - len(p))
+                                   for p in positions], "int32")
+        # The inputs are ids already: Keras' predict_on_batch, not the
+        # Task's (which would run the masking preprocessor on them).
+        logits = keras.Model.predict_on_batch(self, {
+            "token_ids": token_ids,
+            "segment_ids": np.zeros_like(token_ids),
+            "padding_mask": token_ids != int(tokenizer.pad_token_id),
+            "mask_positions": mask_positions,
+        })
+        logits = np.asarray(logits, "float64")
+        probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+        probabilities /= probabilities.sum(-1, keepdims=True)
+        out = []
+        for row, where in zip(probabilities, positions):
+            per_mask = []
+            for p in row[:len(where)]:
+                best = np.argsort(-p)[:int(top_k)]
+                per_mask.append([(str(tokenizer.id_to_token(int(i))),
+                                  float(p[i])) for i in best])
+            out.append(per_mask)
+        return out[0] if scalar else out

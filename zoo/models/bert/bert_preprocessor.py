@@ -1,0 +1,152 @@
+"""BERT preprocessors: raw text -> [CLS] text [SEP] token ids, with masked
+tokens for pretraining (keras-hub's `MaskedLMPreprocessor` and
+`TextClassifierPreprocessor` with a WordPiece `BertTokenizer`).
+
+Both drop HTML line breaks (`<br />`, which IMDB reviews are full of) before
+tokenising, in `tf.data` and in eager calls alike.
+"""
+
+import re
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+
+from zoo.models.bert.bert_presets import PRESETS
+
+_MARKUP = r"<br\s*/?>"
+
+
+def strip_markup(x):
+    """`<br />` tags -> spaces, for a string, a list or array of strings, a
+    tf string tensor, or a tuple of segments of those."""
+    if isinstance(x, tuple):
+        return tuple(strip_markup(segment) for segment in x)
+    if isinstance(x, (tf.Tensor, tf.RaggedTensor)):
+        return tf.strings.regex_replace(x, _MARKUP, " ")
+    if isinstance(x, (str, bytes)):
+        text = x.decode("utf-8") if isinstance(x, bytes) else x
+        return re.sub(_MARKUP, " ", text)
+    if isinstance(x, (list, np.ndarray)):
+        return [strip_markup(t) for t in np.asarray(x, dtype=object).ravel()]
+    return x
+
+
+def _special_ids(tokenizer):
+    """Every id masking must never pick: [CLS], [SEP], [PAD], [MASK] (and
+    [UNK], whose target would teach nothing)."""
+    ids = set(tokenizer.special_token_ids)
+    unknown = getattr(tokenizer, "oov_token", None)
+    if unknown is not None:
+        ids.add(tokenizer.token_to_id(unknown))
+    return sorted(ids)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BertMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
+    """Strings -> masked token ids for masked-LM pretraining.
+
+    Each text is tokenised (WordPiece), packed as `[CLS] text [SEP]` and
+    padded to `sequence_length`; then `mask_selection_rate` of its ordinary
+    tokens are chosen (never [CLS], [SEP], [PAD], [MASK] or [UNK]; at most
+    `mask_selection_length` per text). A chosen token is replaced by [MASK]
+    with probability `mask_token_rate`, by a random token with
+    `random_token_rate`, and kept otherwise (BERT's 80/10/10). Masks are
+    drawn anew each time a text passes through, so each epoch masks
+    differently (RoBERTa's dynamic masking).
+
+    Args:
+        tokenizer: a `keras_hub.models.BertTokenizer`.
+        sequence_length: packed length.
+        mask_selection_rate: share of tokens chosen for prediction.
+        mask_selection_length: most tokens chosen per text (default:
+            `ceil(1.25 * rate * sequence_length)`, room for the variance).
+        mask_token_rate, random_token_rate: what a chosen token becomes.
+
+    Call arguments:
+        x: a string or a batch of strings.
+
+    Returns:
+        `(x, y, sample_weight)`: `x = {"token_ids", "segment_ids",
+        "padding_mask"}` each `(batch, sequence_length)` plus
+        `"mask_positions"` `(batch, mask_selection_length)`; `y` the
+        original ids at those positions; `sample_weight` 1 for a real
+        choice, 0 for padding of the position list.
+
+    Example:
+
+    >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=8000)
+    >>> preprocessor = BertMaskedLMPreprocessor(tokenizer, sequence_length=128)
+    >>> x, y, weights = preprocessor(["this movie was really good"])
+    >>> x["token_ids"].shape, x["mask_positions"].shape
+    ((1, 128), (1, 20))
+    """
+
+    def __init__(self, tokenizer, sequence_length=256,
+                 mask_selection_rate=0.15, mask_selection_length=None,
+                 mask_token_rate=0.8, random_token_rate=0.1, **kwargs):
+        if mask_selection_length is None:
+            mask_selection_length = int(
+                np.ceil(1.25 * mask_selection_rate * sequence_length))
+        super().__init__(
+            tokenizer,
+            sequence_length=sequence_length,
+            mask_selection_rate=mask_selection_rate,
+            mask_selection_length=mask_selection_length,
+            mask_token_rate=mask_token_rate,
+            random_token_rate=random_token_rate,
+            **kwargs,
+        )
+
+    @classmethod
+    def from_preset(cls, preset, tokenizer, **kwargs):
+        """Packs to the preset's pretraining length."""
+        kwargs.setdefault("sequence_length",
+                          PRESETS.part(preset, "pretraining")["sequence_length"])
+        return cls(tokenizer, **kwargs)
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.masker.unselectable_token_ids = _special_ids(self.tokenizer)
+
+    def call(self, x, y=None, sample_weight=None):
+        return super().call(strip_markup(x), y, sample_weight)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class BertClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
+    """Strings (and labels) -> `{"token_ids", "segment_ids",
+    "padding_mask"}`, `[CLS] text [SEP]` padded or cut to `sequence_length`.
+
+    Args:
+        tokenizer: a `keras_hub.models.BertTokenizer`.
+        sequence_length: packed length; longer texts lose their end.
+        truncate: how a pair of segments shares the length
+            ("round_robin" or "waterfall").
+
+    Call arguments:
+        x: a string, a batch of strings, or a tuple of two batches
+            (segment A and B).
+        y, sample_weight: passed through.
+
+    Returns:
+        The inputs dict (each `(batch, sequence_length)`), with `y` and
+        `sample_weight` when given.
+
+    Example:
+
+    >>> preprocessor = BertClassifierPreprocessor(tokenizer, sequence_length=256)
+    >>> preprocessor(["a waste of two hours"])["token_ids"].shape
+    (1, 256)
+    """
+
+    @classmethod
+    def from_preset(cls, preset, tokenizer, **kwargs):
+        """Packs to the preset's fine-tuning length."""
+        kwargs.setdefault("sequence_length",
+                          PRESETS.part(preset, "finetuning")["sequence_length"])
+        return cls(tokenizer, **kwargs)
+
+    def call(self, x, y=None, sample_weight=None):
+        return super().call(strip_markup(x), y, sample_weight)

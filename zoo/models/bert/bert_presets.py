@@ -1,0 +1,53 @@
+"""BERT presets: architectures, preprocessing and the schedules
+`recipes/bert_imdb.py` pretrains and fine-tunes them with."""
+
+from zoo.models.presets import Presets
+
+PRESETS = Presets("bert", {
+    "cpu_mini": {
+        "description": "4 layers, 4 heads, 256 wide, MLP 1024, 256 "
+                       "positions (BERT-mini's shape); pretrains on IMDB "
+                       "text on 2 CPU cores in about an hour",
+        "backbone": dict(num_layers=4, num_heads=4, hidden_dim=256,
+                         intermediate_dim=1024, max_sequence_length=256,
+                         dropout=0.1),
+        "tokenizer": dict(vocabulary_size=8000),
+        "preprocessor": dict(sequence_length=256),
+        "pretraining": dict(sequence_length=128, epochs=1, batch_size=64,
+                            learning_rate=5e-4, warmup_fraction=0.06,
+                            weight_decay=0.01),
+        "finetuning": dict(sequence_length=256, epochs=3, batch_size=32,
+                           learning_rate=1e-4, warmup_fraction=0.1,
+                           weight_decay=0.01, dropout=0.1),
+    },
+    "small": {
+        "description": "BERT-small: 4 layers, 8 heads, 512 wide, MLP 2048, "
+                       "512 positions; for a GPU",
+        "backbone": dict(num_layers=4, num_heads=8, hidden_dim=512,
+                         intermediate_dim=2048, max_sequence_length=512,
+                         dropout=0.1),
+        "tokenizer": dict(vocabulary_size=16000),
+        "preprocessor": dict(sequence_length=512),
+        "pretraining": dict(sequence_length=256, epochs=10, batch_size=128,
+                            learning_rate=5e-4, warmup_fraction=0.06,
+                            weight_decay=0.01),
+        "finetuning": dict(sequence_length=512, epochs=3, batch_size=32,
+                           learning_rate=5e-5, warmup_fraction=0.1,
+                           weight_decay=0.01, dropout=0.1),
+    },
+    "smoke": {
+        "description": "2 layers, 32 wide: the same code path in seconds "
+                       "(tests, --smoke)",
+        "backbone": dict(num_layers=2, num_heads=2, hidden_dim=32,
+                         intermediate_dim=64, max_sequence_length=64,
+                         dropout=0.0),
+        "tokenizer": dict(vocabulary_size=200),
+        "preprocessor": dict(sequence_length=64),
+        "pretraining": dict(sequence_length=32, epochs=2, batch_size=16,
+                            learning_rate=2e-3, warmup_fraction=0.1,
+                            weight_decay=0.01),
+        "finetuning": dict(sequence_length=64, epochs=2, batch_size=16,
+                           learning_rate=1e-3, warmup_fraction=0.1,
+                           weight_decay=0.01, dropout=0.0),
+    },
+})
