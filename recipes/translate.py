@@ -138,7 +138,12 @@ def parse_args(argv=None):
                         help="default: runs/translate/<preset>/")
     parser.add_argument("--ship", action="store_true",
                         help="also save saved_models/translate_de_en"
-                        "[_rnn].keras")
+                        "[_rnn].keras, with float16 weights, and report the "
+                        "BLEU of that file")
+    parser.add_argument("--evaluate", default=None, metavar="MODEL.keras",
+                        help="train nothing: measure BLEU of a saved "
+                        "translator on --data-dir's validation (and test) "
+                        "split; with --ship, ship it")
     parser.add_argument("--smoke", action="store_true",
                         help="a tiny model on generated pairs, offline, in "
                         "seconds")
@@ -310,8 +315,7 @@ def run(args):
     model_path = save_model_atomic(
         translator, os.path.join(args.output_dir, f"{name}.keras"))
     if args.ship:
-        save_model_atomic(translator,
-                          os.path.join(ROOT, "saved_models", f"{name}.keras"))
+        metrics["shipped"] = ship(translator, name, splits, args)
     write_json_atomic(metrics, os.path.join(args.output_dir, "metrics.json"))
     viz.plot_training_curves(
         {"loss": history["loss"], "val_loss": history["val_loss"]},
@@ -336,6 +340,55 @@ def run(args):
           f"backend={keras.backend.backend()} validation BLEU {bleu:.2f} "
           f"(lowercased {bleu_lower:.2f}, beam {args.beam}){test} "
           f"train_time={seconds:.0f}s params={parameters} -> {model_path}")
+    return metrics
+
+
+def ship(translator, name, splits, args):
+    """Writes `saved_models/<name>.keras` with float16 weights (half the
+    size), reloads it and measures its BLEU: what a user of the file gets."""
+    path = save_model_atomic(
+        translator, os.path.join(ROOT, "saved_models", f"{name}.keras"),
+        weights_dtype="float16")
+    shipped = keras.saving.load_model(path)
+    report = {"path": os.path.relpath(path, ROOT),
+              "megabytes": round(os.path.getsize(path) / 1e6, 2)}
+    for split in ("validation", "test"):
+        if split in splits:
+            german, english = splits[split]
+            bleu, lower, _ = bleu_scores(
+                translate_all(shipped, german, args), english)
+            report.update({f"{split}_bleu": bleu,
+                           f"{split}_bleu_lowercase": lower})
+    print(f"shipped {report['path']} ({report['megabytes']} MB, float16 "
+          f"weights): validation BLEU {report['validation_bleu']:.2f}")
+    return report
+
+
+def evaluate_saved(args):
+    """BLEU of a saved translator (`--evaluate`), and `--ship` of it."""
+    translator = keras.saving.load_model(args.evaluate)
+    if not isinstance(translator, Translator):
+        raise SystemExit(f"error: {args.evaluate} holds a "
+                         f"{type(translator).__name__}, not a Translator.")
+    splits = load_pairs(args)
+    metrics = {"model": args.evaluate, "beam": args.beam,
+               "backend": keras.backend.backend()}
+    start = time.perf_counter()
+    for split in ("validation", "test"):
+        if split in splits:
+            german, english = splits[split]
+            bleu, lower, _ = bleu_scores(
+                translate_all(translator, german, args), english)
+            metrics.update({f"{split}_bleu": bleu,
+                            f"{split}_bleu_lowercase": lower})
+    metrics["translate_seconds"] = round(time.perf_counter() - start, 1)
+    if args.ship:
+        name = os.path.basename(args.evaluate)[:-len(".keras")]
+        metrics["shipped"] = ship(translator, name, splits, args)
+    print(f"RESULT translate evaluate {args.evaluate} "
+          f"backend={keras.backend.backend()} validation BLEU "
+          f"{metrics['validation_bleu']:.2f} (lowercased "
+          f"{metrics['validation_bleu_lowercase']:.2f}, beam {args.beam})")
     return metrics
 
 
@@ -374,6 +427,8 @@ def check_setup(variant="transformer", smoke=True, seed=1337, num_steps=20,
 def main(argv=None):
     args = parse_args(argv)
     try:
+        if args.evaluate:
+            return evaluate_saved(args)
         return run(args)
     except DataNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)

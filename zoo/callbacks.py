@@ -30,3 +30,46 @@ class AttentionEntropyHistory(keras.callbacks.Callback):
         weights = self.weights_model.predict(self.token_ids, verbose=0)
         entropy = attention_entropy(weights, self.token_ids != 0)
         self.entropies[epoch + 1] = keras.ops.convert_to_numpy(entropy)
+
+
+class ReproducibleEpochs(keras.callbacks.Callback):
+    """Makes each epoch's randomness a function of `(seed, epoch)`, so a run
+    resumed at epoch `e` (with `keras.callbacks.BackupAndRestore`) continues
+    exactly as the uninterrupted run would have.
+
+    At the start of every epoch it sets `.epoch` on each of `datasets` (e.g.
+    `zoo.data.masked_lm.MaskedLMBatches`, whose order and masks follow it)
+    and reseeds every `keras.random.SeedGenerator` of the model (dropout's),
+    whose state `BackupAndRestore` does not save, and the global generators
+    (`keras.utils.set_random_seed`: PyTorch's unseeded dropout draws from
+    torch's own).
+
+    Args:
+        seed: the run's seed.
+        datasets: objects with an `epoch` attribute to keep in step.
+
+    Example:
+
+    >>> batches = MaskedLMBatches(ids, 64, tokenizer, seed=1)
+    >>> mlm.fit(batches, epochs=10, callbacks=[
+    ...     ReproducibleEpochs(1, [batches]),
+    ...     keras.callbacks.BackupAndRestore("runs/backup")])
+    """
+
+    def __init__(self, seed, datasets=()):
+        super().__init__()
+        self.seed = int(seed)
+        self.datasets = list(datasets)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        for dataset in self.datasets:
+            dataset.epoch = int(epoch)
+        keras.utils.set_random_seed(int(np.random.default_rng(
+            [self.seed, int(epoch)]).integers(0, 2**31 - 1)))
+        states = [v for v in self.model.variables
+                  if v.name == "seed_generator_state"]
+        for index, state in enumerate(states):
+            value = np.random.default_rng(
+                [self.seed, int(epoch), index]).integers(0, 2**31 - 1)
+            state.assign(keras.ops.convert_to_tensor([value, 0],
+                                                     dtype=state.dtype))

@@ -4,6 +4,9 @@ where a good one was."""
 import json
 import os
 import tempfile
+import zipfile
+
+import numpy as np
 
 
 def _atomic_path(path):
@@ -25,18 +28,63 @@ def _publish(tmp, path):
     os.replace(tmp, path)
 
 
-def save_model_atomic(model, path):
-    """`model.save(path)` through a temporary file and an atomic rename."""
+def save_model_atomic(model, path, weights_dtype=None):
+    """`model.save(path)` through a temporary file and an atomic rename.
+
+    Args:
+        model: a Keras model.
+        path: the `.keras` file to write.
+        weights_dtype: "float16" stores float32 weights as float16 (half the
+            file; Keras casts them back to the variables' float32 when the
+            file is loaded, so the model computes as before, from rounded
+            weights). None keeps them as they are.
+    """
     if not path.endswith(".keras"):
         raise ValueError(f"model files end in .keras; got {path!r}.")
+    if weights_dtype not in (None, "float16"):
+        raise ValueError(f"weights_dtype must be None or 'float16'; got "
+                         f"{weights_dtype!r}.")
     tmp = _atomic_path(path)
     try:
         model.save(tmp)
+        if weights_dtype == "float16":
+            _store_float16(tmp)
         _publish(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def _store_float16(keras_file):
+    """Rewrites the float32 arrays of a `.keras` file's weights as float16."""
+    import h5py
+
+    folder = tempfile.mkdtemp(dir=os.path.dirname(keras_file),
+                              prefix=".tmp-")
+    try:
+        with zipfile.ZipFile(keras_file) as archive:
+            names = archive.namelist()
+            archive.extractall(folder)
+        weights = os.path.join(folder, "model.weights.h5")
+        with h5py.File(weights, "r+") as store:
+            arrays = []
+            store.visititems(lambda name, item: arrays.append(name) if (
+                isinstance(item, h5py.Dataset)
+                and item.dtype == np.float32) else None)
+            for name in arrays:
+                value = store[name][()]
+                if np.abs(value).max(initial=0.0) > np.finfo("float16").max:
+                    continue  # would overflow: keep it as float32
+                del store[name]
+                store.create_dataset(name, data=value.astype("float16"))
+        with zipfile.ZipFile(keras_file, "w", zipfile.ZIP_DEFLATED) as out:
+            for name in names:
+                out.write(os.path.join(folder, name), name)
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_json_atomic(data, path):

@@ -260,3 +260,31 @@ def test_synthetic_imdb_is_deterministic_and_balanced():
     a, b = imdb.make_synthetic_imdb(seed=4), imdb.make_synthetic_imdb(seed=4)
     assert list(a["train"][0][:5]) == list(b["train"][0][:5])
     assert 0.35 < a["train"][1].mean() < 0.65
+
+
+def test_unsupervised_reviews_from_a_local_copy(tmp_path):
+    root = write_aclimdb(tmp_path, with_test=False)
+    folder = os.path.join(root, "train", "unsup")
+    os.makedirs(folder)
+    for i in (10, 2, 1):
+        with open(os.path.join(folder, f"{i}_0.txt"), "w") as f:
+            f.write(f"unlabelled review {i}")
+    texts = imdb.load_imdb_unsupervised(str(tmp_path))
+    assert list(texts) == ["unlabelled review 1", "unlabelled review 2",
+                           "unlabelled review 10"]
+
+
+def test_unsupervised_errors_name_the_fix(tmp_path):
+    root = write_aclimdb(tmp_path, with_test=False)
+    with pytest.raises(DataNotFoundError, match="train/unsup"):
+        imdb.load_imdb_unsupervised(root)
+    with pytest.raises(DataNotFoundError, match="does not exist"):
+        imdb.load_imdb_unsupervised(str(tmp_path / "nowhere"))
+
+
+def test_unsupervised_reviews_from_tfds(monkeypatch):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    monkeypatch.setattr(tfds, "builder", lambda *a, **k: _Prepared())
+    monkeypatch.setattr(tfds, "load", _fake_tfds_load)
+    texts = imdb.load_imdb_unsupervised()
+    assert len(texts) == 10 and texts[0] == "a wonderful unsupervised film"

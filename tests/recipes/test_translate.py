@@ -106,3 +106,24 @@ def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
     assert metrics["resumed_at_epoch"] == 1
     assert len(metrics["history"]["loss"]) == 1
     assert not (tmp_path / "backup").exists()  # removed once training ends
+
+
+def test_evaluate_a_saved_model_and_ship_it_with_float16_weights(
+        tmp_path, monkeypatch):
+    translate.main(["--smoke", "--epochs", "1", "--beam", "1", "--verbose",
+                    "0", "--output-dir", str(tmp_path)])
+    monkeypatch.setattr(translate, "ROOT", str(tmp_path / "repo"))
+    path = str(tmp_path / "translate_de_en.keras")
+    metrics = translate.main(["--evaluate", path, "--smoke", "--beam", "1",
+                              "--ship", "--output-dir", str(tmp_path)])
+    shipped = tmp_path / "repo" / "saved_models" / "translate_de_en.keras"
+    assert shipped.exists()
+    assert metrics["shipped"]["megabytes"] < (
+        (tmp_path / "translate_de_en.keras").stat().st_size / 1e6)
+    # Rounded weights, the same translations here.
+    assert metrics["shipped"]["validation_bleu"] == pytest.approx(
+        metrics["validation_bleu"], abs=1.0)
+    with pytest.raises(SystemExit, match="not a Translator"):
+        keras.Sequential([keras.Input((2,))]).save(tmp_path / "other.keras")
+        translate.main(["--evaluate", str(tmp_path / "other.keras"),
+                        "--smoke"])

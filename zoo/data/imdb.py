@@ -354,6 +354,58 @@ def load_imdb(data_dir=None, validation_fraction=0.2, seed=1337,
     return splits
 
 
+def load_imdb_unsupervised(data_dir=None):
+    """The 50,000 unlabelled reviews of IMDB (`train/unsup/` in aclImdb,
+    tensorflow-datasets' `unsupervised` split), in id order: text for
+    pretraining. None of them is in the test split.
+
+    Args:
+        data_dir: a local `aclImdb` directory (or its parent); None: tfds.
+
+    Returns:
+        A NumPy object array of strings.
+
+    Raises:
+        DataNotFoundError: no `train/unsup` folder, or tfds cannot load it
+            (with how to fix it).
+    """
+    if data_dir is None:
+        try:
+            load_tfds()  # checks the network and prepares the dataset
+            import tensorflow_datasets as tfds
+
+            dataset = tfds.load("imdb_reviews", split="unsupervised",
+                                as_supervised=True)
+            return np.array([text.decode("utf-8") for text, _ in
+                             tfds.as_numpy(dataset)], dtype=object)
+        except DataNotFoundError:
+            raise
+        except Exception as error:  # no network, a broken download
+            raise DataNotFoundError(
+                "Could not load IMDB's unsupervised split with "
+                f"tensorflow-datasets ({type(error).__name__}). Pass "
+                "--data-dir /path/to/aclImdb (with train/unsup)."
+            ) from None
+    if not os.path.isdir(data_dir):
+        raise DataNotFoundError(f"--data-dir {data_dir!r} does not exist.")
+    root = find_aclimdb_root(data_dir)
+    folder = os.path.join(root, "train", "unsup")
+    if not os.path.isdir(folder):
+        raise DataNotFoundError(
+            f"{folder} does not exist: the unlabelled reviews come with "
+            f"aclImdb_v1.tar.gz from {IMDB_URL}.")
+    files = sorted(
+        (int(match.group(1)), name) for name in os.listdir(folder)
+        for match in [_REVIEW_FILE.match(name)] if match)
+    if not files:
+        raise DataNotFoundError(f"{folder} has no reviews.")
+    texts = []
+    for _, name in files:
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            texts.append(f.read())
+    return np.array(texts, dtype=object)
+
+
 _NEUTRAL = (
     "the a film movie story plot actor actress scene director it was is "
     "this that and of to in with for as on but about character ending music"

@@ -371,3 +371,16 @@ def test_masked_lm_head_equals_keras_hub_and_runs_in_bfloat16():
     out = head(ops.cast(hidden, "bfloat16"), positions)
     assert out.shape == (2, 2, 30)
     assert np.all(np.isfinite(to_numpy(ops.cast(out, "float32"))))
+
+
+def test_attention_scores_are_distributions_over_real_tokens():
+    backbone = BertBackbone(50, **SIZE)
+    randomize(backbone, seed=5)
+    inputs = random_inputs(pad_from=6)
+    for layer in (0, -1):
+        scores = to_numpy(backbone.attention_scores(inputs, layer))
+        assert scores.shape == (2, SIZE["num_heads"], 10, 10)
+        np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)
+        assert np.all(scores[1, :, :, 6:] < 1e-6)  # padded keys
+    with pytest.raises(IndexError):
+        backbone.attention_scores(inputs, 5)

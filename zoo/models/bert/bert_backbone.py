@@ -178,6 +178,31 @@ class BertBackbone(keras_hub.models.Backbone):
         self.num_segments = num_segments
         self.layer_norm_epsilon = layer_norm_epsilon
 
+    def attention_scores(self, inputs, layer_index=-1):
+        """The self-attention weights of one block, for head views.
+
+        Args:
+            inputs: the backbone's input dict (`token_ids`, `segment_ids`,
+                `padding_mask`), `(batch, seq)` each.
+            layer_index: which `TransformerEncoder` block (negative counts
+                from the last).
+
+        Returns:
+            `(batch, num_heads, seq, seq)`: row `i` of head `h` is how
+            position `i` spreads its attention over the positions (padded
+            keys get 0).
+        """
+        index = range(self.num_layers)[layer_index]  # IndexError if outside
+        padding_mask = inputs["padding_mask"]
+        x = self.embeddings(inputs["token_ids"]) + self.segment_embedding(
+            inputs["segment_ids"])
+        x = self.embeddings_layer_norm(x)
+        for block in self.transformer_layers[:index]:
+            x = block(x, padding_mask=padding_mask)
+        _, scores = self.transformer_layers[index](
+            x, padding_mask=padding_mask, return_attention_scores=True)
+        return scores
+
     @classmethod
     def from_preset(cls, preset, vocabulary_size, **kwargs):
         """The preset's architecture (see `zoo.models.bert.PRESETS`) with

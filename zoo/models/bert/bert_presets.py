@@ -5,16 +5,18 @@ from zoo.models.presets import Presets
 
 PRESETS = Presets("bert", {
     "cpu_mini": {
-        "description": "4 layers, 4 heads, 256 wide, MLP 1024, 256 "
-                       "positions (BERT-mini's shape); pretrains on IMDB "
-                       "text on 2 CPU cores in about an hour",
-        "backbone": dict(num_layers=4, num_heads=4, hidden_dim=256,
-                         intermediate_dim=1024, max_sequence_length=256,
+        "description": "4 layers, 4 heads, 128 wide, MLP 512, 256 "
+                       "positions (between BERT-tiny and BERT-mini); sized "
+                       "to pretrain on IMDB text on 2 CPU cores in about "
+                       "an hour",
+        "backbone": dict(num_layers=4, num_heads=4, hidden_dim=128,
+                         intermediate_dim=512, max_sequence_length=256,
                          dropout=0.1),
         "tokenizer": dict(vocabulary_size=8000),
         "preprocessor": dict(sequence_length=256),
-        "pretraining": dict(sequence_length=128, epochs=1, batch_size=64,
-                            learning_rate=5e-4, warmup_fraction=0.06,
+        "pretraining": dict(sequence_length=128, epochs=10,
+                            steps_per_epoch=500, batch_size=64,
+                            learning_rate=1e-3, warmup_fraction=0.05,
                             weight_decay=0.01),
         "finetuning": dict(sequence_length=256, epochs=3, batch_size=32,
                            learning_rate=1e-4, warmup_fraction=0.1,
@@ -28,7 +30,8 @@ PRESETS = Presets("bert", {
                          dropout=0.1),
         "tokenizer": dict(vocabulary_size=16000),
         "preprocessor": dict(sequence_length=512),
-        "pretraining": dict(sequence_length=256, epochs=10, batch_size=128,
+        "pretraining": dict(sequence_length=256, epochs=20,
+                            steps_per_epoch=1000, batch_size=128,
                             learning_rate=5e-4, warmup_fraction=0.06,
                             weight_decay=0.01),
         "finetuning": dict(sequence_length=512, epochs=3, batch_size=32,
@@ -43,7 +46,8 @@ PRESETS = Presets("bert", {
                          dropout=0.0),
         "tokenizer": dict(vocabulary_size=200),
         "preprocessor": dict(sequence_length=64),
-        "pretraining": dict(sequence_length=32, epochs=2, batch_size=16,
+        "pretraining": dict(sequence_length=32, epochs=2,
+                            steps_per_epoch=None, batch_size=16,
                             learning_rate=2e-3, warmup_fraction=0.1,
                             weight_decay=0.01),
         "finetuning": dict(sequence_length=64, epochs=2, batch_size=16,
