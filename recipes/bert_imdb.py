@@ -1,0 +1,618 @@
+"""BERT on IMDB: masked-LM pretraining on unlabelled reviews, then
+fine-tuning, with the gain over the same model from random weights.
+
+    python recipes/bert_imdb.py pretrain --data-dir ../shared/data/aclImdb
+    python recipes/bert_imdb.py finetune --data-dir ../shared/data/aclImdb \\
+        --pretrained runs/bert_imdb/cpu_mini/bert_imdb_mlm.keras --folds 0,1,2
+    python recipes/bert_imdb.py all --smoke        # both, 1-minute check, offline
+
+`pretrain` learns a WordPiece vocabulary and a `BertMaskedLM` on IMDB's
+train reviews (their text only) and its 50,000 unlabelled reviews, never the
+test split; 500 unlabelled reviews are held out for the masked-token loss
+and accuracy. Reviews are cut into pieces of about `--sequence-length`
+tokens, tokenised once, and masked anew each epoch from (seed, epoch, batch),
+so an interrupted run continues exactly where its last checkpoint was:
+`--resume` (checkpoints in `<output-dir>/backup` after every epoch of
+`--steps-per-epoch` batches; Ctrl-C keeps the last one).
+
+`finetune` trains a `BertClassifier` on the pretrained backbone for each
+`--folds` fold (validation holds out whole movies, as
+`recipes/imdb_attention.py` does) and, unless `--no-scratch`, the same
+architecture and budget from random weights on the same folds: the gain
+from pretraining, paired by fold.
+
+Writes to `--output-dir`: `vocabulary.txt`, `bert_imdb_mlm.keras`,
+`pretrain_metrics.json`, `pretrain_history.csv`, `mlm_curves.png`;
+`finetune_metrics.json`, `finetune_curves.png`, `head_view.png` (attention of each head of the last
+layer over one review) and `imdb_bert.keras` (fold 0's classifier). `--ship`
+also writes the model to `saved_models/` with float16 weights.
+
+    import zoo, keras
+    mlm = keras.saving.load_model("saved_models/bert_imdb_mlm.keras")
+    mlm.fill_mask("this movie was [MASK] good")
+    clf = keras.saving.load_model("saved_models/imdb_bert.keras")
+    clf.predict(["an utterly wonderful film", "a waste of two hours"])
+"""
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
+
+import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+
+from recipes.flags import non_negative_int  # noqa: E402
+from recipes.flags import positive_float  # noqa: E402
+from recipes.flags import positive_int  # noqa: E402
+from recipes.flags import rate  # noqa: E402
+from zoo import viz  # noqa: E402
+from zoo.callbacks import ReproducibleEpochs  # noqa: E402
+from zoo.data.imdb import DataNotFoundError  # noqa: E402
+from zoo.data.imdb import load_imdb  # noqa: E402
+from zoo.data.imdb import load_imdb_unsupervised  # noqa: E402
+from zoo.data.imdb import make_synthetic_imdb  # noqa: E402
+from zoo.data.masked_lm import MaskedLMBatches  # noqa: E402
+from zoo.data.masked_lm import pack_texts  # noqa: E402
+from zoo.data.text import text_dataset  # noqa: E402
+from zoo.data.tokenizers import train_bert_tokenizer  # noqa: E402
+from zoo.models.bert import PRESETS  # noqa: E402
+from zoo.models.bert import BertClassifier  # noqa: E402
+from zoo.models.bert import BertClassifierPreprocessor  # noqa: E402
+from zoo.models.bert import BertMaskedLM  # noqa: E402
+from zoo.models.bert import BertMaskedLMPreprocessor  # noqa: E402
+from zoo.models.bert import strip_markup  # noqa: E402
+from zoo.saving import save_model_atomic  # noqa: E402
+from zoo.saving import write_json_atomic  # noqa: E402
+
+MLM_VALIDATION_REVIEWS = 500
+FILL_MASK_EXAMPLES = ("this movie was [MASK] good.",
+                      "the acting was [MASK] and the plot made no sense.",
+                      "one of the best [MASK] i have ever seen.")
+HEAD_VIEW_TOKENS = 40
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="BERT on IMDB: masked-LM pretraining, then fine-tuning "
+        "(any backend).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{pretrain,finetune,all}")
+    pretrain = commands.add_parser(
+        "pretrain", help="masked-LM pretraining on train + unsup text",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    finetune = commands.add_parser(
+        "finetune", help="fine-tune (and train from scratch) on folds",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    both = commands.add_parser(
+        "all", help="pretrain, then fine-tune the result",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for sub in (pretrain, finetune, both):
+        _common_flags(sub)
+    for sub in (pretrain, both):
+        _pretrain_flags(sub)
+    for sub in (finetune, both):
+        _finetune_flags(sub)
+    finetune.add_argument("--pretrained", default=None, metavar="MLM.keras",
+                          help="the pretrained masked LM (default: "
+                          "<output-dir>/bert_imdb_mlm.keras)")
+    args = parser.parse_args(argv)
+    return resolve(parser, args)
+
+
+def _common_flags(parser):
+    parser.add_argument("--preset", choices=PRESETS.names(), default=None,
+                        help="a zoo.models.bert preset (default: cpu_mini; "
+                        "smoke with --smoke)")
+    parser.add_argument("--data-dir", default=None,
+                        help="an aclImdb folder (train/{pos,neg,unsup}); "
+                        "default: tensorflow-datasets' imdb_reviews")
+    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--output-dir", default=None,
+                        help="default: runs/bert_imdb/<preset>/")
+    parser.add_argument("--ship", action="store_true",
+                        help="also write the model(s) to saved_models/ "
+                        "(float16 weights)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="generated reviews and the smoke preset: the "
+                        "same code path in about a minute, offline")
+    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                        help="Keras progress output")
+
+
+def _pretrain_flags(parser):
+    group = parser.add_argument_group("pretraining (defaults: the preset's)")
+    group.add_argument("--epochs", type=positive_int, default=None)
+    group.add_argument("--steps-per-epoch", type=positive_int, default=None,
+                       help="batches per epoch (a checkpoint each epoch); "
+                       "default: the preset's, or one pass over the text")
+    group.add_argument("--batch-size", type=positive_int, default=None)
+    group.add_argument("--learning-rate", type=positive_float, default=None,
+                       help="peak of the warm-up + cosine schedule")
+    group.add_argument("--sequence-length", type=positive_int, default=None,
+                       help="tokens per pretraining piece")
+    group.add_argument("--vocab-size", type=positive_int, default=None)
+    group.add_argument("--mask-rate", type=rate, default=0.15)
+    group.add_argument("--max-minutes", type=positive_float, default=None,
+                       help="stop (at an epoch's end) before this budget "
+                       "runs out; --resume continues later")
+    group.add_argument("--resume", action="store_true",
+                       help="continue the run in --output-dir from its last "
+                       "checkpoint")
+
+
+def _finetune_flags(parser):
+    group = parser.add_argument_group("fine-tuning (defaults: the preset's)")
+    group.add_argument("--folds", default="0",
+                       help="validation folds, comma-separated, each in "
+                       "[0, 5): the gain is paired by fold")
+    group.add_argument("--finetune-epochs", type=positive_int, default=None)
+    group.add_argument("--finetune-batch-size", type=positive_int,
+                       default=None)
+    group.add_argument("--finetune-learning-rate", type=positive_float,
+                       default=None)
+    group.add_argument("--finetune-sequence-length", type=positive_int,
+                       default=None)
+    group.add_argument("--no-scratch", action="store_true",
+                       help="skip the from-scratch baseline")
+
+
+def resolve(parser, args):
+    if args.preset is None:
+        args.preset = "smoke" if args.smoke else "cpu_mini"
+    if args.output_dir is None:
+        args.output_dir = os.path.join(ROOT, "runs", "bert_imdb", args.preset)
+    pretraining = PRESETS.part(args.preset, "pretraining")
+    finetuning = PRESETS.part(args.preset, "finetuning")
+    if args.command in ("pretrain", "all"):
+        for key in ("epochs", "steps_per_epoch", "batch_size",
+                    "learning_rate", "sequence_length"):
+            if getattr(args, key) is None:
+                setattr(args, key, pretraining[key])
+        args.warmup_fraction = pretraining["warmup_fraction"]
+        args.weight_decay = pretraining["weight_decay"]
+        if args.vocab_size is None:
+            args.vocab_size = PRESETS.part(args.preset,
+                                           "tokenizer")["vocabulary_size"]
+        backbone = PRESETS.part(args.preset, "backbone")
+        if args.sequence_length > backbone["max_sequence_length"]:
+            parser.error(f"--sequence-length {args.sequence_length} is "
+                         "longer than the preset's "
+                         f"{backbone['max_sequence_length']} positions")
+    if args.command in ("finetune", "all"):
+        for key in ("epochs", "batch_size", "learning_rate",
+                    "sequence_length"):
+            flag = f"finetune_{key}"
+            if getattr(args, flag) is None:
+                setattr(args, flag, finetuning[key])
+        args.finetune_warmup_fraction = finetuning["warmup_fraction"]
+        args.finetune_weight_decay = finetuning["weight_decay"]
+        args.finetune_dropout = finetuning["dropout"]
+        try:
+            args.folds = sorted({int(f) for f in str(args.folds).split(",")})
+        except ValueError:
+            parser.error(f"--folds {args.folds!r}: expected integers like "
+                         "0,1,2")
+        if not all(0 <= f < 5 for f in args.folds):
+            parser.error(f"--folds {args.folds}: each fold is in [0, 5)")
+        if args.command == "finetune" and args.pretrained is None:
+            args.pretrained = os.path.join(args.output_dir,
+                                           "bert_imdb_mlm.keras")
+    return args
+
+
+# --- data -------------------------------------------------------------------
+
+def split_into_pieces(texts, words_per_piece):
+    """Reviews cut into pieces of at most `words_per_piece` words (so most
+    of each review is read, not only its start); pieces shorter than a
+    fifth of that (a review's tail) are dropped."""
+    pieces = []
+    for text in texts:
+        words = strip_markup(str(text)).split()
+        for start in range(0, len(words), words_per_piece):
+            piece = words[start:start + words_per_piece]
+            if len(piece) >= max(words_per_piece // 5, 1) or start == 0:
+                pieces.append(" ".join(piece))
+    return pieces
+
+
+def pretraining_text(args):
+    """(pretraining texts, held-out texts): train's reviews (text only) and
+    the unlabelled ones, minus MLM_VALIDATION_REVIEWS unlabelled ones."""
+    if args.smoke and args.data_dir is None:
+        splits = make_synthetic_imdb(num_train=480, num_validation=0,
+                                     num_test=0, seed=args.seed)
+        unlabelled = make_synthetic_imdb(num_train=480, num_validation=0,
+                                         num_test=0, seed=args.seed + 1)
+        train, unsup = list(splits["train"][0]), list(unlabelled["train"][0])
+        held_out = 40
+    else:
+        train = list(load_imdb(args.data_dir, validation_fraction=0)[
+            "train"][0])
+        unsup = list(load_imdb_unsupervised(args.data_dir))
+        held_out = MLM_VALIDATION_REVIEWS
+    order = np.random.default_rng(args.seed).permutation(len(unsup))
+    validation = [unsup[i] for i in order[:held_out]]
+    rest = [unsup[i] for i in order[held_out:]]
+    return train + rest, validation
+
+
+def classification_splits(args, fold):
+    if args.smoke and args.data_dir is None:
+        return make_synthetic_imdb(num_train=480, num_validation=160,
+                                   num_test=0, seed=args.seed + fold)
+    return load_imdb(args.data_dir, 0.2, args.seed, validation_fold=fold)
+
+
+def words_per_piece(sequence_length):
+    # WordPiece spends about 1.3 tokens per word on IMDB reviews.
+    return max(int((sequence_length - 2) / 1.3), 1)
+
+
+# --- pretraining --------------------------------------------------------------
+
+def warmup_cosine(peak, total_steps, warmup_fraction):
+    warmup = max(int(total_steps * warmup_fraction), 1)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=max(total_steps - warmup, 1), alpha=0.1,
+        warmup_target=peak, warmup_steps=warmup)
+
+
+class StopAfterMinutes(keras.callbacks.Callback):
+    """Ends training when another epoch would overrun a wall-clock budget
+    (the checkpoint of the last epoch stays for --resume)."""
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.seconds = minutes * 60
+        self.start = None
+        self.stopped = False
+
+    def on_train_begin(self, logs=None):
+        self.start = time.perf_counter()
+        self.first_epoch = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.first_epoch is None:  # later than 0 in a resumed run
+            self.first_epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        elapsed = time.perf_counter() - self.start
+        epochs_here = epoch + 1 - self.first_epoch
+        if elapsed * (epochs_here + 1) / max(epochs_here, 1) > self.seconds:
+            print(f"\nstopping: the {self.seconds / 60:g}-minute budget is "
+                  "spent; --resume continues")
+            self.model.stop_training = True
+            self.stopped = True
+
+
+def load_or_train_tokenizer(args, texts):
+    """The run's WordPiece tokenizer: read back from vocabulary.txt when
+    resuming (the same ids), else learned on the pretraining text."""
+    path = os.path.join(args.output_dir, "vocabulary.txt")
+    if args.resume and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            vocabulary = f.read().split("\n")[:-1]
+    else:
+        vocabulary = train_bert_tokenizer(texts, args.vocab_size)\
+            .get_vocabulary()
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(vocabulary) + "\n")
+        os.replace(tmp, path)
+    return keras_hub.models.BertTokenizer(
+        vocabulary=vocabulary, lowercase=True, strip_accents=True,
+        special_tokens_in_strings=True)
+
+
+def pretrain(args):
+    keras.utils.set_random_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+    backup = os.path.join(args.output_dir, "backup")
+    if os.path.isdir(backup) and not args.resume:
+        raise SystemExit(
+            f"error: {args.output_dir} holds an unfinished run (backup/). "
+            "Pass --resume to continue it, or another --output-dir.")
+    start = time.perf_counter()
+    texts, held_out = pretraining_text(args)
+    per_piece = words_per_piece(args.sequence_length)
+    pieces = split_into_pieces(texts, per_piece)
+    validation_pieces = split_into_pieces(held_out, per_piece)
+    tokenizer = load_or_train_tokenizer(args, pieces)
+    token_ids = pack_texts(tokenizer, pieces, args.sequence_length)
+    validation_ids = pack_texts(tokenizer, validation_pieces,
+                                args.sequence_length)
+    data_seconds = time.perf_counter() - start
+    real_tokens = int((token_ids != 0).sum())
+    print(f"pretraining text: {len(texts)} reviews -> {len(pieces)} pieces "
+          f"of <= {args.sequence_length} tokens ({real_tokens / 1e6:.1f}M "
+          f"tokens), vocabulary {tokenizer.vocabulary_size()}; held out "
+          f"{len(held_out)} reviews ({len(validation_pieces)} pieces); "
+          f"{data_seconds:.0f} s | backend {keras.backend.backend()}")
+
+    preprocessor = BertMaskedLMPreprocessor(
+        tokenizer, sequence_length=args.sequence_length,
+        mask_selection_rate=args.mask_rate)
+    mlm = BertMaskedLM.from_preset(args.preset, preprocessor,
+                                   name="bert_masked_lm")
+    mask_options = dict(mask_rate=args.mask_rate,
+                        mask_selection_length=preprocessor.mask_selection_length)
+    batches = MaskedLMBatches(token_ids, args.batch_size, tokenizer,
+                              seed=args.seed,
+                              steps_per_epoch=args.steps_per_epoch,
+                              **mask_options)
+    validation = MaskedLMBatches(
+        validation_ids, min(args.batch_size, len(validation_ids)), tokenizer,
+        seed=args.seed, shuffle=False, **mask_options)
+    total_steps = args.epochs * len(batches)
+    mlm.compile(optimizer=keras.optimizers.AdamW(
+        warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction),
+        weight_decay=args.weight_decay, global_clipnorm=1.0))
+    print(f"BertMaskedLM ({args.preset}): "
+          f"{mlm.count_params() / 1e6:.2f}M parameters; {args.epochs} epochs "
+          f"x {len(batches)} batches of {args.batch_size} "
+          f"({total_steps * args.batch_size / len(token_ids):.2f} passes)")
+    stopper = StopAfterMinutes(args.max_minutes or float("inf"))
+    history_path = os.path.join(args.output_dir, "pretrain_history.csv")
+    callbacks = [
+        ReproducibleEpochs(args.seed, [batches]),
+        # Every finished epoch's figures, kept across interruptions.
+        keras.callbacks.CSVLogger(history_path, append=args.resume),
+        keras.callbacks.BackupAndRestore(backup, double_checkpoint=True),
+        stopper,
+    ]
+    start = time.perf_counter()
+    this_run = mlm.fit(batches, validation_data=validation,
+                       epochs=args.epochs, callbacks=callbacks,
+                       verbose=args.verbose)
+    seconds = time.perf_counter() - start
+    history = read_history(history_path)
+    history["epochs_this_run"] = len(this_run.history.get("loss", []))
+    if stopper.stopped:
+        print(f"RESULT bert_imdb pretrain stopped after "
+              f"{len(history['loss'])} of {args.epochs} epochs; resume with "
+              "--resume")
+        return {"stopped": True, "history": history}
+
+    loss, accuracy = mlm.evaluate(validation, verbose=0)
+    examples = mlm.fill_mask(list(FILL_MASK_EXAMPLES), top_k=5)
+    metrics = {
+        "preset": args.preset, "backend": keras.backend.backend(),
+        "parameters": int(mlm.count_params()),
+        "vocabulary_size": int(tokenizer.vocabulary_size()),
+        "reviews": len(texts), "pieces": len(pieces),
+        "tokens": real_tokens, "sequence_length": args.sequence_length,
+        "epochs": args.epochs, "steps_per_epoch": len(batches),
+        "batch_size": args.batch_size, "learning_rate": args.learning_rate,
+        "passes": round(total_steps * args.batch_size / len(token_ids), 3),
+        "train_seconds_this_run": round(seconds, 1),
+        # Packed positions (padding included) per second of training.
+        "tokens_per_second_this_run": round(
+            history["epochs_this_run"] * len(batches) * args.batch_size
+            * args.sequence_length / seconds, 1),
+        "validation_mlm_loss": round(float(loss), 4),
+        "validation_mlm_accuracy": round(float(accuracy), 4),
+        "fill_mask": {text: [[token for token, _ in candidates]
+                             for candidates in per_text]
+                      for text, per_text in zip(FILL_MASK_EXAMPLES,
+                                                examples)},
+        "history": history, "smoke": args.smoke,
+        "data": "generated" if args.smoke and args.data_dir is None
+        else (args.data_dir or "tensorflow-datasets"),
+    }
+    # A fresh optimizer: AdamW's moments are of no use afterwards.
+    mlm.compile(optimizer="auto")
+    path = save_model_atomic(mlm, os.path.join(args.output_dir,
+                                               "bert_imdb_mlm.keras"))
+    if args.ship:
+        metrics["shipped"] = os.path.relpath(save_model_atomic(
+            mlm, os.path.join(ROOT, "saved_models", "bert_imdb_mlm.keras"),
+            weights_dtype="float16"), ROOT)
+    write_json_atomic(metrics, os.path.join(args.output_dir,
+                                            "pretrain_metrics.json"))
+    viz.plot_training_curves(
+        {"loss": history["loss"], "val_loss": history["val_loss"],
+         "accuracy": history["sparse_categorical_accuracy"],
+         "val_accuracy": history["val_sparse_categorical_accuracy"]},
+        os.path.join(args.output_dir, "mlm_curves.png"),
+        title=f"masked-LM pretraining, {args.preset} "
+        f"({keras.backend.backend()})")
+    for text, per_text in zip(FILL_MASK_EXAMPLES, examples):
+        print(f"  {text} -> {', '.join(t for t, _ in per_text[0])}")
+    print(f"RESULT bert_imdb pretrain preset={args.preset} "
+          f"backend={keras.backend.backend()} masked-token accuracy "
+          f"{accuracy:.4f} loss {loss:.4f} (held-out reviews) "
+          f"train_time={seconds:.0f}s params={mlm.count_params()} -> {path}")
+    return metrics
+
+
+def read_history(path):
+    """The whole run's curves from `CSVLogger`'s file, one value per epoch
+    (an epoch logged twice, redone after an interruption, counts once)."""
+    import csv
+
+    with open(path, newline="") as f:
+        rows = {int(row["epoch"]): row for row in csv.DictReader(f)}
+    keys = [k for k in next(iter(rows.values())) if k != "epoch"]
+    return {k: [float(rows[e][k]) for e in sorted(rows)] for k in keys}
+
+
+# --- fine-tuning --------------------------------------------------------------
+
+def finetune_one(args, make_classifier, splits, label):
+    """Trains one classifier for the fine-tuning budget; returns it, its
+    history and its validation accuracy after the last epoch."""
+    train_texts, train_labels = splits["train"]
+    val_texts, val_labels = splits["validation"]
+    classifier = make_classifier()
+    steps = args.finetune_epochs * -(-len(train_texts)
+                                     // args.finetune_batch_size)
+    classifier.compile(optimizer=keras.optimizers.AdamW(
+        warmup_cosine(args.finetune_learning_rate, steps,
+                      args.finetune_warmup_fraction),
+        weight_decay=args.finetune_weight_decay, global_clipnorm=1.0))
+    train = text_dataset(train_texts, train_labels,
+                         args.finetune_batch_size, shuffle=True,
+                         seed=args.seed)
+    validation = text_dataset(val_texts, val_labels,
+                              args.finetune_batch_size)
+    start = time.perf_counter()
+    history = classifier.fit(train, validation_data=validation,
+                             epochs=args.finetune_epochs,
+                             verbose=args.verbose)
+    seconds = time.perf_counter() - start
+    history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
+    accuracy = history["val_accuracy"][-1]
+    print(f"  {label}: validation accuracy {accuracy:.4f} ({seconds:.0f} s)")
+    return classifier, history, accuracy, seconds
+
+
+def finetune(args):
+    os.makedirs(args.output_dir, exist_ok=True)
+    if not os.path.exists(args.pretrained):
+        raise SystemExit(f"error: no pretrained model at {args.pretrained}; "
+                         "run the pretrain command first or pass "
+                         "--pretrained")
+    results, curves, shipped_classifier = [], {}, None
+    for fold in args.folds:
+        keras.utils.set_random_seed(args.seed + fold)
+        splits = classification_splits(args, fold)
+        print(f"fold {fold}: train {len(splits['train'][0])}, validation "
+              f"{len(splits['validation'][0])} "
+              f"({getattr(splits, 'validation_holdout', None) or 'generated'})"
+              f" | backend {keras.backend.backend()}")
+
+        def pretrained():
+            return BertClassifier.from_pretrained(
+                keras.saving.load_model(args.pretrained),
+                sequence_length=args.finetune_sequence_length,
+                dropout=args.finetune_dropout, name="bert_classifier")
+
+        classifier, history, accuracy, seconds = finetune_one(
+            args, pretrained, splits, "pretrained")
+        row = {"fold": fold, "pretrained": accuracy,
+               "pretrained_seconds": round(seconds, 1)}
+        if fold == args.folds[0]:
+            curves["pretrained"] = history
+            shipped_classifier = classifier
+        if not args.no_scratch:
+            tokenizer = classifier.preprocessor.tokenizer
+            keras.utils.set_random_seed(args.seed + fold)
+
+            def scratch():
+                return BertClassifier.from_preset(
+                    args.preset, BertClassifierPreprocessor(
+                        tokenizer,
+                        sequence_length=args.finetune_sequence_length),
+                    dropout=args.finetune_dropout, name="bert_classifier")
+
+            _, history, accuracy, seconds = finetune_one(
+                args, scratch, splits, "from scratch")
+            row.update(scratch=accuracy, scratch_seconds=round(seconds, 1),
+                       gain=row["pretrained"] - accuracy)
+            if fold == args.folds[0]:
+                curves["scratch"] = history
+        results.append(row)
+
+    summary = summarize(results)
+    metrics = {"preset": args.preset, "backend": keras.backend.backend(),
+               "pretrained_model": args.pretrained,
+               "epochs": args.finetune_epochs,
+               "batch_size": args.finetune_batch_size,
+               "learning_rate": args.finetune_learning_rate,
+               "sequence_length": args.finetune_sequence_length,
+               "folds": results, **summary, "smoke": args.smoke}
+    shipped_classifier.compile(optimizer="auto")
+    path = save_model_atomic(shipped_classifier,
+                             os.path.join(args.output_dir, "imdb_bert.keras"))
+    if args.ship:
+        metrics["shipped"] = os.path.relpath(save_model_atomic(
+            shipped_classifier,
+            os.path.join(ROOT, "saved_models", "imdb_bert.keras"),
+            weights_dtype="float16"), ROOT)
+    write_json_atomic(metrics, os.path.join(args.output_dir,
+                                            "finetune_metrics.json"))
+    plot_curves(curves, os.path.join(args.output_dir, "finetune_curves.png"),
+                args)
+    head_view(shipped_classifier, splits["validation"][0],
+              os.path.join(args.output_dir, "head_view.png"))
+    scratch = (f" from scratch {summary['scratch_mean']:.4f}, gain "
+               f"{summary['gain_mean'] * 100:+.2f} points (sd "
+               f"{summary['gain_sd'] * 100:.2f}, paired over "
+               f"{len(results)} folds)" if "gain_mean" in summary else "")
+    print(f"RESULT bert_imdb finetune preset={args.preset} "
+          f"backend={keras.backend.backend()} folds={args.folds} "
+          f"pretrained {summary['pretrained_mean']:.4f}{scratch} -> {path}")
+    return metrics
+
+
+def summarize(results):
+    out = {"pretrained_mean": float(np.mean([r["pretrained"]
+                                             for r in results]))}
+    if results and "scratch" in results[0]:
+        gains = np.array([r["gain"] for r in results])
+        out.update(
+            scratch_mean=float(np.mean([r["scratch"] for r in results])),
+            gain_mean=float(gains.mean()),
+            gain_sd=float(gains.std(ddof=1)) if len(gains) > 1 else 0.0)
+    return out
+
+
+def plot_curves(curves, path, args):
+    history = {}
+    for name, values in curves.items():
+        history[f"{name} loss"] = values["loss"]
+        history[f"{name} val_loss"] = values["val_loss"]
+    viz.plot_training_curves(
+        history, path, title=f"fine-tuning, fold {args.folds[0]} "
+        f"({keras.backend.backend()})")
+
+
+def head_view(classifier, texts, path, layer_index=-1):
+    """Attention of every head of one layer over the tokens of the shortest
+    of the first validation reviews (the course's head view)."""
+    review = min(list(texts[:50]), key=len)
+    inputs = classifier.preprocessor([review])
+    inputs = {k: keras.ops.convert_to_numpy(v) for k, v in inputs.items()}
+    length = min(int(inputs["padding_mask"].sum()), HEAD_VIEW_TOKENS)
+    inputs = {k: v[:, :length] for k, v in inputs.items()}
+    scores = keras.ops.convert_to_numpy(
+        classifier.backbone.attention_scores(inputs, layer_index))[0]
+    tokenizer = classifier.preprocessor.tokenizer
+    tokens = [str(tokenizer.id_to_token(int(i)))
+              for i in inputs["token_ids"][0]]
+    layer = range(classifier.backbone.num_layers)[layer_index]
+    panels = [{"source_tokens": tokens, "target_tokens": tokens,
+               "weights": head, "title": f"layer {layer}, head {h}"}
+              for h, head in enumerate(scores)]
+    return viz.plot_alignments(
+        panels, path, title="Each head's attention (rows: from, columns: to)")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        if args.command == "pretrain":
+            return pretrain(args)
+        if args.command == "finetune":
+            return finetune(args)
+        metrics = pretrain(args)
+        if metrics.get("stopped"):
+            return metrics
+        args.pretrained = os.path.join(args.output_dir, "bert_imdb_mlm.keras")
+        return {"pretrain": metrics, "finetune": finetune(args)}
+    except DataNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+if __name__ == "__main__":
+    main()
