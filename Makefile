@@ -55,6 +55,8 @@ test: setup
 smoke: setup
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/imdb_attention.py --smoke --verbose 0
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/gpt_text.py --smoke --verbose 0
+	KERAS_BACKEND=$(BACKEND) $(PY) recipes/translate.py --smoke --verbose 0 --output-dir runs/smoke/translate
+	KERAS_BACKEND=$(BACKEND) $(PY) recipes/bert_imdb.py all --smoke --verbose 0 --output-dir runs/smoke/bert_imdb
 	$(PY) recipes/check_backends.py gpt_text --smoke
 
 clean:

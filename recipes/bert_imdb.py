@@ -597,6 +597,76 @@ def head_view(classifier, texts, path, layer_index=-1):
         panels, path, title="Each head's attention (rows: from, columns: to)")
 
 
+CHECK_VARIANTS = ("masked_lm", "classifier")
+
+
+def check_setup(variant="masked_lm", smoke=True, seed=1337, num_steps=20,
+                batch_size=8, data_dir=None):
+    """What `recipes/check_backends.py` compares across backends (see
+    `zoo.testing.cross_backend.CheckSetup`): the smoke-sized (or cpu_mini,
+    when `smoke` is False) masked LM or classifier with dropout off, a
+    WordPiece vocabulary learned on the generated reviews (or `data_dir`'s
+    IMDB), and `num_steps` batches in a NumPy-seeded order. The masked LM
+    takes batches masked by `zoo.data.masked_lm` (no preprocessor: the
+    masks are the same on every backend); the classifier takes raw reviews.
+    """
+    from zoo.data.masked_lm import mask_tokens
+    from zoo.testing.cross_backend import CheckSetup
+
+    if variant not in CHECK_VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r}; known: "
+                         f"{', '.join(CHECK_VARIANTS)}")
+    argv = ["all", "--seed", str(seed)] + (["--smoke"] if smoke else [])
+    if data_dir is not None:
+        argv += ["--data-dir", data_dir]
+    args = parse_args(argv)
+    keras.utils.set_random_seed(seed)
+    splits = classification_splits(args, 0)
+    texts, labels = splits["train"]
+    texts = [str(t) for t in texts]
+    tokenizer = train_bert_tokenizer(texts, args.vocab_size)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(texts))
+    steps = [order[(i * batch_size) % len(order):][:batch_size]
+             for i in range(num_steps)]
+    if variant == "classifier":
+        preprocessor = BertClassifierPreprocessor(
+            tokenizer, sequence_length=args.finetune_sequence_length)
+        model = BertClassifier.from_preset(args.preset, preprocessor,
+                                           backbone_dropout=0.0, dropout=0.0)
+        model.compile(optimizer="sgd")
+        return CheckSetup(
+            model=model,
+            inputs=[str(t) for t in splits["validation"][0][:batch_size]],
+            train_batches=[([texts[i] for i in rows],
+                            labels[rows].astype("float32")) for rows in steps],
+            loss="binary_crossentropy",
+        )
+    ids = pack_texts(tokenizer, texts, args.sequence_length)
+    special = sorted(set(tokenizer.special_token_ids)
+                     | {tokenizer.token_to_id("[UNK]")})
+    options = dict(vocabulary_size=int(tokenizer.vocabulary_size()),
+                   mask_token_id=int(tokenizer.mask_token_id),
+                   special_token_ids=special,
+                   mask_selection_length=max(args.sequence_length // 5, 1))
+
+    def masked(rows, step):
+        x, y, _ = mask_tokens(ids[rows], np.random.default_rng([seed, step]),
+                              **options)
+        return x, y
+
+    backbone = BertMaskedLM.from_preset(
+        args.preset, BertMaskedLMPreprocessor(tokenizer),
+        backbone_dropout=0.0).backbone
+    model = BertMaskedLM(backbone, preprocessor=None)
+    return CheckSetup(
+        model=model,
+        inputs=masked(order[:batch_size], num_steps)[0],
+        train_batches=[masked(rows, step) for step, rows in enumerate(steps)],
+        loss=None,
+    )
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:

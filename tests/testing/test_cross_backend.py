@@ -365,3 +365,15 @@ def test_a_failing_worker_makes_the_exit_status_non_zero(tmp_path):
     assert "unknown variant" in output and "worker jax exited" in output
     report = json.loads((tmp_path / "report.json").read_text())
     assert not report["passed"]
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_bert_masked_lm_and_classifier_agree_across_backends(tmp_path):
+    report_path = tmp_path / "report.json"
+    code, output = run_tool(
+        ["bert_imdb", "--smoke", "--steps", "3", "--json", str(report_path),
+         "--timeout", "400"], timeout=450)
+    assert code == 0, output
+    report = json.loads(report_path.read_text())
+    assert sorted(report["variants"]) == ["classifier", "masked_lm"]
+    assert all(result["passed"] for result in report["variants"].values())
