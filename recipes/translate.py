@@ -349,19 +349,26 @@ def ship(translator, name, splits, args):
     path = save_model_atomic(
         translator, os.path.join(ROOT, "saved_models", f"{name}.keras"),
         weights_dtype="float16")
-    shipped = keras.saving.load_model(path)
     report = {"path": os.path.relpath(path, ROOT),
-              "megabytes": round(os.path.getsize(path) / 1e6, 2)}
+              "megabytes": round(os.path.getsize(path) / 1e6, 2),
+              **split_bleu(keras.saving.load_model(path), splits, args)}
+    print(f"shipped {report['path']} ({report['megabytes']} MB, float16 "
+          f"weights): validation BLEU {report['validation_bleu']:.2f}")
+    return report
+
+
+def split_bleu(translator, splits, args):
+    """`{validation,test}_bleu[_lowercase]` of `translator` on the splits
+    there are."""
+    scores = {}
     for split in ("validation", "test"):
         if split in splits:
             german, english = splits[split]
             bleu, lower, _ = bleu_scores(
-                translate_all(shipped, german, args), english)
-            report.update({f"{split}_bleu": bleu,
+                translate_all(translator, german, args), english)
+            scores.update({f"{split}_bleu": bleu,
                            f"{split}_bleu_lowercase": lower})
-    print(f"shipped {report['path']} ({report['megabytes']} MB, float16 "
-          f"weights): validation BLEU {report['validation_bleu']:.2f}")
-    return report
+    return scores
 
 
 def evaluate_saved(args):
@@ -374,13 +381,7 @@ def evaluate_saved(args):
     metrics = {"model": args.evaluate, "beam": args.beam,
                "backend": keras.backend.backend()}
     start = time.perf_counter()
-    for split in ("validation", "test"):
-        if split in splits:
-            german, english = splits[split]
-            bleu, lower, _ = bleu_scores(
-                translate_all(translator, german, args), english)
-            metrics.update({f"{split}_bleu": bleu,
-                            f"{split}_bleu_lowercase": lower})
+    metrics.update(split_bleu(translator, splits, args))
     metrics["translate_seconds"] = round(time.perf_counter() - start, 1)
     if args.ship:
         name = os.path.basename(args.evaluate)[:-len(".keras")]

@@ -4,17 +4,17 @@
 import keras
 import keras_hub
 
-from zoo.data.text import fit_dataset
-from zoo.data.text import text_batch
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.raw_text import RawTextMixin
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertClassifier(PortableCompileConfig, keras_hub.models.TextClassifier):
+class BertClassifier(RawTextMixin, PortableCompileConfig,
+                     keras_hub.models.TextClassifier):
     """Raw text in, class probabilities out: BERT preprocessor, backbone,
     dropout and a dense head on the pooled [CLS] vector.
 
@@ -135,28 +135,6 @@ class BertClassifier(PortableCompileConfig, keras_hub.models.TextClassifier):
             metrics = ["accuracy"]
         keras_hub.models.Task.compile(self, optimizer=optimizer, loss=loss,
                                       metrics=metrics, **kwargs)
-
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
-        """keras-hub's `fit` on raw strings (or a dataset of them), with
-        arrays reshuffled every epoch."""
-        if not hasattr(x, "element_spec"):
-            x = text_batch(x, "fit")
-        x, y, sample_weight, batch_size = fit_dataset(
-            x, y, sample_weight, batch_size, shuffle)
-        return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=False,
-                           **kwargs)
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        if not hasattr(x, "element_spec"):
-            x = text_batch(x, "evaluate")
-        return super().evaluate(x, y, *args, **kwargs)
-
-    def predict(self, x, *args, **kwargs):
-        if not hasattr(x, "element_spec"):
-            x = text_batch(x, "predict")
-        return super().predict(x, *args, **kwargs)
 
     def get_config(self):
         config = super().get_config()

@@ -4,7 +4,6 @@ import keras
 import keras_hub
 import numpy as np
 
-from zoo.data.text import fit_dataset
 from zoo.data.text import text_batch
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
@@ -12,10 +11,12 @@ from zoo.models.bert.bert_masked_lm_head import MaskedLMHead
 from zoo.models.bert.bert_preprocessor import BertMaskedLMPreprocessor
 from zoo.models.bert.bert_preprocessor import strip_markup
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.raw_text import RawTextMixin
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertMaskedLM(PortableCompileConfig, keras_hub.models.MaskedLM):
+class BertMaskedLM(RawTextMixin, PortableCompileConfig,
+                   keras_hub.models.MaskedLM):
     """Predicts masked tokens from both sides: BERT's pretraining task.
 
     The head is keras-hub's `MaskedLMHead` (`bert_masked_lm_head`): the hidden state at each masked
@@ -109,12 +110,8 @@ class BertMaskedLM(PortableCompileConfig, keras_hub.models.MaskedLM):
         reshuffles itself, reproducibly)."""
         if isinstance(x, keras.utils.PyDataset):
             return keras.Model.fit(self, x, shuffle=False, **kwargs)
-        if not hasattr(x, "element_spec"):
-            x = text_batch(x, "fit")
-        x, y, sample_weight, batch_size = fit_dataset(
-            x, y, sample_weight, batch_size, shuffle)
         return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=False,
+                           sample_weight=sample_weight, shuffle=shuffle,
                            **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):

@@ -20,7 +20,6 @@ import keras_hub
 import numpy as np
 from keras import ops
 
-from zoo.data.text import fit_dataset
 from zoo.layers.checks import check_token_ids
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
@@ -28,10 +27,12 @@ from zoo.models.generation import pad_rows
 from zoo.models.gpt.gpt_backbone import GPTBackbone
 from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.raw_text import RawTextMixin
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPT(GenerationMixin, PortableCompileConfig, keras_hub.models.CausalLM):
+class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
+          keras_hub.models.CausalLM):
     """GPT language model: next-token logits, and text generation.
 
     Args:
@@ -111,17 +112,6 @@ class GPT(GenerationMixin, PortableCompileConfig, keras_hub.models.CausalLM):
             **kwargs,
         )
         self._compiled_sampler_changed(kwargs.get("jit_compile", "auto"))
-
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
-        """keras-hub's `fit` on raw strings (or a dataset of them), with
-        arrays reshuffled every epoch as `keras.Model.fit` does."""
-        x, y, sample_weight, batch_size = fit_dataset(
-            x, y, sample_weight, batch_size, shuffle
-        )
-        return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=False,
-                           **kwargs)
 
     # --- One forward pass with the cache ------------------------------------
 

@@ -3,11 +3,10 @@ probabilities, trained and used on raw strings."""
 
 import keras
 import keras_hub
-import numpy as np
 
-from zoo.data.text import fit_dataset
-from zoo.data.text import text_batch as _texts
+from zoo.data.text import text_batch
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.raw_text import RawTextMixin
 from zoo.models.text_classifier.text_classifier_backbones import (
     TextClassifierBackbone,
 )
@@ -21,7 +20,8 @@ from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TextClassifier(PortableCompileConfig, keras_hub.models.Task):
+class TextClassifier(RawTextMixin, PortableCompileConfig,
+                     keras_hub.models.Task):
     """Raw text in, class probabilities out: preprocessor, backbone, head.
 
     A keras-hub `Task`: `fit`, `evaluate` and `predict` run the preprocessor
@@ -120,30 +120,10 @@ class TextClassifier(PortableCompileConfig, keras_hub.models.Task):
             optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
 
-    # Raw text in: an empty batch or a lone string gets a clear answer
-    # before keras-hub's pipeline sees it.
-
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
-        """keras-hub's `fit` on raw strings (or a dataset of them), with
-        arrays reshuffled every epoch as `keras.Model.fit` does."""
-        x, y, sample_weight, batch_size = fit_dataset(
-            _texts(x, "fit"), y, sample_weight, batch_size, shuffle
-        )
-        return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=False,
-                           **kwargs)
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        return super().evaluate(_texts(x, "evaluate"), y, *args, **kwargs)
-
-    def predict(self, x, *args, **kwargs):
-        return super().predict(_texts(x, "predict"), *args, **kwargs)
-
     def attention_weights(self, texts, batch_size=64):
         """Attention weights `(n, seq)` and word ids `(n, seq)` for `texts`;
         `(None, ids)` for a backbone without attention pooling."""
-        token_ids = self.preprocessor(list(_texts(texts, "attention_weights")))
+        token_ids = self.preprocessor(list(text_batch(texts, "attention_weights")))
         token_ids = keras.ops.convert_to_numpy(token_ids)
         model = attention_model(self.backbone)
         if model is None:

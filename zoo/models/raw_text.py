@@ -1,0 +1,31 @@
+"""`fit`, `evaluate` and `predict` on raw strings, for keras-hub tasks."""
+
+from zoo.data.text import fit_dataset
+from zoo.data.text import text_batch
+
+
+class RawTextMixin:
+    """Mixin for keras-hub `Task`s whose preprocessor reads strings.
+
+    Put it first: `class TextClassifier(RawTextMixin, PortableCompileConfig,
+    keras_hub.models.Task)`. A lone string is a batch of one and an empty
+    batch is an error naming the call, before keras-hub's pipeline sees
+    either; `fit` reshuffles arrays every epoch, as `keras.Model.fit` does
+    (keras-hub's tasks turn them into a dataset in order). Datasets pass
+    through unchanged.
+    """
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
+            shuffle=True, **kwargs):
+        x, y, sample_weight, batch_size = fit_dataset(
+            text_batch(x, "fit"), y, sample_weight, batch_size, shuffle)
+        return super().fit(x, y, batch_size=batch_size,
+                           sample_weight=sample_weight, shuffle=False,
+                           **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        return super().evaluate(text_batch(x, "evaluate"), y, *args,
+                                **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(text_batch(x, "predict"), *args, **kwargs)
