@@ -12,8 +12,9 @@ from zoo.saving import write_json_atomic
 
 def small_model():
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(256),
                               keras.layers.LayerNormalization(),
+                              keras.layers.Dense(256),
                               keras.layers.Dense(2)])
     return model
 
@@ -24,7 +25,8 @@ def test_float16_storage_halves_the_file_and_rounds_the_weights(tmp_path):
     full = save_model_atomic(model, str(tmp_path / "full.keras"))
     half = save_model_atomic(model, str(tmp_path / "half.keras"),
                              weights_dtype="float16")
-    assert os.path.getsize(half) < os.path.getsize(full)
+    # The weights take half the bytes (the rest of the file is config).
+    assert os.path.getsize(half) < 0.6 * os.path.getsize(full)
     loaded = keras.saving.load_model(half)
     for mine, original in zip(loaded.weights, model.weights):
         assert mine.dtype == "float32"  # computes as before

@@ -67,17 +67,12 @@ def _store_float16(keras_file):
             names = archive.namelist()
             archive.extractall(folder)
         weights = os.path.join(folder, "model.weights.h5")
-        with h5py.File(weights, "r+") as store:
-            arrays = []
-            store.visititems(lambda name, item: arrays.append(name) if (
-                isinstance(item, h5py.Dataset)
-                and item.dtype == np.float32) else None)
-            for name in arrays:
-                value = store[name][()]
-                if np.abs(value).max(initial=0.0) > np.finfo("float16").max:
-                    continue  # would overflow: keep it as float32
-                del store[name]
-                store.create_dataset(name, data=value.astype("float16"))
+        # A new file: HDF5 does not give back the space of deleted arrays.
+        smaller = weights + ".float16"
+        with h5py.File(weights, "r") as source, \
+                h5py.File(smaller, "w") as target:
+            _copy_float16(source, target)
+        os.replace(smaller, weights)
         with zipfile.ZipFile(keras_file, "w", zipfile.ZIP_DEFLATED) as out:
             for name in names:
                 out.write(os.path.join(folder, name), name)
@@ -85,6 +80,24 @@ def _store_float16(keras_file):
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _copy_float16(source, target):
+    """Copies an HDF5 group with its attributes, float32 arrays as float16
+    (unless a value would overflow float16)."""
+    import h5py
+
+    target.attrs.update(source.attrs)
+    for name, item in source.items():
+        if isinstance(item, h5py.Group):
+            _copy_float16(item, target.create_group(name))
+            continue
+        value = item[()]
+        if (item.dtype == np.float32 and
+                np.abs(value).max(initial=0.0) <= np.finfo("float16").max):
+            value = value.astype("float16")
+        target.create_dataset(name, data=value)
+        target[name].attrs.update(item.attrs)
 
 
 def write_json_atomic(data, path):
