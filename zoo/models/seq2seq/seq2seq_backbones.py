@@ -327,6 +327,9 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
             dropout, dtype=dtype, name="output_dropout")
         self.output_projection = keras.layers.Dense(
             vocabulary_size, dtype=dtype, name="output_projection")
+        # The task calls it (token_logits), not the graph below: build it
+        # here, so the backbone holds no unbuilt layer.
+        self.output_projection.build((None, None, decoder_units))
 
         # === Functional model ===
         inputs = _inputs()
