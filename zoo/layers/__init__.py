@@ -10,6 +10,8 @@ from zoo.layers.attention import causal_mask
 from zoo.layers.attention import scaled_dot_product_attention
 from zoo.layers.embedding import PositionalEmbedding
 from zoo.layers.embedding import TokenEmbedding
+from zoo.layers.patches import ClassToken
+from zoo.layers.patches import PatchEmbedding
 from zoo.layers.pooling import AttentionPooling
 from zoo.layers.pooling import attention_entropy
 from zoo.layers.positions import LearnedPositionEmbedding
@@ -23,10 +25,12 @@ from zoo.layers.word_dropout import WordDropout
 __all__ = [
     "AttentionPooling",
     "BahdanauAttention",
+    "ClassToken",
     "LearnedPositionEmbedding",
     "LuongAttention",
     "MultiHeadAttention",
     "PackedBidirectional",
+    "PatchEmbedding",
     "PositionalEmbedding",
     "RandomTokenWindow",
     "SinusoidalPositionEncoding",
