@@ -90,3 +90,22 @@ def test_mixed_bfloat16():
         layer(np.ones((1, 4, 4, 1), "float32")))
     assert out.shape == (1, 5, 4)
     assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
+
+
+def test_position_grid_resizes_like_an_image_and_keeps_the_class_token():
+    from zoo.layers import resize_position_grid
+
+    # A 2 x 2 grid whose value is the row index, one class-token row.
+    grid = np.array([[0.0], [0.0], [1.0], [1.0]], "float32")
+    table = np.concatenate([[[9.0]], grid]).astype("float32")
+    out = to_numpy(resize_position_grid(table, (2, 2), (4, 4)))
+    assert out.shape == (17, 1) and out[0, 0] == 9.0
+    # Half-pixel centres: new row k samples old row 0.5 k - 0.25, clamped.
+    rows = out[1:, 0].reshape(4, 4)
+    np.testing.assert_allclose(rows, np.repeat([[0.0], [0.25], [0.75],
+                                                [1.0]], 4, axis=1),
+                               atol=1e-6)
+    same = to_numpy(resize_position_grid(table, (2, 2), (2, 2)))
+    np.testing.assert_array_equal(same, table)
+    with pytest.raises(ValueError, match="not 1 \\+ 3 x 3"):
+        resize_position_grid(table, (3, 3), (4, 4))

@@ -12,6 +12,7 @@ from zoo.layers.embedding import PositionalEmbedding
 from zoo.layers.embedding import TokenEmbedding
 from zoo.layers.patches import ClassToken
 from zoo.layers.patches import PatchEmbedding
+from zoo.layers.patches import resize_position_grid
 from zoo.layers.pooling import AttentionPooling
 from zoo.layers.pooling import attention_entropy
 from zoo.layers.positions import LearnedPositionEmbedding
@@ -40,5 +41,6 @@ __all__ = [
     "WordDropout",
     "attention_entropy",
     "causal_mask",
+    "resize_position_grid",
     "scaled_dot_product_attention",
 ]

@@ -151,3 +151,52 @@ class ClassToken(keras.layers.Layer):
     def get_config(self):
         return super().get_config() | {
             "initializer": keras.initializers.serialize(self.initializer)}
+
+
+def resize_position_grid(table, grid_size, new_grid_size, num_prefix_tokens=1,
+                         interpolation="bilinear"):
+    """Learned patch positions for another image size (ViT's fine-tuning at
+    a new resolution).
+
+    The first `num_prefix_tokens` rows (the class token's) are kept; the
+    rest are a `grid_size` grid of patch positions (row-major), resized as
+    an image to `new_grid_size` (half-pixel centres, as
+    `keras.ops.image.resize`).
+
+    Args:
+        table: `(num_prefix_tokens + rows * columns, dim)` position vectors.
+        grid_size: `(rows, columns)` of patches the table was learned for.
+        new_grid_size: `(rows, columns)` wanted.
+        num_prefix_tokens: rows before the grid (1 for a class token).
+        interpolation: "bilinear" or "bicubic".
+
+    Returns:
+        `(num_prefix_tokens + new_rows * new_columns, dim)`.
+
+    Raises:
+        ValueError: a table whose length does not match the grid.
+
+    Example:
+
+    >>> table = np.zeros((1 + 7 * 7, 64), "float32")
+    >>> resize_position_grid(table, (7, 7), (8, 8)).shape
+    (65, 64)
+    """
+    rows, columns = (int(n) for n in grid_size)
+    new_rows, new_columns = (int(n) for n in new_grid_size)
+    table = ops.convert_to_tensor(table)
+    if table.shape[0] != num_prefix_tokens + rows * columns:
+        raise ValueError(
+            f"a position table of {table.shape[0]} rows is not "
+            f"{num_prefix_tokens} + {rows} x {columns}.")
+    prefix, grid = table[:num_prefix_tokens], table[num_prefix_tokens:]
+    if (rows, columns) == (new_rows, new_columns):
+        return table
+    dim = table.shape[-1]
+    grid = ops.reshape(grid, (1, rows, columns, dim))
+    grid = ops.image.resize(grid, (new_rows, new_columns),
+                            interpolation=interpolation, antialias=False,
+                            data_format="channels_last")
+    grid = ops.reshape(ops.cast(grid, table.dtype),
+                       (new_rows * new_columns, dim))
+    return ops.concatenate([prefix, grid], axis=0)
