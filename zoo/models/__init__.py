@@ -1,5 +1,5 @@
 """Attention models composed from `zoo.layers`, one folder per family
-(`text_classifier/`, `gpt/`, `seq2seq/`, `bert/`): backbone, tasks, preprocessor and presets,
+(`text_classifier/`, `gpt/`, `seq2seq/`, `bert/`, `vit/`): backbone, tasks, preprocessor and presets,
 in keras-hub's shape, and the generation shared by generating tasks."""
 
 from zoo.models.bert import BertBackbone
@@ -25,3 +25,4 @@ from zoo.models.text_classifier import TextClassifierBackbone
 from zoo.models.text_classifier import TextClassifierPreprocessor
 from zoo.models.text_classifier import TransformerEncoderBackbone
 from zoo.models.text_classifier import attention_model
+from zoo.models.vit import ViTBackbone

@@ -1,0 +1,141 @@
+"""zoo.models.vit: the backbone against a NumPy reference of its input
+stage, patch permutation with and without positions, attention maps and
+rollout, saving, mixed precision and errors, under the current backend."""
+
+import keras
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (registers the classes for loading)
+from tests.helpers import keras_round_trip
+from tests.helpers import to_numpy
+from tests.layers.test_patches import np_patches
+from zoo.models.vit import ViTBackbone
+from zoo.models.vit import attention_rollout
+
+SIZE = dict(image_size=(8, 12), num_channels=2, patch_size=4, num_layers=2,
+            num_heads=2, hidden_dim=8, intermediate_dim=16)
+
+
+def images(batch=2, seed=0, shape=(8, 12, 2)):
+    return np.random.default_rng(seed).uniform(
+        size=(batch, *shape)).astype("float32")
+
+
+def randomize(model, seed=0):
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0, 0.3, variable.shape).astype("float32"))
+
+
+def test_shapes_of_both_poolings_and_the_presets():
+    out = ViTBackbone(**SIZE)(images())
+    assert out["sequence_output"].shape == (2, 1 + 2 * 3, 8)
+    assert out["pooled_output"].shape == (2, 8)
+    out = ViTBackbone(**SIZE, pooling="average")(images())
+    assert out["sequence_output"].shape == (2, 6, 8)
+    backbone = ViTBackbone.from_preset("mnist")
+    assert backbone.grid_size == (7, 7)
+    assert backbone.position_embedding.sequence_length == 50
+
+
+def test_input_stage_is_patches_projected_plus_class_token_plus_positions():
+    backbone = ViTBackbone(**SIZE)
+    randomize(backbone)
+    x = images()
+    w = {v.path: to_numpy(v) for v in backbone.weights}
+    patches = np_patches(x, 4) @ w[
+        "patch_embedding/projection/kernel"].reshape(-1, 8) + w[
+        "patch_embedding/projection/bias"]
+    token = np.broadcast_to(w["class_token/token"], (2, 1, 8))
+    expected = np.concatenate([token, patches], axis=1) + w[
+        "position_embedding/embeddings"]
+    np.testing.assert_allclose(to_numpy(backbone.embed(x)), expected,
+                               atol=1e-5)
+    out = backbone(x)
+    np.testing.assert_allclose(to_numpy(out["pooled_output"]),
+                               to_numpy(out["sequence_output"])[:, 0])
+
+
+def _swap_patches(x, a, b, patch=4):
+    """Swaps patch a and patch b (row-major indices) of every image."""
+    x = x.copy()
+    columns = x.shape[2] // patch
+    (ra, ca), (rb, cb) = divmod(a, columns), divmod(b, columns)
+    pa = x[:, ra * patch:(ra + 1) * patch, ca * patch:(ca + 1) * patch].copy()
+    x[:, ra * patch:(ra + 1) * patch, ca * patch:(ca + 1) * patch] = x[
+        :, rb * patch:(rb + 1) * patch, cb * patch:(cb + 1) * patch]
+    x[:, rb * patch:(rb + 1) * patch, cb * patch:(cb + 1) * patch] = pa
+    return x
+
+
+def test_without_positions_permuting_patches_permutes_the_outputs():
+    backbone = ViTBackbone(**SIZE, pooling="average")
+    randomize(backbone, seed=1)
+    x = images(seed=2)
+    swapped = _swap_patches(x, 0, 4)
+    order = [4, 1, 2, 3, 0, 5]
+    backbone.position_embedding.position_embeddings.assign(
+        np.zeros((6, 8), "float32"))
+    a = to_numpy(backbone(x)["sequence_output"])
+    b = to_numpy(backbone(swapped)["sequence_output"])
+    np.testing.assert_allclose(b, a[:, order], atol=1e-5)  # equivariant
+    np.testing.assert_allclose(to_numpy(backbone(swapped)["pooled_output"]),
+                               to_numpy(backbone(x)["pooled_output"]),
+                               atol=1e-5)
+    randomize(backbone.position_embedding, seed=3)  # positions tell apart
+    a = to_numpy(backbone(x)["sequence_output"])
+    b = to_numpy(backbone(swapped)["sequence_output"])
+    assert np.abs(b - a[:, order]).max() > 1e-2
+
+
+def test_rollout_equals_its_formula_on_a_hand_made_stack():
+    rng = np.random.default_rng(4)
+    stack = []
+    for _ in range(3):
+        weights = rng.uniform(size=(2, 2, 5, 5))
+        stack.append((weights / weights.sum(-1, keepdims=True)).astype(
+            "float32"))
+    rollout = np.eye(5)[None].repeat(2, 0)
+    for weights in stack:
+        a = weights.mean(1) + np.eye(5)
+        a /= a.sum(-1, keepdims=True)
+        rollout = a @ rollout
+    np.testing.assert_allclose(to_numpy(attention_rollout(stack)),
+                               rollout[:, 0, 1:], atol=1e-6)
+    with pytest.raises(ValueError, match="at least one"):
+        attention_rollout([])
+
+
+def test_attention_scores_and_rollout_of_a_backbone():
+    backbone = ViTBackbone(**SIZE)
+    scores = backbone.attention_scores(images())
+    assert len(scores) == 2 and scores[0].shape == (2, 2, 7, 7)
+    np.testing.assert_allclose(to_numpy(scores[1]).sum(-1), 1.0, atol=1e-5)
+    maps = to_numpy(attention_rollout(scores))
+    assert maps.shape == (2, 6) and np.all(maps > 0)
+
+
+def test_save_load_and_mixed_precision(tmp_path):
+    backbone = ViTBackbone(**SIZE)
+    x = images()
+    loaded = keras_round_trip(backbone, tmp_path)
+    np.testing.assert_allclose(to_numpy(loaded(x)["pooled_output"]),
+                               to_numpy(backbone(x)["pooled_output"]),
+                               atol=1e-6)
+    assert ViTBackbone.from_config(backbone.get_config()).get_config() == (
+        backbone.get_config())
+    half = ViTBackbone(**SIZE, dtype="mixed_bfloat16")
+    out = half(x)["pooled_output"]
+    assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
+
+
+def test_bad_configurations_are_clear_errors():
+    with pytest.raises(ValueError, match="not divisible by the patch size"):
+        ViTBackbone(**{**SIZE, "image_size": (10, 12)})
+    with pytest.raises(ValueError, match="pooling"):
+        ViTBackbone(**SIZE, pooling="max")
+    with pytest.raises(ValueError, match="divisible by num_heads"):
+        ViTBackbone(**{**SIZE, "num_heads": 3})
+    with pytest.raises(ValueError):
+        ViTBackbone(**SIZE)(np.zeros((2, 12, 12, 2), "float32"))

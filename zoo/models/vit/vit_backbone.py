@@ -1,0 +1,221 @@
+"""Vision Transformer backbone: images -> patch states and a pooled vector.
+
+Reads top to bottom like timm's `vision_transformer.py`:
+
+    images (batch, H, W, C) -> PatchEmbedding (P x P patches -> hidden_dim)
+        -> [class] token first -> + learned positions -> dropout
+        -> N pre-LN `TransformerEncoder` blocks (GELU MLP)
+        -> final LayerNorm -> sequence_output
+    pooled_output: the class token's state, or the mean of the patches'.
+"""
+
+import keras
+import keras_hub
+from keras import ops
+
+from zoo.layers import ClassToken
+from zoo.layers import LearnedPositionEmbedding
+from zoo.layers import PatchEmbedding
+from zoo.layers import TransformerEncoder
+from zoo.models.vit.vit_presets import PRESETS
+
+POOLINGS = ("class_token", "average")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class ViTBackbone(keras_hub.models.Backbone):
+    """Vision Transformer: images -> token states and a pooled vector.
+
+    Args:
+        image_size: `(height, width)` of the input images; both divisible by
+            `patch_size`.
+        num_channels: channels of the input images (1 grey, 3 colour).
+        patch_size: side of the square patches.
+        num_layers: number of `TransformerEncoder` blocks (pre-LN).
+        num_heads: attention heads per block.
+        hidden_dim: model width; divisible by `num_heads`.
+        intermediate_dim: MLP width.
+        dropout: dropout on the embeddings, attention weights and residual
+            branches.
+        pooling: "class_token" (a learned [class] token first; its final
+            state is the pooled vector) or "average" (no class token; the
+            mean of the patch states).
+        layer_norm_epsilon: LayerNorm epsilon.
+        dtype: dtype policy, e.g. "mixed_bfloat16".
+
+    Inputs:
+        `(batch, height, width, num_channels)` float images, scaled as the
+        preprocessor scales them (to [0, 1]).
+
+    Returns:
+        `{"sequence_output": (batch, tokens, hidden_dim), "pooled_output":
+        (batch, hidden_dim)}`, `tokens = [1 +] (height / P) * (width / P)`.
+
+    Example:
+
+    >>> backbone = ViTBackbone.from_preset("mnist")
+    >>> out = backbone(np.zeros((2, 28, 28, 1), "float32"))
+    >>> out["sequence_output"].shape, out["pooled_output"].shape
+    ((2, 50, 128), (2, 128))
+    """
+
+    def __init__(
+        self,
+        image_size=(28, 28),
+        num_channels=1,
+        patch_size=4,
+        num_layers=6,
+        num_heads=4,
+        hidden_dim=128,
+        intermediate_dim=256,
+        dropout=0.0,
+        pooling="class_token",
+        layer_norm_epsilon=1e-6,
+        dtype=None,
+        **kwargs,
+    ):
+        height, width = (int(n) for n in image_size)
+        if height % patch_size or width % patch_size:
+            raise ValueError(
+                f"image_size {height}x{width} is not divisible by the patch "
+                f"size {patch_size}.")
+        if hidden_dim % num_heads:
+            raise ValueError(f"hidden_dim={hidden_dim} must be divisible by "
+                             f"num_heads={num_heads}.")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}; got "
+                             f"{pooling!r}.")
+        grid = (height // patch_size, width // patch_size)
+        num_tokens = grid[0] * grid[1] + (pooling == "class_token")
+
+        # === Layers ===
+        self.patch_embedding = PatchEmbedding(
+            patch_size, hidden_dim, dtype=dtype, name="patch_embedding")
+        self.class_token = ClassToken(dtype=dtype, name="class_token") if (
+            pooling == "class_token") else None
+        self.position_embedding = LearnedPositionEmbedding(
+            num_tokens,
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            dtype=dtype, name="position_embedding")
+        self.embeddings_dropout = keras.layers.Dropout(
+            dropout, dtype=dtype, name="embeddings_dropout")
+        self.transformer_layers = [
+            TransformerEncoder(
+                num_heads=num_heads, intermediate_dim=intermediate_dim,
+                dropout=dropout, activation="gelu", norm_first=True,
+                layer_norm_epsilon=layer_norm_epsilon, dtype=dtype,
+                name=f"transformer_layer_{i}")
+            for i in range(num_layers)
+        ]
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm")
+
+        # === Functional model ===
+        images = keras.Input((height, width, num_channels), name="images")
+        x = self.embed(images)
+        for block in self.transformer_layers:
+            x = block(x)
+        sequence_output = self.layer_norm(x)
+        if pooling == "class_token":
+            pooled_output = sequence_output[:, 0, :]
+        else:
+            pooled_output = ops.mean(sequence_output, axis=1)
+        super().__init__(
+            inputs=images,
+            outputs={"sequence_output": sequence_output,
+                     "pooled_output": pooled_output},
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.image_size = (height, width)
+        self.num_channels = num_channels
+        self.patch_size = patch_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.pooling = pooling
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.grid_size = grid
+
+    def embed(self, images):
+        """Patches, [class] token and positions: the first block's input."""
+        x = self.patch_embedding(images)
+        if self.class_token is not None:
+            x = self.class_token(x)
+        x = x + self.position_embedding(x)
+        return self.embeddings_dropout(x)
+
+    def attention_scores(self, images):
+        """Every block's self-attention weights, for attention maps.
+
+        Args:
+            images: `(batch, height, width, num_channels)`, preprocessed.
+
+        Returns:
+            A list with one `(batch, num_heads, tokens, tokens)` array per
+            block, first block first.
+        """
+        x = self.embed(ops.convert_to_tensor(images, self.compute_dtype))
+        scores = []
+        for block in self.transformer_layers:
+            x, weights = block(x, return_attention_scores=True)
+            scores.append(weights)
+        return scores
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """The preset's architecture (see `zoo.models.vit.PRESETS`), any
+        argument overridden; fresh weights."""
+        config = PRESETS.part(preset, "backbone")
+        config.update(kwargs)
+        return cls(**config)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "image_size": list(self.image_size),
+            "num_channels": self.num_channels,
+            "patch_size": self.patch_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "pooling": self.pooling,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        })
+        return config
+
+
+def attention_rollout(scores, num_prefix_tokens=1):
+    """Attention rollout (Abnar & Zuidema, 2020): how much each patch feeds
+    the class token through all the blocks.
+
+    For each block, average the heads, add the identity (the residual) and
+    renormalise the rows: `A_l = (mean_h W_l + I) / 2`; then multiply
+    through the blocks, `R = A_L ... A_2 A_1`, and read the class token's
+    row over the patches.
+
+    Args:
+        scores: a list of `(batch, heads, tokens, tokens)` attention weights,
+            first block first (`ViTBackbone.attention_scores`).
+        num_prefix_tokens: tokens before the patches (the class token).
+
+    Returns:
+        `(batch, patches)`: the class token's rolled-out attention over the
+        patches, in row-major patch order.
+    """
+    rollout = None
+    for weights in scores:
+        weights = ops.mean(ops.cast(weights, "float32"), axis=1)
+        tokens = ops.shape(weights)[-1]
+        weights = weights + ops.eye(tokens, dtype="float32")[None]
+        weights = weights / ops.sum(weights, axis=-1, keepdims=True)
+        rollout = weights if rollout is None else ops.matmul(weights, rollout)
+    if rollout is None:
+        raise ValueError("attention_rollout needs at least one block.")
+    return rollout[:, 0, num_prefix_tokens:]
