@@ -26,3 +26,5 @@ from zoo.models.text_classifier import TextClassifierPreprocessor
 from zoo.models.text_classifier import TransformerEncoderBackbone
 from zoo.models.text_classifier import attention_model
 from zoo.models.vit import ViTBackbone
+from zoo.models.vit import ViTImageClassifier
+from zoo.models.vit import ViTImageClassifierPreprocessor

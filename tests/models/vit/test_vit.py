@@ -139,3 +139,65 @@ def test_bad_configurations_are_clear_errors():
         ViTBackbone(**{**SIZE, "num_heads": 3})
     with pytest.raises(ValueError):
         ViTBackbone(**SIZE)(np.zeros((2, 12, 12, 2), "float32"))
+
+
+# ---- the image classifier and its preprocessor ------------------------------
+
+from zoo.models.vit import ViTImageClassifier  # noqa: E402
+from zoo.models.vit import ViTImageClassifierPreprocessor  # noqa: E402
+
+
+def digits(count=64, seed=0):
+    """8x8 uint8 images; the label says whether the top half is brighter."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (count, 8, 8)).astype("uint8")
+    y = (x[:, :4].mean((1, 2)) > x[:, 4:].mean((1, 2))).astype("int32")
+    return x, y
+
+
+def test_preprocessor_scales_adds_channels_and_resizes():
+    grey = np.arange(2 * 8 * 8, dtype="uint8").reshape(2, 8, 8)
+    out = to_numpy(ViTImageClassifierPreprocessor((8, 8), 1)(grey))
+    np.testing.assert_allclose(out, grey[..., None] / 255.0, atol=1e-6)
+    colour = to_numpy(ViTImageClassifierPreprocessor((8, 8), 3)(grey))
+    np.testing.assert_allclose(colour, np.repeat(out, 3, -1), atol=1e-6)
+    smaller = to_numpy(ViTImageClassifierPreprocessor((4, 4), 1)(grey))
+    assert smaller.shape == (2, 4, 4, 1)
+    config = ViTImageClassifierPreprocessor((4, 4), 3).get_config()
+    assert config["image_size"] == [4, 4] and config["num_channels"] == 3
+    again = ViTImageClassifierPreprocessor.from_config(config)
+    assert tuple(again.image_size) == (4, 4)
+
+
+def test_classifier_trains_saves_and_predicts_raw_images(tmp_path):
+    x, y = digits()
+    keras.utils.set_random_seed(0)
+    classifier = ViTImageClassifier.from_preset("smoke", num_classes=2)
+    classifier.compile(optimizer=keras.optimizers.AdamW(3e-3),
+                       label_smoothing=0.1)
+    history = classifier.fit(x, y, epochs=3, batch_size=16, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    probabilities = classifier.predict(x[:3], verbose=0)
+    assert probabilities.shape == (3, 2)
+    np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
+    loaded = keras_round_trip(classifier, tmp_path)
+    np.testing.assert_allclose(loaded.predict(x[:3], verbose=0),
+                               probabilities, atol=1e-6)
+    maps = classifier.rollout_maps(x[:2])
+    assert maps.shape == (2, 2, 2)
+    np.testing.assert_allclose(maps.sum((1, 2)), 1.0, atol=1e-5)
+
+
+def test_bad_images_are_one_clear_error():
+    classifier = ViTImageClassifier.from_preset("smoke", num_classes=2)
+    cases = [
+        (np.zeros((0, 8, 8), "uint8"), "empty batch"),
+        (np.zeros((2, 8, 8, 3), "uint8"), "3 channels; this model reads 1"),
+        (np.full((2, 8, 8), 0.5, "float32"), "scaled to \\[0, 1\\]"),
+        (np.zeros((8, 8), "uint8"), "batch of images"),
+    ]
+    for images, message in cases:
+        with pytest.raises(ValueError, match=message):
+            classifier.predict(images, verbose=0)
+    with pytest.raises(ValueError, match="num_classes"):
+        ViTImageClassifier.from_preset("smoke", num_classes=1)

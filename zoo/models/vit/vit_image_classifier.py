@@ -1,0 +1,134 @@
+"""The ViT image classifier: raw images -> class probabilities."""
+
+import keras
+import keras_hub
+
+from zoo.data.text import fit_dataset
+from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
+from zoo.models.portable import PortableCompileConfig
+from zoo.models.vit.vit_backbone import ViTBackbone
+from zoo.models.vit.vit_backbone import attention_rollout
+from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class ViTImageClassifier(PortableCompileConfig, keras_hub.models.Task):
+    """Raw images in, class probabilities out: preprocessor, `ViTBackbone`,
+    dropout and a dense softmax head on the pooled vector.
+
+    Args:
+        backbone: a `ViTBackbone`.
+        preprocessor: a `ViTImageClassifierPreprocessor` (in the `.keras`
+            file), or None to feed float images directly.
+        num_classes: number of classes.
+        dropout: dropout on the pooled vector.
+
+    Call arguments:
+        images: `(batch, height, width, channels)` float images in [0, 1]
+            (what the preprocessor gives).
+
+    Returns:
+        `(batch, num_classes)` class probabilities, float32.
+
+    Example:
+
+    >>> classifier = ViTImageClassifier.from_preset("mnist", num_classes=10)
+    >>> classifier.compile()
+    >>> classifier.fit(uint8_images, labels, epochs=10)
+    >>> classifier.predict(uint8_images[:2]).shape
+    (2, 10)
+    """
+
+    backbone_cls = ViTBackbone
+    preprocessor_cls = ViTImageClassifierPreprocessor
+
+    def __init__(self, backbone, preprocessor=None, num_classes=10,
+                 dropout=0.0, **kwargs):
+        num_classes = int(num_classes)
+        if num_classes < 2:
+            raise ValueError(f"num_classes must be >= 2; got {num_classes}.")
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=backbone.dtype_policy, name="pooled_dropout")
+        self.output_dense = keras.layers.Dense(
+            num_classes, activation="softmax", dtype="float32",
+            name="predictions")
+        inputs = backbone.input
+        pooled = backbone(inputs)["pooled_output"]
+        outputs = self.output_dense(self.output_dropout(pooled))
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, num_classes=10, preprocessor="auto",
+                    **kwargs):
+        """A fresh classifier of the preset (`zoo.models.vit.PRESETS`);
+        `backbone_` arguments override the backbone's."""
+        overrides = {k[len("backbone_"):]: kwargs.pop(k)
+                     for k in list(kwargs) if k.startswith("backbone_")}
+        backbone = ViTBackbone.from_preset(preset, **overrides)
+        if preprocessor == "auto":
+            preprocessor = ViTImageClassifierPreprocessor(
+                backbone.image_size, backbone.num_channels)
+        return cls(backbone, preprocessor, num_classes=num_classes, **kwargs)
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto",
+                label_smoothing=0.0, **kwargs):
+        """Sparse categorical cross-entropy on the probabilities (with
+        `label_smoothing`), accuracy, AdamW (1e-3, weight decay 0.05) by
+        default."""
+        if optimizer == "auto":
+            optimizer = keras.optimizers.AdamW(1e-3, weight_decay=0.05)
+        if loss == "auto":
+            loss = SparseCategoricalCrossentropyWithSmoothing(
+                label_smoothing, from_logits=False)
+        if metrics == "auto":
+            metrics = ["sparse_categorical_accuracy"]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
+                        **kwargs)
+
+    # Raw images in: a bad batch is one clear error before tf.data sees it.
+
+    def _checked(self, x):
+        if self.preprocessor is not None and x is not None:
+            self.preprocessor.check_images(x)
+        return x
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
+            shuffle=True, **kwargs):
+        """keras-hub's `fit` on raw images (or a dataset of them), arrays
+        reshuffled every epoch as `keras.Model.fit` does."""
+        x, y, sample_weight, batch_size = fit_dataset(
+            self._checked(x), y, sample_weight, batch_size, shuffle)
+        return super().fit(x, y, batch_size=batch_size,
+                           sample_weight=sample_weight, shuffle=False,
+                           **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        return super().evaluate(self._checked(x), y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(self._checked(x), *args, **kwargs)
+
+    def rollout_maps(self, images):
+        """Attention rollout of the class token over the patches, as
+        `(batch, grid_rows, grid_columns)` maps summing to 1 (images are raw,
+        as `predict` takes them)."""
+        if self.backbone.class_token is None:
+            raise ValueError("rollout reads the class token; this backbone "
+                             "pools by averaging.")
+        x = self.preprocessor(images) if self.preprocessor else images
+        maps = keras.ops.convert_to_numpy(attention_rollout(
+            self.backbone.attention_scores(x)))
+        maps = maps / maps.sum(-1, keepdims=True)
+        return maps.reshape((-1,) + tuple(self.backbone.grid_size))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes,
+                       "dropout": self.dropout})
+        return config
+
+
