@@ -57,6 +57,7 @@ smoke: setup
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/gpt_text.py --smoke --verbose 0
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/translate.py --smoke --verbose 0 --output-dir runs/smoke/translate
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/bert_imdb.py all --smoke --verbose 0 --output-dir runs/smoke/bert_imdb
+	KERAS_BACKEND=$(BACKEND) $(PY) recipes/vit_images.py --smoke --verbose 0 --output-dir runs/smoke/vit
 	$(PY) recipes/check_backends.py gpt_text --smoke
 
 clean:

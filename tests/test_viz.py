@@ -318,3 +318,23 @@ def test_plot_alignments_writes_one_panel_per_sentence(tmp_path):
     with pytest.raises(ValueError, match="NaN"):
         plot_alignments([dict(items[0], weights=np.full((3, 4), np.nan))],
                         tmp_path / "d.png")
+
+
+def test_rollout_grid_and_position_similarity_pictures(tmp_path):
+    from zoo import viz
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (3, 8, 8)).astype("uint8")
+    maps = rng.uniform(size=(3, 2, 2))
+    path = viz.plot_rollout_grid(images, maps, tmp_path / "rollout.png",
+                                 titles=["1 -> 1", "2 -> 3", "0 -> 0"],
+                                 title="rollout")
+    assert open(path, "rb").read(4) == b"\x89PNG"
+    with pytest.raises(ValueError):
+        viz.plot_rollout_grid(images, maps[:2], tmp_path / "bad.png")
+    table = rng.normal(size=(1 + 9, 4))
+    path = viz.plot_position_similarity(table, (3, 3),
+                                        tmp_path / "positions.png")
+    assert open(path, "rb").read(4) == b"\x89PNG"
+    with pytest.raises(ValueError, match="positions for a 2 x 2 grid"):
+        viz.plot_position_similarity(table, (2, 2), tmp_path / "bad.png")

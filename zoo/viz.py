@@ -604,3 +604,94 @@ def attention_words_table(words, weights, top_k):
         raise ValueError(f"top_k must be a non-negative integer, got {top_k!r}")
     order = sorted(range(len(words)), key=lambda i: (-weights[i], i))[: int(top_k)]
     return [(words[i], float(weights[i])) for i in order]
+
+
+# --------------------------------------------------------------------------
+# 7. vision transformer pictures
+
+
+def plot_rollout_grid(images, maps, path, titles=None, title=None):
+    """Images with their attention-rollout maps laid over them, in a grid.
+
+    Args:
+        images: `(n, H, W)` or `(n, H, W, C)` images (uint8 or floats in
+            [0, 255] or [0, 1]).
+        maps: `(n, rows, columns)` rollout of each image over its patch grid
+            (`ViTImageClassifier.rollout_maps`); upsampled to the image.
+        path: the PNG file to write.
+        titles: optional caption per image (e.g. "7 -> 7").
+        title: optional figure title.
+
+    Returns:
+        `path`, as a string.
+    """
+    images = np.asarray(images)
+    maps = np.asarray(maps, dtype=np.float64)
+    if len(images) == 0 or len(images) != len(maps):
+        raise ValueError(f"{len(images)} images and {len(maps)} maps")
+    _check_finite(maps, "rollout maps")
+    count = len(images)
+    columns = min(count, 8)
+    rows = -(-count // columns)
+    fig = _new_figure(1.6 * columns, 1.75 * rows + (0.4 if title else 0.0))
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for index, ax in enumerate(axes.ravel()):
+        ax.set_axis_off()
+        if index >= count:
+            continue
+        image = images[index].astype(np.float64)
+        if image.max() > 1.0:
+            image = image / 255.0
+        if image.ndim == 3 and image.shape[-1] == 1:
+            image = image[..., 0]
+        height, width = image.shape[:2]
+        grid = maps[index]
+        heat = np.kron(grid, np.ones((height // grid.shape[0],
+                                      width // grid.shape[1])))
+        ax.imshow(image, cmap=_colormap("gray") if image.ndim == 2 else None,
+                  vmin=0.0, vmax=1.0)
+        ax.imshow(heat, cmap=_colormap("inferno"), alpha=0.5,
+                  vmin=0.0, vmax=max(float(heat.max()), 1e-9))
+        if titles is not None:
+            ax.set_title(str(titles[index]), fontsize="small",
+                         parse_math=False)
+    _set_title(fig, title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_position_similarity(table, grid_size, path, num_prefix_tokens=1,
+                             title=None):
+    """Cosine similarity of each patch's learned position to every other's
+    (the ViT paper's figure 7): one small map per patch, laid out as the
+    patch grid.
+
+    Args:
+        table: `(num_prefix_tokens + rows * columns, dim)` position vectors.
+        grid_size: `(rows, columns)` of patches.
+        path: the PNG file to write.
+        num_prefix_tokens: rows before the grid (the class token's).
+        title: optional figure title.
+
+    Returns:
+        `path`, as a string.
+    """
+    rows, columns = (int(n) for n in grid_size)
+    table = np.asarray(table, dtype=np.float64)[num_prefix_tokens:]
+    if table.shape[0] != rows * columns:
+        raise ValueError(f"{table.shape[0]} positions for a {rows} x "
+                         f"{columns} grid")
+    _check_finite(table, "positions")
+    unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True),
+                              1e-12)
+    similarity = unit @ unit.T
+    fig = _new_figure(0.45 * columns + 0.6, 0.45 * rows + 0.6
+                      + (0.4 if title else 0.0))
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for index, ax in enumerate(axes.ravel()):
+        ax.set_axis_off()
+        ax.imshow(similarity[index].reshape(rows, columns),
+                  cmap=_colormap("viridis"), vmin=-1.0, vmax=1.0)
+    _set_title(fig, title)
+    fig.tight_layout(pad=0.2)
+    return _save(fig, path)

@@ -377,3 +377,14 @@ def test_bert_masked_lm_and_classifier_agree_across_backends(tmp_path):
     report = json.loads(report_path.read_text())
     assert sorted(report["variants"]) == ["classifier", "masked_lm"]
     assert all(result["passed"] for result in report["variants"].values())
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_vit_agrees_across_backends_on_float_images(tmp_path):
+    report_path = tmp_path / "report.json"
+    code, output = run_tool(
+        ["vit_images", "--smoke", "--steps", "3", "--json", str(report_path),
+         "--timeout", "400"], timeout=450)
+    assert code == 0, output
+    report = json.loads(report_path.read_text())
+    assert report["variants"]["default"]["passed"]

@@ -1,0 +1,61 @@
+"""recipes/vit_images.py in-process: --smoke (offline), a local .npz copy
+with a test split, the data errors and the flags."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import zoo  # noqa: F401  (registers the classes for loading)
+from recipes import vit_images
+from tests.data.test_images import write_npz
+
+
+def test_smoke_trains_draws_and_the_saved_model_reads_uint8(tmp_path,
+                                                            monkeypatch):
+    monkeypatch.setattr(vit_images, "load_images",
+                        lambda name: pytest.fail("--smoke downloads"))
+    metrics = vit_images.main(["--smoke", "--verbose", "0", "--output-dir",
+                               str(tmp_path)])
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["validation_accuracy"] == metrics["validation_accuracy"]
+    assert metrics["validation_accuracy"] > 0.4  # 4 classes, learnable
+    for picture in ("training_curves.png", "rollout.png", "positions.png"):
+        assert (tmp_path / picture).read_bytes()[:4] == b"\x89PNG"
+    model = keras.saving.load_model(tmp_path / "vit_mnist.keras")
+    probabilities = model.predict(np.zeros((2, 8, 8), "uint8"), verbose=0)
+    assert probabilities.shape == (2, 4)
+
+
+def test_a_local_npz_with_a_test_split(tmp_path):
+    path = write_npz(tmp_path / "digits.npz", count=60)
+    metrics = vit_images.main(["--data", path, "--preset", "smoke",
+                               "--epochs", "1", "--verbose", "0",
+                               "--output-dir", str(tmp_path / "out")])
+    # 10% held out per class: 2 of each of the 4 classes of 15.
+    assert "test_accuracy" in metrics and metrics["train_images"] == 52
+
+
+def test_missing_data_is_one_clear_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        vit_images.main(["--data", str(tmp_path / "none.npz"),
+                         "--output-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "does not exist" in error[0]
+
+
+def test_flags(capsys):
+    args = vit_images.parse_args(["--dataset", "cifar10"])
+    assert args.preset == "cifar" and args.epochs == 200
+    args = vit_images.parse_args(["--epochs", "5"])
+    assert args.preset == "mnist" and args.epochs == 5
+    with pytest.raises(SystemExit):
+        vit_images.parse_args(["--dataset", "imagenet"])
+    with pytest.raises(SystemExit):
+        vit_images.main(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--dataset", "--data", "--epochs", "--mixed-precision",
+                 "--translate", "--ship", "--smoke"):
+        assert flag in text
