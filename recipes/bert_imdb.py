@@ -610,6 +610,7 @@ def check_setup(variant="masked_lm", smoke=True, seed=1337, num_steps=20,
     masks are the same on every backend); the classifier takes raw reviews.
     """
     from zoo.data.masked_lm import mask_tokens
+    from zoo.data.masked_lm import unselectable_token_ids
     from zoo.testing.cross_backend import CheckSetup
 
     if variant not in CHECK_VARIANTS:
@@ -642,11 +643,9 @@ def check_setup(variant="masked_lm", smoke=True, seed=1337, num_steps=20,
             loss="binary_crossentropy",
         )
     ids = pack_texts(tokenizer, texts, args.sequence_length)
-    special = sorted(set(tokenizer.special_token_ids)
-                     | {tokenizer.token_to_id("[UNK]")})
     options = dict(vocabulary_size=int(tokenizer.vocabulary_size()),
                    mask_token_id=int(tokenizer.mask_token_id),
-                   special_token_ids=special,
+                   special_token_ids=unselectable_token_ids(tokenizer),
                    mask_selection_length=max(args.sequence_length // 5, 1))
 
     def masked(rows, step):

@@ -20,6 +20,17 @@ import keras
 import numpy as np
 
 
+def unselectable_token_ids(tokenizer):
+    """Ids masking never picks: the tokenizer's special tokens ([CLS],
+    [SEP], [PAD], [MASK]) and its unknown token ([UNK], whose target would
+    teach nothing), sorted."""
+    ids = {int(i) for i in tokenizer.special_token_ids}
+    unknown = getattr(tokenizer, "oov_token", None)
+    if unknown is not None:
+        ids.add(int(tokenizer.token_to_id(unknown)))
+    return sorted(ids)
+
+
 def pack_texts(tokenizer, texts, sequence_length, batch_size=512):
     """`[CLS] text [SEP]` token ids, `(len(texts), sequence_length)` int32,
     padded with [PAD] and cut to length (a `keras_hub.models.BertTokenizer`
@@ -142,15 +153,11 @@ class MaskedLMBatches(keras.utils.PyDataset):
             raise ValueError(
                 f"{len(self.token_ids)} rows are fewer than one batch of "
                 f"{self.batch_size}.")
-        unknown = tokenizer.token_to_id(tokenizer.oov_token) if getattr(
-            tokenizer, "oov_token", None) else None
-        special = set(int(i) for i in tokenizer.special_token_ids)
-        if unknown is not None:
-            special.add(int(unknown))
         self.mask_options = dict(
             vocabulary_size=int(tokenizer.vocabulary_size()),
             mask_token_id=int(tokenizer.mask_token_id),
-            special_token_ids=sorted(special), **mask_options)
+            special_token_ids=unselectable_token_ids(tokenizer),
+            **mask_options)
         self.seed = int(seed)
         self.shuffle = bool(shuffle)
         self.epoch = 0

@@ -13,6 +13,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from zoo.data.masked_lm import unselectable_token_ids
 from zoo.models.bert.bert_presets import PRESETS
 
 _MARKUP = r"<br\s*/?>"
@@ -31,16 +32,6 @@ def strip_markup(x):
     if isinstance(x, (list, np.ndarray)):
         return [strip_markup(t) for t in np.asarray(x, dtype=object).ravel()]
     return x
-
-
-def _special_ids(tokenizer):
-    """Every id masking must never pick: [CLS], [SEP], [PAD], [MASK] (and
-    [UNK], whose target would teach nothing)."""
-    ids = set(tokenizer.special_token_ids)
-    unknown = getattr(tokenizer, "oov_token", None)
-    if unknown is not None:
-        ids.add(tokenizer.token_to_id(unknown))
-    return sorted(ids)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -108,7 +99,8 @@ class BertMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
 
     def build(self, input_shape):
         super().build(input_shape)
-        self.masker.unselectable_token_ids = _special_ids(self.tokenizer)
+        self.masker.unselectable_token_ids = unselectable_token_ids(
+            self.tokenizer)
 
     def call(self, x, y=None, sample_weight=None):
         return super().call(strip_markup(x), y, sample_weight)
