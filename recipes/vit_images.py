@@ -89,7 +89,9 @@ def parse_args(argv=None):
             ("label-smoothing", rate, "label smoothing"),
             ("translate", rate, "random translation, share of the size "
              "(0: no augmentation)"),
-            ("dropout", rate, "dropout in the backbone")):
+            ("dropout", rate, "dropout in the backbone"),
+            ("drop-path-rate", rate, "stochastic depth of the last block "
+             "(linear from 0 in the first)")):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{text}; default from the preset")
     parser.add_argument("--mixed-precision", choices=("bfloat16", "float16"),
@@ -110,8 +112,10 @@ def parse_args(argv=None):
     for key, value in TRAINING[args.preset].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    if args.dropout is None:
-        args.dropout = PRESETS.part(args.preset, "backbone")["dropout"]
+    for key in ("dropout", "drop_path_rate"):
+        if getattr(args, key) is None:
+            setattr(args, key,
+                    PRESETS.part(args.preset, "backbone").get(key, 0.0))
     if args.output_dir is None:
         args.output_dir = os.path.join(ROOT, "runs", "vit", args.dataset)
     return args
@@ -171,7 +175,7 @@ def warmup_cosine(args, steps):
 def build(args, num_classes, steps):
     classifier = ViTImageClassifier.from_preset(
         args.preset, num_classes=num_classes, backbone_dropout=args.dropout,
-        name="vit_classifier")
+        backbone_drop_path_rate=args.drop_path_rate, name="vit_classifier")
     classifier.compile(
         optimizer=keras.optimizers.AdamW(warmup_cosine(args, steps),
                                          weight_decay=args.weight_decay,
@@ -220,7 +224,8 @@ def run(args):
         else (args.data or f"keras.datasets.{args.dataset}"),
         "config": {k: getattr(args, k) for k in (
             "batch_size", "learning_rate", "weight_decay", "warmup_fraction",
-            "label_smoothing", "translate", "dropout", "mixed_precision",
+            "label_smoothing", "translate", "dropout", "drop_path_rate",
+            "mixed_precision",
             "validation_fraction")},
     }
     if "test" in splits:

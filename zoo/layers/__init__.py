@@ -18,6 +18,7 @@ from zoo.layers.pooling import attention_entropy
 from zoo.layers.positions import LearnedPositionEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
 from zoo.layers.recurrent import PackedBidirectional
+from zoo.layers.stochastic_depth import StochasticDepth
 from zoo.layers.token_window import RandomTokenWindow
 from zoo.layers.transformer import TransformerDecoder
 from zoo.layers.transformer import TransformerEncoder
@@ -35,6 +36,7 @@ __all__ = [
     "PositionalEmbedding",
     "RandomTokenWindow",
     "SinusoidalPositionEncoding",
+    "StochasticDepth",
     "TokenEmbedding",
     "TransformerDecoder",
     "TransformerEncoder",

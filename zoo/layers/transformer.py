@@ -14,6 +14,7 @@ import keras
 from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import clone_initializer
 from zoo.layers.attention import merge_padding_and_attention_mask
+from zoo.layers.stochastic_depth import StochasticDepth
 
 
 def _check_sequence_rank(shape, name):
@@ -62,6 +63,7 @@ class _TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        drop_path_rate=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -73,7 +75,12 @@ class _TransformerBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.drop_path_rate = float(drop_path_rate)
         self.supports_masking = True
+        # One per block: either residual branch of an example may be dropped.
+        self._drop_path = StochasticDepth(
+            self.drop_path_rate, dtype=self.dtype_policy, name="drop_path"
+        ) if self.drop_path_rate else None
 
     def _key_dim(self, hidden_dim):
         if hidden_dim is None or hidden_dim % self.num_heads:
@@ -133,7 +140,9 @@ class _TransformerBlock(keras.layers.Layer):
         # Skipped at inference: a layer call costs ~40 us in eager PyTorch,
         # which adds up in token-by-token generation.
         if training and self.dropout > 0:
-            return dropout(x, training=training)
+            x = dropout(x, training=training)
+        if training and self._drop_path is not None:
+            x = self._drop_path(x, training=training)
         return x
 
     def _feedforward(self, x, training):
@@ -165,6 +174,7 @@ class _TransformerBlock(keras.layers.Layer):
             "bias_initializer": keras.initializers.serialize(
                 self.bias_initializer
             ),
+            "drop_path_rate": self.drop_path_rate,
         }
 
 
@@ -183,6 +193,9 @@ class TransformerEncoder(_TransformerBlock):
         norm_first: pre-LN instead of post-LN.
         layer_norm_epsilon: LayerNormalization epsilon.
         kernel_initializer, bias_initializer: for all projections.
+        drop_path_rate: stochastic depth: while training, each residual
+            branch of each example is dropped with this probability
+            (`zoo.layers.StochasticDepth`); 0 disables it.
 
     Call arguments:
         inputs: `(batch, seq, hidden_dim)`. A Keras mask on it (e.g. from
@@ -282,8 +295,8 @@ class TransformerDecoder(_TransformerBlock):
 
     Args:
         num_heads, intermediate_dim, dropout, activation, norm_first,
-        layer_norm_epsilon, kernel_initializer, bias_initializer: as in
-            `TransformerEncoder`.
+        layer_norm_epsilon, kernel_initializer, bias_initializer,
+        drop_path_rate: as in `TransformerEncoder`.
 
     Call arguments:
         decoder_sequence: `(batch, tgt_len, hidden_dim)`; its Keras mask is

@@ -2,7 +2,10 @@
 stage, patch permutation with and without positions, attention maps and
 rollout, saving, mixed precision and errors, under the current backend."""
 
+import re
+
 import keras
+import keras_hub
 import numpy as np
 import pytest
 
@@ -55,6 +58,57 @@ def test_input_stage_is_patches_projected_plus_class_token_plus_positions():
     out = backbone(x)
     np.testing.assert_allclose(to_numpy(out["pooled_output"]),
                                to_numpy(out["sequence_output"])[:, 0])
+
+
+def _keras_hub_path(path, layers):
+    """The keras-hub ViTBackbone weight that a zoo weight path maps to."""
+    for pattern, replacement in (
+            (r"^patch_embedding/projection/",
+             "vit_patching_and_embedding/patch_embedding/"),
+            (r"^class_token/token$", "vit_patching_and_embedding/class_token"),
+            (r"^position_embedding/", "vit_patching_and_embedding/position_embedding/"),
+            (r"^layer_norm/", "vit_encoder/ln/"),
+            (r"/self_attention_layer/", "/mha/"),
+            (r"/self_attention_layer_norm/", "/ln_1/"),
+            (r"/feedforward_layer_norm/", "/ln_2/"),
+            (r"/feedforward_intermediate_dense/", "/mlp/dense_1/"),
+            (r"/feedforward_output_dense/", "/mlp/dense_2/")):
+        path = re.sub(pattern, replacement, path)
+    return re.sub(r"^transformer_layer_(\d+)/",
+                  lambda m: f"vit_encoder/transformer_block_{int(m[1]) + 1}/",
+                  path)
+
+
+def test_backbone_equals_keras_hub_vit_with_copied_weights():
+    """The same pre-LN ViT as `keras_hub.models.ViTBackbone` (conv patches,
+    class token, learned positions, exact-GELU MLP, final LayerNorm)."""
+    ours = ViTBackbone(**SIZE)
+    theirs = keras_hub.models.ViTBackbone(
+        image_shape=(8, 12, 2), patch_size=4, num_layers=2, num_heads=2,
+        hidden_dim=8, mlp_dim=16)
+    randomize(theirs, seed=3)
+    source = {w.path: to_numpy(w) for w in theirs.weights}
+    assert len(ours.weights) == len(source)
+    for weight in ours.weights:
+        weight.assign(source[_keras_hub_path(weight.path, source)].reshape(
+            weight.shape))
+    x = images(seed=4)
+    np.testing.assert_allclose(to_numpy(ours(x)["sequence_output"]),
+                               to_numpy(theirs(x)), atol=2e-5)
+
+
+def test_stochastic_depth_grows_linearly_with_depth(tmp_path):
+    backbone = ViTBackbone(**{**SIZE, "num_layers": 3}, drop_path_rate=0.2)
+    rates = [b.drop_path_rate for b in backbone.transformer_layers]
+    np.testing.assert_allclose(rates, [0.0, 0.1, 0.2])
+    x = images(batch=32)  # P(no example drops a branch) = 0.52^32 < 1e-9
+    before = to_numpy(backbone(x)["pooled_output"])  # inference: no drop
+    restored = keras_round_trip(backbone, tmp_path)
+    assert restored.get_config()["drop_path_rate"] == 0.2
+    np.testing.assert_allclose(to_numpy(restored(x)["pooled_output"]),
+                               before, atol=1e-6)
+    trained = to_numpy(backbone(x, training=True)["pooled_output"])
+    assert not np.allclose(trained, before)
 
 
 def _swap_patches(x, a, b, patch=4):

@@ -37,6 +37,10 @@ class ViTBackbone(keras_hub.models.Backbone):
         intermediate_dim: MLP width.
         dropout: dropout on the embeddings, attention weights and residual
             branches.
+        drop_path_rate: stochastic depth of the last block; block `i` of
+            `N` drops its residual branches per example with probability
+            `drop_path_rate * i / (N - 1)` while training (0 for the first,
+            as in DeiT and timm).
         pooling: "class_token" (a learned [class] token first; its final
             state is the pooled vector) or "average" (no class token; the
             mean of the patch states).
@@ -69,6 +73,7 @@ class ViTBackbone(keras_hub.models.Backbone):
         hidden_dim=128,
         intermediate_dim=256,
         dropout=0.0,
+        drop_path_rate=0.0,
         pooling="class_token",
         layer_norm_epsilon=1e-6,
         dtype=None,
@@ -82,6 +87,9 @@ class ViTBackbone(keras_hub.models.Backbone):
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim={hidden_dim} must be divisible by "
                              f"num_heads={num_heads}.")
+        if not 0.0 <= drop_path_rate < 1.0:
+            raise ValueError(f"drop_path_rate must be in [0, 1); got "
+                             f"{drop_path_rate}.")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}; got "
                              f"{pooling!r}.")
@@ -103,7 +111,9 @@ class ViTBackbone(keras_hub.models.Backbone):
             TransformerEncoder(
                 num_heads=num_heads, intermediate_dim=intermediate_dim,
                 dropout=dropout, activation="gelu", norm_first=True,
-                layer_norm_epsilon=layer_norm_epsilon, dtype=dtype,
+                layer_norm_epsilon=layer_norm_epsilon,
+                drop_path_rate=drop_path_rate * i / max(num_layers - 1, 1),
+                dtype=dtype,
                 name=f"transformer_layer_{i}")
             for i in range(num_layers)
         ]
@@ -137,6 +147,7 @@ class ViTBackbone(keras_hub.models.Backbone):
         self.hidden_dim = hidden_dim
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
+        self.drop_path_rate = drop_path_rate
         self.pooling = pooling
         self.layer_norm_epsilon = layer_norm_epsilon
         self.grid_size = grid
@@ -185,6 +196,7 @@ class ViTBackbone(keras_hub.models.Backbone):
             "hidden_dim": self.hidden_dim,
             "intermediate_dim": self.intermediate_dim,
             "dropout": self.dropout,
+            "drop_path_rate": self.drop_path_rate,
             "pooling": self.pooling,
             "layer_norm_epsilon": self.layer_norm_epsilon,
         })

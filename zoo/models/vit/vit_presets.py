@@ -20,7 +20,7 @@ PRESETS = Presets("vit", {
         "backbone": dict(image_size=(32, 32), num_channels=3, patch_size=4,
                          num_layers=7, num_heads=12, hidden_dim=384,
                          intermediate_dim=384, dropout=0.0,
-                         pooling="class_token"),
+                         drop_path_rate=0.1, pooling="class_token"),
     },
     "smoke": {
         "description": "2 layers, 32 wide, 8x8 images: the same code path "
