@@ -23,9 +23,7 @@ if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
 from benchmarks.workers import benchmark_parser  # noqa: E402
-from benchmarks.workers import print_result  # noqa: E402
-from benchmarks.workers import run_worker  # noqa: E402
-from benchmarks.workers import selected_backends  # noqa: E402
+from benchmarks.workers import run_benchmark  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -110,27 +108,22 @@ def measure(args):
     return result
 
 
+def header(args):
+    return (f"BertMaskedLM {args.preset}, batches of {args.batch_size} x "
+            f"{args.sequence_length} tokens, {args.steps} timed AdamW steps\n"
+            f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
+            f"{'zoo / keras-hub':>16}")
+
+
+def row(backend, r):
+    return (f"{backend:<11} {r['zoo']['tokens_per_second']:>10.0f} "
+            f"{r['keras_hub']['tokens_per_second']:>16.0f} "
+            f"{r['zoo_over_keras_hub']:>15.2f}x")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    if args.worker:
-        print_result(measure(args))
-        return None
-    print(f"BertMaskedLM {args.preset}, batches of {args.batch_size} x "
-          f"{args.sequence_length} tokens, {args.steps} timed AdamW steps")
-    print(f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
-          f"{'zoo / keras-hub':>16}")
-    results = []
-    for backend in selected_backends(args.backends):
-        r = run_worker(__file__, backend, argv)
-        results.append(r)
-        print(f"{backend:<11} {r['zoo']['tokens_per_second']:>10.0f} "
-              f"{r['keras_hub']['tokens_per_second']:>16.0f} "
-              f"{r['zoo_over_keras_hub']:>15.2f}x", flush=True)
-    if args.json:
-        from zoo.saving import write_json_atomic
-        write_json_atomic({"args": vars(args), "results": results}, args.json)
-    return results
+    return run_benchmark(__file__, argv, parse_args, measure, header, row)
 
 
 if __name__ == "__main__":

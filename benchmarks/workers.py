@@ -53,3 +53,28 @@ def run_worker(script, backend, argv):
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX):])
     raise RuntimeError(f"{backend} worker failed:\n{run.output[-3000:]}")
+
+
+def run_benchmark(script, argv, parse_args, measure, header, row):
+    """The `main` of a per-backend benchmark.
+
+    In a worker (`--worker`), prints `measure(args)`. Otherwise prints
+    `header(args)`, runs the script once per selected backend, prints
+    `row(backend, result)` as each result arrives, writes every result to
+    `args.json` when that flag is set, and returns the results.
+    """
+    args = parse_args(argv)
+    if args.worker:
+        print_result(measure(args))
+        return None
+    print(header(args), flush=True)
+    results = []
+    for backend in selected_backends(args.backends):
+        # Workers get the same flags; only this process writes --json.
+        result = run_worker(script, backend, argv)
+        results.append(result)
+        print(row(backend, result), flush=True)
+    if getattr(args, "json", None):
+        from zoo.saving import write_json_atomic
+        write_json_atomic({"args": vars(args), "results": results}, args.json)
+    return results

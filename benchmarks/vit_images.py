@@ -1,0 +1,156 @@
+"""ViT training and inference throughput, zoo against keras-hub, per
+backend, in one run.
+
+    python benchmarks/vit_images.py                   # jax, tensorflow, torch
+    KERAS_BACKEND=jax python benchmarks/vit_images.py --backends current
+
+For each backend (a fresh process each), three models of the preset's size
+(`mnist` by default) train on the same random images and labels and then
+predict them:
+
+- `zoo`: `zoo.models.vit.ViTBackbone` + a softmax head on the class token,
+  fed float images;
+- `keras_hub`: `keras_hub.models.ViTBackbone` of the same size (the same
+  weights' shapes) + the same head, fed float images;
+- `task`: `ViTImageClassifier.from_preset`, fed raw uint8 images (its
+  preprocessor runs inside `fit` / `predict`), what a user runs.
+
+AdamW, `fit` and `predict` compiled (jit on JAX, XLA on TensorFlow; PyTorch
+eager). After a warm-up epoch, `--steps` batches are timed. The table shows
+images per second and zoo / keras-hub. Timings are only compared within
+one run on one machine.
+"""
+
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
+
+from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import run_benchmark  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = benchmark_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="mnist",
+                        help="a zoo.models.vit preset")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=10,
+                        help="timed batches, training and inference each")
+    parser.add_argument("--json", default=None, help="write results here")
+    args = parser.parse_args(argv)
+    if min(args.batch_size, args.steps) < 1:
+        parser.error("--batch-size and --steps must be at least 1")
+    return args
+
+
+def images(args, size):
+    """`steps` batches of random uint8 images and labels, the same on every
+    backend."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    count = args.batch_size * args.steps
+    height, width = size["image_size"]
+    x = rng.integers(0, 256, (count, height, width, size["num_channels"]),
+                     dtype="uint8")
+    return x, rng.integers(0, 10, count).astype("int32")
+
+
+def _head(backbone_inputs, sequence_output):
+    import keras
+
+    pooled = sequence_output[:, 0, :]  # the class token
+    outputs = keras.layers.Dense(10, activation="softmax", dtype="float32",
+                                 name="predictions")(pooled)
+    return keras.Model(backbone_inputs, outputs)
+
+
+def _time(fn, steps):
+    fn()  # compiles
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) / steps
+
+
+def time_model(model, x, y, args):
+    import keras
+
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                  loss="sparse_categorical_crossentropy")
+    fit = lambda: model.fit(x, y, batch_size=args.batch_size, epochs=1,
+                            verbose=0, shuffle=False)
+    predict = lambda: model.predict(x, batch_size=args.batch_size, verbose=0)
+    train_s, predict_s = _time(fit, args.steps), _time(predict, args.steps)
+    return {"train_images_per_second": round(args.batch_size / train_s, 1),
+            "predict_images_per_second": round(args.batch_size / predict_s, 1),
+            "parameters": int(model.count_params())}
+
+
+def measure(args):
+    """Runs in a process whose backend is already chosen."""
+    import keras
+    import keras_hub
+
+    from zoo.models.vit import PRESETS
+    from zoo.models.vit import ViTBackbone
+    from zoo.models.vit import ViTImageClassifier
+
+    size = PRESETS.part(args.preset, "backbone")
+    size.update(dropout=0.0, drop_path_rate=0.0)
+    raw, labels = images(args, size)
+    floats = raw.astype("float32") / 255.0
+    keras.utils.set_random_seed(0)
+    ours = ViTBackbone(**size)
+    zoo_model = _head(ours.input, ours.output["sequence_output"])
+    keras.utils.set_random_seed(0)
+    theirs = keras_hub.models.ViTBackbone(
+        image_shape=(*size["image_size"], size["num_channels"]),
+        patch_size=size["patch_size"], num_layers=size["num_layers"],
+        num_heads=size["num_heads"], hidden_dim=size["hidden_dim"],
+        mlp_dim=size["intermediate_dim"])
+    peer = _head(theirs.input, theirs.output)
+    keras.utils.set_random_seed(0)
+    task = ViTImageClassifier.from_preset(
+        args.preset, num_classes=10, backbone_dropout=0.0,
+        backbone_drop_path_rate=0.0)
+    result = {"backend": keras.backend.backend(), "preset": args.preset,
+              "zoo": time_model(zoo_model, floats, labels, args),
+              "keras_hub": time_model(peer, floats, labels, args),
+              "task": time_model(task, raw, labels, args)}
+    for kind in ("train", "predict"):
+        key = f"{kind}_images_per_second"
+        result[f"{kind}_zoo_over_keras_hub"] = round(
+            result["zoo"][key] / result["keras_hub"][key], 3)
+    return result
+
+
+def header(args):
+    columns = "".join(f" | {kind + ' zoo':>10} {'keras-hub':>10} "
+                      f"{'ratio':>6} {'task':>8}"
+                      for kind in ("train", "predict"))
+    return (f"ViT {args.preset}, batches of {args.batch_size}, {args.steps} "
+            f"timed batches; images per second (task: uint8 in, "
+            f"preprocessing inside)\n{'backend':<11}{columns}")
+
+
+def row(backend, r):
+    line = f"{backend:<11}"
+    for kind in ("train", "predict"):
+        key = f"{kind}_images_per_second"
+        line += (f" | {r['zoo'][key]:>10.0f} {r['keras_hub'][key]:>10.0f} "
+                 f"{r[f'{kind}_zoo_over_keras_hub']:>5.2f}x "
+                 f"{r['task'][key]:>8.0f}")
+    return line
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    return run_benchmark(__file__, argv, parse_args, measure, header, row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""benchmarks/vit_images.py stays runnable: one tiny measurement in-process
+under the current backend (timings are not checked; the benchmark prints
+them)."""
+
+import keras
+import pytest
+
+from benchmarks import vit_images
+
+
+def test_tiny_measurement_reports_every_model():
+    args = vit_images.parse_args(
+        ["--preset", "smoke", "--batch-size", "4", "--steps", "2"])
+    result = vit_images.measure(args)
+    assert result["backend"] == keras.backend.backend()
+    for name in ("zoo", "keras_hub", "task"):
+        assert result[name]["train_images_per_second"] > 0
+        assert result[name]["predict_images_per_second"] > 0
+    # The same architecture: the same number of parameters.
+    assert result["zoo"]["parameters"] == result["keras_hub"]["parameters"]
+    assert result["train_zoo_over_keras_hub"] > 0
+    line = vit_images.row("jax", result)
+    assert line.startswith("jax") and line.count("x") >= 2
+
+
+def test_impossible_sizes_are_refused():
+    with pytest.raises(SystemExit):
+        vit_images.parse_args(["--steps", "0"])
