@@ -53,6 +53,7 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
+from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.data.imdb import DataNotFoundError  # noqa: E402
 from zoo.data.imdb import load_imdb  # noqa: E402
 from zoo.data.imdb import load_imdb_unsupervised  # noqa: E402
@@ -69,6 +70,7 @@ from zoo.models.bert import BertMaskedLMPreprocessor  # noqa: E402
 from zoo.models.bert import strip_markup  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
+from zoo.schedules import warmup_cosine  # noqa: E402
 
 MLM_VALIDATION_REVIEWS = 500
 FILL_MASK_EXAMPLES = ("this movie was [MASK] good.",
@@ -258,41 +260,6 @@ def words_per_piece(sequence_length):
 
 # --- pretraining --------------------------------------------------------------
 
-def warmup_cosine(peak, total_steps, warmup_fraction):
-    warmup = max(int(total_steps * warmup_fraction), 1)
-    return keras.optimizers.schedules.CosineDecay(
-        0.0, decay_steps=max(total_steps - warmup, 1), alpha=0.1,
-        warmup_target=peak, warmup_steps=warmup)
-
-
-class StopAfterMinutes(keras.callbacks.Callback):
-    """Ends training when another epoch would overrun a wall-clock budget
-    (the checkpoint of the last epoch stays for --resume)."""
-
-    def __init__(self, minutes):
-        super().__init__()
-        self.seconds = minutes * 60
-        self.start = None
-        self.stopped = False
-
-    def on_train_begin(self, logs=None):
-        self.start = time.perf_counter()
-        self.first_epoch = None
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if self.first_epoch is None:  # later than 0 in a resumed run
-            self.first_epoch = epoch
-
-    def on_epoch_end(self, epoch, logs=None):
-        elapsed = time.perf_counter() - self.start
-        epochs_here = epoch + 1 - self.first_epoch
-        if elapsed * (epochs_here + 1) / max(epochs_here, 1) > self.seconds:
-            print(f"\nstopping: the {self.seconds / 60:g}-minute budget is "
-                  "spent; --resume continues")
-            self.model.stop_training = True
-            self.stopped = True
-
-
 def load_or_train_tokenizer(args, texts):
     """The run's WordPiece tokenizer: read back from vocabulary.txt when
     resuming (the same ids), else learned on the pretraining text."""
@@ -353,13 +320,15 @@ def pretrain(args):
         seed=args.seed, shuffle=False, **mask_options)
     total_steps = args.epochs * len(batches)
     mlm.compile(optimizer=keras.optimizers.AdamW(
-        warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction),
+        warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction,
+                      alpha=0.1),
         weight_decay=args.weight_decay, global_clipnorm=1.0))
     print(f"BertMaskedLM ({args.preset}): "
           f"{mlm.count_params() / 1e6:.2f}M parameters; {args.epochs} epochs "
           f"x {len(batches)} batches of {args.batch_size} "
           f"({total_steps * args.batch_size / len(token_ids):.2f} passes)")
-    stopper = StopAfterMinutes(args.max_minutes or float("inf"))
+    stopper = StopAfterMinutes(args.max_minutes or float("inf"),
+                               note="; --resume continues")
     history_path = os.path.join(args.output_dir, "pretrain_history.csv")
     callbacks = [
         ReproducibleEpochs(args.seed, [batches]),
@@ -456,7 +425,7 @@ def finetune_one(args, make_classifier, splits, label):
                                      // args.finetune_batch_size)
     classifier.compile(optimizer=keras.optimizers.AdamW(
         warmup_cosine(args.finetune_learning_rate, steps,
-                      args.finetune_warmup_fraction),
+                      args.finetune_warmup_fraction, alpha=0.1),
         weight_decay=args.finetune_weight_decay, global_clipnorm=1.0))
     train = text_dataset(train_texts, train_labels,
                          args.finetune_batch_size, shuffle=True,

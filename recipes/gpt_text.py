@@ -40,6 +40,7 @@ from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
 from zoo.data.corpus import consecutive_text_windows  # noqa: E402
 from zoo.data.corpus import load_text  # noqa: E402
@@ -197,25 +198,6 @@ def build_model(args, tokenizer):
     )
     gpt.compile(optimizer=make_optimizer(args))
     return gpt
-
-
-class StopAfterMinutes(keras.callbacks.Callback):
-    """Ends training when another epoch would overrun a wall-clock budget."""
-
-    def __init__(self, minutes):
-        super().__init__()
-        self.seconds = minutes * 60
-        self.start = None
-
-    def on_train_begin(self, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        elapsed = time.perf_counter() - self.start
-        if elapsed * (epoch + 2) / (epoch + 1) > self.seconds:
-            print(f"\nstopping: the {self.seconds / 60:g}-minute budget is "
-                  "spent")
-            self.model.stop_training = True
 
 
 def evaluate_saved(args):

@@ -54,6 +54,7 @@ from zoo.models.vit import PRESETS  # noqa: E402
 from zoo.models.vit import ViTImageClassifier  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
+from zoo.schedules import warmup_cosine  # noqa: E402
 
 TRAINING = {
     "mnist": dict(epochs=30, batch_size=128, learning_rate=1e-3,
@@ -165,19 +166,14 @@ def train_dataset(x, y, args):
     return without_autotune(dataset)
 
 
-def warmup_cosine(args, steps):
-    warmup = max(int(steps * args.warmup_fraction), 1)
-    return keras.optimizers.schedules.CosineDecay(
-        0.0, decay_steps=max(steps - warmup, 1), alpha=0.01,
-        warmup_target=args.learning_rate, warmup_steps=warmup)
-
-
 def build(args, num_classes, steps):
     classifier = ViTImageClassifier.from_preset(
         args.preset, num_classes=num_classes, backbone_dropout=args.dropout,
         backbone_drop_path_rate=args.drop_path_rate, name="vit_classifier")
     classifier.compile(
-        optimizer=keras.optimizers.AdamW(warmup_cosine(args, steps),
+        optimizer=keras.optimizers.AdamW(
+            warmup_cosine(args.learning_rate, steps, args.warmup_fraction,
+                          alpha=0.01),
                                          weight_decay=args.weight_decay,
                                          global_clipnorm=1.0),
         label_smoothing=args.label_smoothing)

@@ -1,5 +1,7 @@
 """Keras callbacks used by the recipes."""
 
+import time
+
 import keras
 import numpy as np
 
@@ -73,3 +75,51 @@ class ReproducibleEpochs(keras.callbacks.Callback):
                 [self.seed, int(epoch), index]).integers(0, 2**31 - 1)
             state.assign(keras.ops.convert_to_tensor([value, 0],
                                                      dtype=state.dtype))
+
+
+class StopAfterMinutes(keras.callbacks.Callback):
+    """Ends training when another epoch would overrun a wall-clock budget.
+
+    After each epoch, the mean epoch time so far predicts the end of the
+    next one; if that is past `minutes` from the start of `fit`, training
+    stops (a checkpoint written by `BackupAndRestore` stays usable, so a
+    resumed run continues from it). Epochs skipped by a resumed run do not
+    count.
+
+    Args:
+        minutes: the budget, in minutes, from the start of `fit`.
+        note: appended to the message printed when it stops (e.g. how to
+            resume).
+
+    Attributes:
+        stopped: whether it ended the training.
+
+    Example:
+
+    >>> model.fit(x, y, epochs=100, callbacks=[StopAfterMinutes(30)])
+    """
+
+    def __init__(self, minutes, note=""):
+        super().__init__()
+        self.seconds = float(minutes) * 60
+        self.note = note
+        self.start = None
+        self.first_epoch = None
+        self.stopped = False
+
+    def on_train_begin(self, logs=None):
+        self.start = time.perf_counter()
+        self.first_epoch = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.first_epoch is None:  # later than 0 in a resumed run
+            self.first_epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        elapsed = time.perf_counter() - self.start
+        epochs_here = epoch + 1 - (self.first_epoch or 0)
+        if elapsed * (epochs_here + 1) / max(epochs_here, 1) > self.seconds:
+            print(f"\nstopping: the {self.seconds / 60:g}-minute budget is "
+                  f"spent{self.note}")
+            self.model.stop_training = True
+            self.stopped = True

@@ -33,3 +33,27 @@ class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule)
 
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps}
+
+
+def warmup_cosine(peak, total_steps, warmup_fraction, alpha=0.0):
+    """Linear warm-up from 0 to `peak` over `warmup_fraction` of the steps,
+    then cosine decay to `alpha * peak` at `total_steps` (BERT, ViT/DeiT).
+
+    Args:
+        peak: the learning rate at the end of the warm-up.
+        total_steps: optimizer steps of the whole training.
+        warmup_fraction: share of the steps warming up (at least one step).
+        alpha: the final learning rate as a fraction of `peak`.
+
+    Returns:
+        A `keras.optimizers.schedules.CosineDecay`.
+
+    Example:
+
+    >>> schedule = warmup_cosine(1e-3, total_steps=1000, warmup_fraction=0.1)
+    >>> keras.optimizers.AdamW(schedule)
+    """
+    warmup = max(int(total_steps * warmup_fraction), 1)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=max(total_steps - warmup, 1), alpha=alpha,
+        warmup_target=peak, warmup_steps=warmup)
