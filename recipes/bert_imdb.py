@@ -35,6 +35,7 @@ also writes the model to `saved_models/` with float16 weights.
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -443,53 +444,103 @@ def finetune_one(args, make_classifier, splits, label):
     return classifier, history, accuracy, seconds
 
 
+def fold_settings(args):
+    """What a fold's result depends on: a stored fold is reused only when
+    these match."""
+    return {"preset": args.preset, "seed": args.seed, "smoke": args.smoke,
+            "pretrained_model": os.path.abspath(args.pretrained),
+            "pretrained_modified": os.path.getmtime(args.pretrained),
+            "scratch": not args.no_scratch,
+            **{k: getattr(args, k) for k in vars(args)
+               if k.startswith("finetune_")}}
+
+
+def load_fold(folder, fold, settings):
+    """A fold finished by an earlier run with the same settings, or None."""
+    path = os.path.join(folder, f"fold_{fold}.json")
+    model = os.path.join(folder, f"fold_{fold}_classifier.keras")
+    if not (os.path.exists(path) and os.path.exists(model)):
+        return None
+    with open(path) as f:
+        stored = json.load(f)
+    return stored if stored.get("settings") == settings else None
+
+
+def finetune_fold(args, fold):
+    """Fine-tunes the pretrained model and (unless --no-scratch) the same
+    architecture from random weights on one fold; returns the fold's row,
+    its curves and the fine-tuned classifier."""
+    keras.utils.set_random_seed(args.seed + fold)
+    splits = classification_splits(args, fold)
+    print(f"fold {fold}: train {len(splits['train'][0])}, validation "
+          f"{len(splits['validation'][0])} "
+          f"({getattr(splits, 'validation_holdout', None) or 'generated'})"
+          f" | backend {keras.backend.backend()}")
+
+    def pretrained():
+        return BertClassifier.from_pretrained(
+            keras.saving.load_model(args.pretrained),
+            sequence_length=args.finetune_sequence_length,
+            dropout=args.finetune_dropout, name="bert_classifier")
+
+    classifier, history, accuracy, seconds = finetune_one(
+        args, pretrained, splits, "pretrained")
+    row = {"fold": fold, "pretrained": accuracy,
+           "pretrained_seconds": round(seconds, 1)}
+    curves = {"pretrained": history}
+    if not args.no_scratch:
+        tokenizer = classifier.preprocessor.tokenizer
+        keras.utils.set_random_seed(args.seed + fold)
+
+        def scratch():
+            return BertClassifier.from_preset(
+                args.preset, BertClassifierPreprocessor(
+                    tokenizer, sequence_length=args.finetune_sequence_length),
+                dropout=args.finetune_dropout, name="bert_classifier")
+
+        _, history, accuracy, seconds = finetune_one(
+            args, scratch, splits, "from scratch")
+        row.update(scratch=accuracy, scratch_seconds=round(seconds, 1),
+                   gain=row["pretrained"] - accuracy)
+        curves["scratch"] = history
+    return row, curves, classifier, splits["validation"][0]
+
+
 def finetune(args):
+    """Every fold of --folds; a fold finished by an earlier run with the
+    same settings (in <output-dir>/folds/) is reused, so an interrupted
+    comparison continues where it stopped."""
     os.makedirs(args.output_dir, exist_ok=True)
     if not os.path.exists(args.pretrained):
         raise SystemExit(f"error: no pretrained model at {args.pretrained}; "
                          "run the pretrain command first or pass "
                          "--pretrained")
-    results, curves, shipped_classifier = [], {}, None
+    folder = os.path.join(args.output_dir, "folds")
+    os.makedirs(folder, exist_ok=True)
+    settings = fold_settings(args)
+    results, first = [], None
     for fold in args.folds:
-        keras.utils.set_random_seed(args.seed + fold)
-        splits = classification_splits(args, fold)
-        print(f"fold {fold}: train {len(splits['train'][0])}, validation "
-              f"{len(splits['validation'][0])} "
-              f"({getattr(splits, 'validation_holdout', None) or 'generated'})"
-              f" | backend {keras.backend.backend()}")
-
-        def pretrained():
-            return BertClassifier.from_pretrained(
-                keras.saving.load_model(args.pretrained),
-                sequence_length=args.finetune_sequence_length,
-                dropout=args.finetune_dropout, name="bert_classifier")
-
-        classifier, history, accuracy, seconds = finetune_one(
-            args, pretrained, splits, "pretrained")
-        row = {"fold": fold, "pretrained": accuracy,
-               "pretrained_seconds": round(seconds, 1)}
-        if fold == args.folds[0]:
-            curves["pretrained"] = history
-            shipped_classifier = classifier
-        if not args.no_scratch:
-            tokenizer = classifier.preprocessor.tokenizer
-            keras.utils.set_random_seed(args.seed + fold)
-
-            def scratch():
-                return BertClassifier.from_preset(
-                    args.preset, BertClassifierPreprocessor(
-                        tokenizer,
-                        sequence_length=args.finetune_sequence_length),
-                    dropout=args.finetune_dropout, name="bert_classifier")
-
-            _, history, accuracy, seconds = finetune_one(
-                args, scratch, splits, "from scratch")
-            row.update(scratch=accuracy, scratch_seconds=round(seconds, 1),
-                       gain=row["pretrained"] - accuracy)
-            if fold == args.folds[0]:
-                curves["scratch"] = history
+        stored = load_fold(folder, fold, settings)
+        if stored is not None:
+            print(f"fold {fold}: finished earlier, reused "
+                  f"({os.path.join(folder, f'fold_{fold}.json')})")
+            row, curves = stored["row"], stored["curves"]
+        else:
+            row, curves, classifier, _ = finetune_fold(args, fold)
+            classifier.compile(optimizer="auto")
+            save_model_atomic(classifier, os.path.join(
+                folder, f"fold_{fold}_classifier.keras"))
+            write_json_atomic({"settings": settings, "row": row,
+                               "curves": curves},
+                              os.path.join(folder, f"fold_{fold}.json"))
         results.append(row)
+        if first is None:
+            first = (fold, curves)
 
+    # The first fold's fine-tuned classifier is the one shipped and drawn.
+    fold, curves = first
+    classifier = keras.saving.load_model(
+        os.path.join(folder, f"fold_{fold}_classifier.keras"))
     summary = summarize(results)
     metrics = {"preset": args.preset, "backend": keras.backend.backend(),
                "pretrained_model": args.pretrained,
@@ -498,19 +549,19 @@ def finetune(args):
                "learning_rate": args.finetune_learning_rate,
                "sequence_length": args.finetune_sequence_length,
                "folds": results, **summary, "smoke": args.smoke}
-    shipped_classifier.compile(optimizer="auto")
-    path = save_model_atomic(shipped_classifier,
+    path = save_model_atomic(classifier,
                              os.path.join(args.output_dir, "imdb_bert.keras"))
     if args.ship:
         metrics["shipped"] = os.path.relpath(save_model_atomic(
-            shipped_classifier,
-            os.path.join(ROOT, "saved_models", "imdb_bert.keras"),
+            classifier, os.path.join(ROOT, "saved_models", "imdb_bert.keras"),
             weights_dtype="float16"), ROOT)
     write_json_atomic(metrics, os.path.join(args.output_dir,
                                             "finetune_metrics.json"))
     plot_curves(curves, os.path.join(args.output_dir, "finetune_curves.png"),
-                args)
-    head_view(shipped_classifier, splits["validation"][0],
+                fold)
+    keras.utils.set_random_seed(args.seed + fold)
+    validation_texts = classification_splits(args, fold)["validation"][0]
+    head_view(classifier, validation_texts,
               os.path.join(args.output_dir, "head_view.png"))
     scratch = (f" from scratch {summary['scratch_mean']:.4f}, gain "
                f"{summary['gain_mean'] * 100:+.2f} points (sd "
@@ -534,13 +585,13 @@ def summarize(results):
     return out
 
 
-def plot_curves(curves, path, args):
+def plot_curves(curves, path, fold):
     history = {}
     for name, values in curves.items():
         history[f"{name} loss"] = values["loss"]
         history[f"{name} val_loss"] = values["val_loss"]
     viz.plot_training_curves(
-        history, path, title=f"fine-tuning, fold {args.folds[0]} "
+        history, path, title=f"fine-tuning, fold {fold} "
         f"({keras.backend.backend()})")
 
 

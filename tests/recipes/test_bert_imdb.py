@@ -13,7 +13,7 @@ from recipes import bert_imdb
 
 
 def test_smoke_pretrains_fine_tunes_and_the_models_load(tmp_path,
-                                                         monkeypatch):
+                                                         monkeypatch, capsys):
     monkeypatch.setattr(keras.utils, "get_file",
                         lambda *a, **k: pytest.fail("--smoke downloads"))
     result = bert_imdb.main(["all", "--smoke", "--verbose", "0",
@@ -38,6 +38,18 @@ def test_smoke_pretrains_fine_tunes_and_the_models_load(tmp_path,
     probabilities = classifier.predict(
         ["an utterly wonderful film", "a waste of two hours"], verbose=0)
     assert probabilities.shape == (2, 1)
+
+    # A second fine-tuning run with the same settings reuses the finished
+    # folds (an interrupted comparison continues where it stopped) ...
+    again = bert_imdb.main(["finetune", "--smoke", "--verbose", "0",
+                            "--output-dir", str(tmp_path)])
+    assert "finished earlier, reused" in capsys.readouterr().out
+    assert again["folds"] == finetune["folds"]
+    # ... and recomputes them when a setting differs.
+    other = bert_imdb.main(["finetune", "--smoke", "--verbose", "0",
+                            "--no-scratch", "--output-dir", str(tmp_path)])
+    assert "reused" not in capsys.readouterr().out
+    assert "scratch" not in other["folds"][0]
 
 
 def test_an_interrupted_pretraining_resumes_to_the_same_weights(
