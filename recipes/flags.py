@@ -48,3 +48,44 @@ def positive_float(text):
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0; got {value}")
     return value
+
+
+def add_accelerator_flags(parser, mixed_default=None):
+    """`--mixed-precision`, `--tf32/--no-tf32`, `--distribute` and
+    `--model-parallel`: the flags every recipe shares for GPUs and several
+    devices (`setup_accelerators` applies them)."""
+    group = parser.add_argument_group("precision and devices")
+    group.add_argument("--mixed-precision", choices=("bfloat16", "float16"),
+                       default=mixed_default,
+                       help="a Keras mixed dtype policy (float16 adds "
+                       "dynamic loss scaling)")
+    group.add_argument("--tf32", action=argparse.BooleanOptionalAction,
+                       default=True, help="allow TensorFloat-32 in float32 "
+                       "matmuls on GPUs that have it")
+    group.add_argument("--distribute", choices=("data", "model"),
+                       default=None, help="data-parallel over every device "
+                       "(JAX, TensorFlow) or a model-parallel Transformer "
+                       "layout (JAX); see zoo.distribute")
+    group.add_argument("--model-parallel", type=positive_int, default=2,
+                       help="devices on the model axis with --distribute "
+                       "model")
+    return group
+
+
+def setup_accelerators(args, batch_size=None):
+    """Applies the accelerator flags: the dtype policy and TF32 setting,
+    then the distribution. Returns the strategy whose `scope()` the model
+    is built and compiled in. A global batch that the data-parallel
+    replicas cannot split evenly, or a mode the backend lacks, exits with
+    one `error:` line."""
+    from zoo import distribute
+    from zoo import precision
+
+    precision.configure(args.mixed_precision, tf32=args.tf32)
+    try:
+        strategy = distribute.configure(args.distribute, args.model_parallel)
+        if batch_size is not None:
+            distribute.check_global_batch(batch_size, strategy)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    return strategy

@@ -39,9 +39,11 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
+from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.images import DATASETS  # noqa: E402
@@ -52,6 +54,7 @@ from zoo.data.images import split_validation  # noqa: E402
 from zoo.data.text import without_autotune  # noqa: E402
 from zoo.models.vit import PRESETS  # noqa: E402
 from zoo.models.vit import ViTImageClassifier  # noqa: E402
+from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 from zoo.schedules import warmup_cosine  # noqa: E402
@@ -95,8 +98,7 @@ def parse_args(argv=None):
              "(linear from 0 in the first)")):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{text}; default from the preset")
-    parser.add_argument("--mixed-precision", choices=("bfloat16", "float16"),
-                        default=None, help="a Keras mixed dtype policy")
+    add_accelerator_flags(parser)
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--output-dir", default=None,
                         help="default: runs/vit/<dataset>/")
@@ -182,10 +184,15 @@ def build(args, num_classes, steps):
 
 def run(args):
     keras.utils.set_random_seed(args.seed)
-    if args.mixed_precision:
-        keras.config.set_dtype_policy(f"mixed_{args.mixed_precision}")
+    strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
     splits = load_data(args)
+    for name in list(splits):
+        splits[name], dropped = trim_to_replicas(splits[name], strategy)
+        if dropped:
+            print(f"{name}: {dropped} images left out so that every batch "
+                  f"splits evenly over {strategy.num_replicas_in_sync} "
+                  f"devices")
     x_train, y_train = splits["train"]
     x_val, y_val = splits["validation"]
     num_classes = int(max(y_train.max(), y_val.max())) + 1
@@ -194,7 +201,8 @@ def run(args):
           + (f", test {len(splits['test'][1])}" if "test" in splits else "")
           + f" | {num_classes} classes | backend {keras.backend.backend()}")
     steps = args.epochs * -(-len(y_train) // args.batch_size)
-    classifier = build(args, num_classes, steps)
+    with strategy.scope():
+        classifier = build(args, num_classes, steps)
     print(f"ViT ({args.preset}): {classifier.count_params() / 1e6:.2f}M "
           f"parameters, {classifier.backbone.grid_size[0]} x "
           f"{classifier.backbone.grid_size[1]} patches")
@@ -221,14 +229,14 @@ def run(args):
         "config": {k: getattr(args, k) for k in (
             "batch_size", "learning_rate", "weight_decay", "warmup_fraction",
             "label_smoothing", "translate", "dropout", "drop_path_rate",
-            "mixed_precision",
-            "validation_fraction")},
+            "mixed_precision", "distribute", "validation_fraction")},
     }
     if "test" in splits:
         _, test_accuracy = classifier.evaluate(*splits["test"], verbose=0)
         metrics["test_accuracy"] = round(float(test_accuracy), 4)
 
-    classifier.compile(label_smoothing=args.label_smoothing)  # fresh AdamW
+    with strategy.scope():
+        classifier.compile(label_smoothing=args.label_smoothing)  # fresh AdamW
     name = f"vit_{args.dataset}"
     path = save_model_atomic(classifier,
                              os.path.join(args.output_dir, f"{name}.keras"))

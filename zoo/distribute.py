@@ -61,6 +61,8 @@ class _KerasDistribution:
     """A `keras.distribution` distribution, set globally, seen through the
     same `scope()` / `num_replicas_in_sync` as a `tf.distribute` strategy."""
 
+    splits_batches_evenly = True  # every batch, the last one included
+
     def __init__(self, distribution, replicas):
         self.distribution = distribution
         self.num_replicas_in_sync = replicas
@@ -165,3 +167,27 @@ def check_global_batch(batch_size, strategy):
         raise ValueError(
             f"the batch size {batch_size} must be a multiple of the "
             f"{replicas} data-parallel replicas.")
+
+
+def trim_to_replicas(arrays, strategy):
+    """Drops the last few examples (fewer than the replicas) so that every
+    batch, the last partial one included, splits evenly over the
+    strategy's replicas, as Keras' JAX distribution requires. A no-op for
+    one device and for TensorFlow's strategies (they split a ragged batch).
+
+    Args:
+        arrays: a tuple of arrays with the same first dimension.
+        strategy: what `configure` returned.
+
+    Returns:
+        `(arrays, dropped)`: the trimmed tuple and how many were dropped.
+    """
+    replicas = strategy.num_replicas_in_sync
+    if replicas == 1 or not getattr(strategy, "splits_batches_evenly", False):
+        return tuple(arrays), 0
+    count = len(arrays[0])
+    kept = count - count % replicas
+    if kept == 0:
+        raise ValueError(f"{count} examples cannot be split over "
+                         f"{replicas} replicas.")
+    return tuple(a[:kept] for a in arrays), count - kept
