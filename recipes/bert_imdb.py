@@ -49,9 +49,11 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
+from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
@@ -69,6 +71,8 @@ from zoo.models.bert import BertClassifierPreprocessor  # noqa: E402
 from zoo.models.bert import BertMaskedLM  # noqa: E402
 from zoo.models.bert import BertMaskedLMPreprocessor  # noqa: E402
 from zoo.models.bert import strip_markup  # noqa: E402
+from zoo.distribute import even_batches  # noqa: E402
+from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 from zoo.schedules import warmup_cosine  # noqa: E402
@@ -127,6 +131,7 @@ def _common_flags(parser):
                         "same code path in about a minute, offline")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress output")
+    add_accelerator_flags(parser)
 
 
 def _pretrain_flags(parser):
@@ -282,6 +287,7 @@ def load_or_train_tokenizer(args, texts):
 
 def pretrain(args):
     keras.utils.set_random_seed(args.seed)
+    strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
     backup = os.path.join(args.output_dir, "backup")
     if os.path.isdir(backup) and not args.resume:
@@ -295,8 +301,9 @@ def pretrain(args):
     validation_pieces = split_into_pieces(held_out, per_piece)
     tokenizer = load_or_train_tokenizer(args, pieces)
     token_ids = pack_texts(tokenizer, pieces, args.sequence_length)
-    validation_ids = pack_texts(tokenizer, validation_pieces,
-                                args.sequence_length)
+    (validation_ids,), _ = trim_to_replicas(
+        (pack_texts(tokenizer, validation_pieces, args.sequence_length),),
+        strategy)
     data_seconds = time.perf_counter() - start
     real_tokens = int((token_ids != 0).sum())
     print(f"pretraining text: {len(texts)} reviews -> {len(pieces)} pieces "
@@ -308,8 +315,9 @@ def pretrain(args):
     preprocessor = BertMaskedLMPreprocessor(
         tokenizer, sequence_length=args.sequence_length,
         mask_selection_rate=args.mask_rate)
-    mlm = BertMaskedLM.from_preset(args.preset, preprocessor,
-                                   name="bert_masked_lm")
+    with strategy.scope():
+        mlm = BertMaskedLM.from_preset(args.preset, preprocessor,
+                                       name="bert_masked_lm")
     mask_options = dict(mask_rate=args.mask_rate,
                         mask_selection_length=preprocessor.mask_selection_length)
     batches = MaskedLMBatches(token_ids, args.batch_size, tokenizer,
@@ -320,10 +328,11 @@ def pretrain(args):
         validation_ids, min(args.batch_size, len(validation_ids)), tokenizer,
         seed=args.seed, shuffle=False, **mask_options)
     total_steps = args.epochs * len(batches)
-    mlm.compile(optimizer=keras.optimizers.AdamW(
-        warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction,
-                      alpha=0.1),
-        weight_decay=args.weight_decay, global_clipnorm=1.0))
+    with strategy.scope():
+        mlm.compile(optimizer=keras.optimizers.AdamW(
+            warmup_cosine(args.learning_rate, total_steps,
+                          args.warmup_fraction, alpha=0.1),
+            weight_decay=args.weight_decay, global_clipnorm=1.0))
     print(f"BertMaskedLM ({args.preset}): "
           f"{mlm.count_params() / 1e6:.2f}M parameters; {args.epochs} epochs "
           f"x {len(batches)} batches of {args.batch_size} "
@@ -374,11 +383,15 @@ def pretrain(args):
                       for text, per_text in zip(FILL_MASK_EXAMPLES,
                                                 examples)},
         "history": history, "smoke": args.smoke,
+        "mixed_precision": args.mixed_precision,
+        "distribute": args.distribute,
+        "replicas": strategy.num_replicas_in_sync,
         "data": "generated" if args.smoke and args.data_dir is None
         else (args.data_dir or "tensorflow-datasets"),
     }
     # A fresh optimizer: AdamW's moments are of no use afterwards.
-    mlm.compile(optimizer="auto")
+    with strategy.scope():
+        mlm.compile(optimizer="auto")
     path = save_model_atomic(mlm, os.path.join(args.output_dir,
                                                "bert_imdb_mlm.keras"))
     if args.ship:
@@ -416,23 +429,24 @@ def read_history(path):
 
 # --- fine-tuning --------------------------------------------------------------
 
-def finetune_one(args, make_classifier, splits, label):
+def finetune_one(args, make_classifier, splits, label, strategy):
     """Trains one classifier for the fine-tuning budget; returns it, its
     history and its validation accuracy after the last epoch."""
     train_texts, train_labels = splits["train"]
     val_texts, val_labels = splits["validation"]
-    classifier = make_classifier()
     steps = args.finetune_epochs * -(-len(train_texts)
                                      // args.finetune_batch_size)
-    classifier.compile(optimizer=keras.optimizers.AdamW(
-        warmup_cosine(args.finetune_learning_rate, steps,
-                      args.finetune_warmup_fraction, alpha=0.1),
-        weight_decay=args.finetune_weight_decay, global_clipnorm=1.0))
-    train = text_dataset(train_texts, train_labels,
-                         args.finetune_batch_size, shuffle=True,
-                         seed=args.seed)
-    validation = text_dataset(val_texts, val_labels,
-                              args.finetune_batch_size)
+    with strategy.scope():
+        classifier = make_classifier()
+        classifier.compile(optimizer=keras.optimizers.AdamW(
+            warmup_cosine(args.finetune_learning_rate, steps,
+                          args.finetune_warmup_fraction, alpha=0.1),
+            weight_decay=args.finetune_weight_decay, global_clipnorm=1.0))
+    train = even_batches(text_dataset(
+        train_texts, train_labels, args.finetune_batch_size, shuffle=True,
+        seed=args.seed), strategy)
+    validation = even_batches(text_dataset(
+        val_texts, val_labels, args.finetune_batch_size), strategy)
     start = time.perf_counter()
     history = classifier.fit(train, validation_data=validation,
                              epochs=args.finetune_epochs,
@@ -448,6 +462,7 @@ def fold_settings(args):
     """What a fold's result depends on: a stored fold is reused only when
     these match."""
     return {"preset": args.preset, "seed": args.seed, "smoke": args.smoke,
+            "mixed_precision": args.mixed_precision,
             "pretrained_model": os.path.abspath(args.pretrained),
             "pretrained_modified": os.path.getmtime(args.pretrained),
             "scratch": not args.no_scratch,
@@ -466,7 +481,7 @@ def load_fold(folder, fold, settings):
     return stored if stored.get("settings") == settings else None
 
 
-def finetune_fold(args, fold):
+def finetune_fold(args, fold, strategy):
     """Fine-tunes the pretrained model and (unless --no-scratch) the same
     architecture from random weights on one fold; returns the fold's row,
     its curves and the fine-tuned classifier."""
@@ -484,7 +499,7 @@ def finetune_fold(args, fold):
             dropout=args.finetune_dropout, name="bert_classifier")
 
     classifier, history, accuracy, seconds = finetune_one(
-        args, pretrained, splits, "pretrained")
+        args, pretrained, splits, "pretrained", strategy)
     row = {"fold": fold, "pretrained": accuracy,
            "pretrained_seconds": round(seconds, 1)}
     curves = {"pretrained": history}
@@ -499,7 +514,7 @@ def finetune_fold(args, fold):
                 dropout=args.finetune_dropout, name="bert_classifier")
 
         _, history, accuracy, seconds = finetune_one(
-            args, scratch, splits, "from scratch")
+            args, scratch, splits, "from scratch", strategy)
         row.update(scratch=accuracy, scratch_seconds=round(seconds, 1),
                    gain=row["pretrained"] - accuracy)
         curves["scratch"] = history
@@ -515,6 +530,7 @@ def finetune(args):
         raise SystemExit(f"error: no pretrained model at {args.pretrained}; "
                          "run the pretrain command first or pass "
                          "--pretrained")
+    strategy = setup_accelerators(args, args.finetune_batch_size)
     folder = os.path.join(args.output_dir, "folds")
     os.makedirs(folder, exist_ok=True)
     settings = fold_settings(args)
@@ -526,8 +542,9 @@ def finetune(args):
                   f"({os.path.join(folder, f'fold_{fold}.json')})")
             row, curves = stored["row"], stored["curves"]
         else:
-            row, curves, classifier, _ = finetune_fold(args, fold)
-            classifier.compile(optimizer="auto")
+            row, curves, classifier, _ = finetune_fold(args, fold, strategy)
+            with strategy.scope():
+                classifier.compile(optimizer="auto")
             save_model_atomic(classifier, os.path.join(
                 folder, f"fold_{fold}_classifier.keras"))
             write_json_atomic({"settings": settings, "row": row,
@@ -548,7 +565,10 @@ def finetune(args):
                "batch_size": args.finetune_batch_size,
                "learning_rate": args.finetune_learning_rate,
                "sequence_length": args.finetune_sequence_length,
-               "folds": results, **summary, "smoke": args.smoke}
+               "folds": results, **summary, "smoke": args.smoke,
+               "mixed_precision": args.mixed_precision,
+               "distribute": args.distribute,
+               "replicas": strategy.num_replicas_in_sync}
     path = save_model_atomic(classifier,
                              os.path.join(args.output_dir, "imdb_bert.keras"))
     if args.ship:

@@ -56,9 +56,10 @@ def add_accelerator_flags(parser, mixed_default=None):
     devices (`setup_accelerators` applies them)."""
     group = parser.add_argument_group("precision and devices")
     group.add_argument("--mixed-precision", choices=("bfloat16", "float16"),
-                       default=mixed_default,
-                       help="a Keras mixed dtype policy (float16 adds "
-                       "dynamic loss scaling)")
+                       nargs="?", const="bfloat16", default=mixed_default,
+                       help="a Keras mixed dtype policy, bfloat16 when the "
+                       "flag stands alone (float16 adds dynamic loss "
+                       "scaling)")
     group.add_argument("--tf32", action=argparse.BooleanOptionalAction,
                        default=True, help="allow TensorFloat-32 in float32 "
                        "matmuls on GPUs that have it")

@@ -34,13 +34,16 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
+from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
+from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
 from zoo.data.corpus import consecutive_text_windows  # noqa: E402
 from zoo.data.corpus import load_text  # noqa: E402
@@ -108,10 +111,9 @@ def parse_args(argv=None):
     parser.add_argument("--untied", action="store_true",
                         help="separate output projection (default: tied to "
                         "the token embedding)")
-    parser.add_argument("--mixed-precision", action="store_true",
-                        help="train under mixed_bfloat16 (for GPUs)")
     parser.add_argument("--max-minutes", type=positive_float, default=None,
                         help="stop training after this many minutes")
+    add_accelerator_flags(parser)
     parser.add_argument("--sample-length", type=at_least(2), default=None,
                         help="length of the printed samples (default: the "
                         "context length)")
@@ -219,8 +221,7 @@ def evaluate_saved(args):
 
 def run(args):
     keras.utils.set_random_seed(args.seed)
-    if args.mixed_precision:
-        keras.config.set_dtype_policy("mixed_bfloat16")
+    strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
     text = load_corpus(args)
     train_text, val_text = split_text(text, 0.9)
@@ -230,7 +231,8 @@ def run(args):
           f"{len(val_text):,} validation, vocabulary "
           f"{tokenizer.vocabulary_size()} | backend {keras.backend.backend()}")
 
-    gpt = build_model(args, tokenizer)
+    with strategy.scope():
+        gpt = build_model(args, tokenizer)
     parameters = int(gpt.backbone.count_params())
     print(f"GPT: {parameters / 1e6:.2f}M parameters ({args.num_layers} layers,"
           f" {args.num_heads} heads, width {args.hidden_dim}, context "
@@ -240,8 +242,9 @@ def run(args):
     window = window_characters(args, tokenizer, train_text)
     train = random_text_windows(train_text, window, args.batch_size,
                                 args.eval_interval, seed=args.seed)
-    val = text_dataset(consecutive_text_windows(val_text, window - 1),
-                       batch_size=args.batch_size)
+    (val_windows,), _ = trim_to_replicas(
+        (consecutive_text_windows(val_text, window - 1),), strategy)
+    val = text_dataset(val_windows, batch_size=args.batch_size)
     callbacks = []
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
@@ -282,9 +285,13 @@ def run(args):
         "data": ("generated" if args.smoke and args.data is None
                  else args.data or SHAKESPEARE_URL),
         "smoke": args.smoke,
+        "mixed_precision": args.mixed_precision,
+        "distribute": args.distribute,
+        "replicas": strategy.num_replicas_in_sync,
     }
     # A fresh optimizer: AdamW's moments are of no use to generate.
-    gpt.compile(optimizer=make_optimizer(args))
+    with strategy.scope():
+        gpt.compile(optimizer=make_optimizer(args))
     model_path = save_model_atomic(
         gpt, os.path.join(args.output_dir, f"gpt_{args.preset}.keras"))
     if args.ship:

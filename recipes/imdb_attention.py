@@ -37,11 +37,13 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
+from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import AttentionEntropyHistory  # noqa: E402
 from zoo.data.glove import glove_embedding_matrix  # noqa: E402
@@ -53,6 +55,7 @@ from zoo.models import TextClassifier  # noqa: E402
 from zoo.models import TextClassifierPreprocessor  # noqa: E402
 from zoo.models import attention_model  # noqa: E402
 from zoo.models.text_classifier import PRESETS  # noqa: E402
+from zoo.distribute import even_batches  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
@@ -201,6 +204,7 @@ def parse_args(argv=None):
                         "(offline, about 30 s)")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress output")
+    add_accelerator_flags(parser)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     resolve_preset(parser, args)
@@ -372,6 +376,7 @@ def make_pictures(args, history, entropy_history, classifier, texts, labels):
 
 def run(args):
     keras.utils.set_random_seed(args.seed)
+    strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
     splits = load_splits(args)
     train_texts, _ = splits["train"]
@@ -385,7 +390,8 @@ def run(args):
         args.preset, max_tokens=args.vocab_size,
         sequence_length=args.max_length, ngrams=args.ngrams)
     preprocessor.adapt(train_texts)  # vocabulary from the training split only
-    classifier = build_classifier(args, preprocessor)
+    with strategy.scope():
+        classifier = build_classifier(args, preprocessor)
     parameters = int(classifier.count_params())
     print(f"{args.model} ({args.preset}): {parameters:,} parameters, "
           f"vocabulary {preprocessor.vocabulary_size}, max length "
@@ -395,8 +401,9 @@ def run(args):
 
     def dataset(split, shuffle=False):
         texts, labels = splits[split]
-        return text_dataset(texts, labels.astype("float32"), args.batch_size,
-                            shuffle=shuffle, seed=args.seed)
+        return even_batches(text_dataset(
+            texts, labels.astype("float32"), args.batch_size,
+            shuffle=shuffle, seed=args.seed), strategy)
 
     val_ds = dataset("validation") if "validation" in splits else None
     monitor_texts, monitor_labels = splits.get("validation", splits["train"])
@@ -454,6 +461,9 @@ def run(args):
         "validation_fold": args.validation_fold if holdout else None,
         "glove": args.glove,
         "smoke": args.smoke,
+        "mixed_precision": args.mixed_precision,
+        "distribute": args.distribute,
+        "replicas": strategy.num_replicas_in_sync,
         "data": "synthetic" if args.smoke else (args.data_dir or "tfds"),
         "argv": args.argv,
         "history": {k: [float(v) for v in vs]
@@ -467,7 +477,8 @@ def run(args):
 
     # A fresh optimizer: Adam's moment estimates (twice the size of the
     # weights) are of no use to someone who loads the model to predict.
-    classifier.compile(optimizer=keras.optimizers.Adam(args.learning_rate))
+    with strategy.scope():
+        classifier.compile(optimizer=keras.optimizers.Adam(args.learning_rate))
     model_path = save_model_atomic(
         classifier, os.path.join(args.output_dir, f"{model_name(args)}.keras"))
     if args.ship:

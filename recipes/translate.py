@@ -37,10 +37,12 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
+from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.multi30k import load_multi30k  # noqa: E402
@@ -50,6 +52,7 @@ from zoo.data.tokenizers import train_subword_tokenizer  # noqa: E402
 from zoo.models.seq2seq import PRESETS  # noqa: E402
 from zoo.models.seq2seq import TranslationPreprocessor  # noqa: E402
 from zoo.models.seq2seq import Translator  # noqa: E402
+from zoo.distribute import even_batches  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 from zoo.schedules import InverseSquareRootSchedule  # noqa: E402
@@ -147,6 +150,7 @@ def parse_args(argv=None):
     parser.add_argument("--smoke", action="store_true",
                         help="a tiny model on generated pairs, offline, in "
                         "seconds")
+    add_accelerator_flags(parser)
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress output")
     args = parser.parse_args(argv)
@@ -248,6 +252,7 @@ def bleu_scores(hypotheses, references):
 
 def run(args):
     keras.utils.set_random_seed(args.seed)
+    strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
     splits = load_pairs(args)
     train_de, train_en = splits["train"]
@@ -256,16 +261,18 @@ def run(args):
           + f" | backend {keras.backend.backend()}")
     tokenizer = train_subword_tokenizer(train_de + train_en, args.vocab_size)
     steps = (len(train_de) + args.batch_size - 1) // args.batch_size
-    translator = build(args, tokenizer, steps)
+    with strategy.scope():
+        translator = build(args, tokenizer, steps)
     parameters = int(translator.count_params())
     print(f"{args.model} ({args.preset}): {parameters / 1e6:.2f}M parameters,"
           f" vocabulary {tokenizer.vocabulary_size()}")
 
-    train = pair_dataset(train_de, train_en, args.batch_size, shuffle=True,
-                         seed=args.seed, bucket_boundaries=BUCKETS)
+    train = even_batches(pair_dataset(
+        train_de, train_en, args.batch_size, shuffle=True, seed=args.seed,
+        bucket_boundaries=BUCKETS), strategy)
     val_de, val_en = splits["validation"]
-    validation = pair_dataset(val_de, val_en, args.batch_size,
-                              bucket_boundaries=BUCKETS)
+    validation = even_batches(pair_dataset(
+        val_de, val_en, args.batch_size, bucket_boundaries=BUCKETS), strategy)
     # An interrupted run resumes from its last finished epoch (weights,
     # optimizer, schedule step); the backup goes once training ends.
     backup = keras.callbacks.BackupAndRestore(
@@ -298,6 +305,9 @@ def run(args):
             TRANSFORMER_FLAGS if args.model == "transformer" else RNN_FLAGS)
             + ("dropout", "vocab_size")},
         "history": history, "smoke": args.smoke,
+        "mixed_precision": args.mixed_precision,
+        "distribute": args.distribute,
+        "replicas": strategy.num_replicas_in_sync,
         "data": "generated" if args.smoke and args.data_dir is None
         else (args.data_dir or "Multi30k download"),
         "samples": [{"source": s, "reference": r, "translation": h}
@@ -310,7 +320,9 @@ def run(args):
         metrics.update(test_bleu=test_bleu, test_bleu_lowercase=test_lower)
 
     # A fresh optimizer: Adam's moments are of no use to translate.
-    translator.compile(optimizer="auto", label_smoothing=args.label_smoothing)
+    with strategy.scope():
+        translator.compile(optimizer="auto",
+                           label_smoothing=args.label_smoothing)
     name = "translate_de_en" + ("_rnn" if args.model == "rnn" else "")
     model_path = save_model_atomic(
         translator, os.path.join(args.output_dir, f"{name}.keras"))

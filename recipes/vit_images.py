@@ -224,6 +224,7 @@ def run(args):
             args.epochs * len(y_train) / seconds, 1),
         "validation_accuracy": round(float(accuracy), 4),
         "history": history, "smoke": args.smoke,
+        "replicas": strategy.num_replicas_in_sync,
         "data": "generated" if args.smoke and args.data is None
         else (args.data or f"keras.datasets.{args.dataset}"),
         "config": {k: getattr(args, k) for k in (

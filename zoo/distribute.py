@@ -191,3 +191,31 @@ def trim_to_replicas(arrays, strategy):
         raise ValueError(f"{count} examples cannot be split over "
                          f"{replicas} replicas.")
     return tuple(a[:kept] for a in arrays), count - kept
+
+
+def even_batches(dataset, strategy):
+    """A `tf.data.Dataset` of batches whose sizes split evenly over the
+    strategy's replicas: each batch loses its last `size % replicas`
+    examples (fewer than the replicas; batches smaller than that are
+    dropped). For pipelines whose batch sizes vary (the last batch, length
+    buckets) under Keras' JAX distribution; unchanged otherwise.
+
+    Args:
+        dataset: a batched `tf.data.Dataset` (any structure of tensors with
+            the batch first).
+        strategy: what `configure` returned.
+    """
+    replicas = strategy.num_replicas_in_sync
+    if replicas == 1 or not getattr(strategy, "splits_batches_evenly", False):
+        return dataset
+    import tensorflow as tf  # a tf.data pipeline, never a layer
+
+    def size(*batch):
+        return tf.shape(tf.nest.flatten(batch)[0])[0]
+
+    def trim(*batch):
+        kept = size(*batch) // replicas * replicas
+        batch = tf.nest.map_structure(lambda t: t[:kept], batch)
+        return batch if len(batch) > 1 else batch[0]
+
+    return dataset.filter(lambda *b: size(*b) >= replicas).map(trim)

@@ -127,3 +127,38 @@ def test_transformer_layout_covers_every_large_kernel_of_the_families():
     split = [p for p in paths
              if any(re.fullmatch(q, p) for q in distribute.TRANSFORMER_LAYOUT)]
     assert not any("norm" in p or "position" in p for p in split)
+
+
+def test_even_batches_trims_each_batch_to_a_multiple_of_the_replicas():
+    import tensorflow as tf
+
+    class Even:
+        num_replicas_in_sync = 4
+        splits_batches_evenly = True
+
+    x = {"ids": np.arange(23)[:, None], "mask": np.ones((23, 1))}
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.arange(23))).batch(10)
+    sizes = [len(y) for _, y in distribute.even_batches(dataset, Even())]
+    assert sizes == [8, 8]  # 10 -> 8, 10 -> 8, 3 -> dropped
+    single = tf.data.Dataset.from_tensor_slices(np.arange(7)).batch(5)
+    assert [len(b) for b in distribute.even_batches(single, Even())] == [4]
+    # One device, or TensorFlow's strategies: unchanged.
+    assert distribute.even_batches(dataset, distribute.configure(None)) \
+        is dataset
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="simulated devices: JAX")
+@pytest.mark.parametrize("recipe", ["vit_images", "translate"])
+def test_recipes_train_data_parallel_on_two_devices(recipe, tmp_path):
+    """A recipe's --smoke run under --distribute data on 2 simulated devices
+    (translate: length buckets, so batches of every size)."""
+    env = backend_env(BACKEND)
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    done = subprocess.run(
+        [sys.executable, f"recipes/{recipe}.py", "--smoke", "--distribute",
+         "data", "--verbose", "0", "--output-dir", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "RESULT" in done.stdout
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["replicas"] == 2

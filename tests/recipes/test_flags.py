@@ -82,3 +82,40 @@ def test_help_explains_every_flag(module, monkeypatch):
         if action.help != argparse.SUPPRESS and not (action.help or "").strip()
     ]
     assert unexplained == []
+
+
+@pytest.mark.parametrize("recipe", ["imdb_attention", "gpt_text", "translate",
+                                    "bert_imdb", "vit_images"])
+def test_every_recipe_takes_the_accelerator_flags(recipe):
+    import importlib
+
+    module = importlib.import_module(f"recipes.{recipe}")
+    prefix = ["finetune"] if recipe == "bert_imdb" else []
+    args = module.parse_args(prefix + ["--mixed-precision", "--no-tf32",
+                                       "--distribute", "data"])
+    assert args.mixed_precision == "bfloat16"  # the flag alone
+    assert args.tf32 is False and args.distribute == "data"
+    assert args.model_parallel == 2
+    args = module.parse_args(prefix + ["--mixed-precision", "float16"])
+    assert args.mixed_precision == "float16" and args.distribute is None
+
+
+def test_setup_accelerators_sets_the_policy_and_refuses_bad_batches(capsys):
+    import keras
+
+    args = argparse.Namespace(mixed_precision="float16", tf32=True,
+                              distribute=None, model_parallel=2)
+    try:
+        flags.setup_accelerators(args, batch_size=3)
+        assert keras.config.dtype_policy().name == "mixed_float16"
+        # Keras wraps the optimizer for dynamic loss scaling.
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        assert isinstance(model.optimizer,
+                          keras.optimizers.LossScaleOptimizer)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    if keras.backend.backend() == "torch":
+        args.mixed_precision, args.distribute = None, "data"
+        with pytest.raises(SystemExit, match="^error: .*not supported"):
+            flags.setup_accelerators(args, batch_size=4)
