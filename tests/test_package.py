@@ -66,8 +66,12 @@ def _may_use_frameworks(relative):
     """Data pipelines may use tf.data (zoo/data/, and the preprocessors,
     which run inside tf.data); zoo/_startup.py configures the frameworks'
     logging and zoo/testing/ their matmul precision for the cross-backend
-    check. Layers, models and tasks compute with keras.ops only."""
-    return (relative.parts[0] in ("data", "testing", "_startup.py")
+    check; zoo/distribute.py hands training to tf.distribute under
+    TensorFlow and trims tf.data batches, zoo/precision.py sets each
+    framework's TF32 switch. Layers, models and tasks compute with
+    keras.ops only."""
+    return (relative.parts[0] in ("data", "testing", "_startup.py",
+                                  "distribute.py", "precision.py")
             or relative.name.endswith("_preprocessor.py"))
 
 

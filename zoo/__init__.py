@@ -7,6 +7,7 @@
 from zoo import _startup
 
 _startup.quiet_imports()
+_startup.keep_tensorflow_off_gpus()
 
 from zoo import data  # noqa: E402
 from zoo import layers  # noqa: E402

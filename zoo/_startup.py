@@ -11,8 +11,13 @@ Python exceptions are untouched, and oneDNN's notices about data types
 it leaves to Eigen are hidden), then imports Keras, keras-hub and TensorFlow and lists
 TensorFlow's devices with the process' stderr sent to a temporary file; if
 that fails, what was captured is printed with the error. Set
-`ZOO_VERBOSE_STARTUP=1` to see everything. This module only configures the
-process; layers and models never touch TensorFlow.
+`ZOO_VERBOSE_STARTUP=1` to see everything.
+
+Under JAX and PyTorch, TensorFlow is only the input pipeline (tf.data,
+keras-hub's tokenizers), so `import zoo` hides the GPUs from it: otherwise
+it would reserve most of their memory for itself. Set `ZOO_TF_GPU=1` to
+keep them visible. This module only configures the process; layers and
+models never touch TensorFlow.
 """
 
 import contextlib
@@ -57,3 +62,19 @@ def quiet_imports():
         import tensorflow as tf
 
         tf.config.list_physical_devices()
+
+
+def keep_tensorflow_off_gpus():
+    """Hides the GPUs from TensorFlow unless Keras runs on TensorFlow (or
+    `ZOO_TF_GPU=1`): the input pipeline runs on the CPU, and the backend
+    keeps the GPU memory."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow" or os.environ.get("ZOO_TF_GPU"):
+        return
+    import tensorflow as tf
+
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except RuntimeError:  # TensorFlow already set up its devices
+        pass
