@@ -11,9 +11,11 @@
   ModelParallel` with `transformer_layout_map`: the large kernels of the
   Transformer families (attention projections, MLP, token embeddings) are
   split over the "model" axis of a `(batch, model)` device mesh. Multi-host:
-  call `keras.distribution.initialize()` (it wraps
-  `jax.distributed.initialize`) on every host before `configure`; the
-  devices are then every host's.
+  start the same command on every host with `KERAS_DISTRIBUTION_JOB_ADDRESSES`
+  (the coordinator's `host:port`), `KERAS_DISTRIBUTION_NUM_PROCESSES` and
+  `KERAS_DISTRIBUTION_PROCESS_ID` set; `configure` then calls
+  `keras.distribution.initialize()` (which wraps `jax.distributed.
+  initialize`) and the devices are every host's.
 - TensorFlow: `tf.distribute.MirroredStrategy` over the local devices (the
   strategy Keras supports under TensorFlow); data-parallel only.
 - PyTorch: Keras has no distribution support under PyTorch; `configure`
@@ -26,6 +28,7 @@ loads on one device.
 """
 
 import contextlib
+import os
 
 import keras
 
@@ -140,6 +143,8 @@ def configure(mode, model_parallel=2, devices=None):
 
 
 def _configure_jax(mode, model_parallel, devices):
+    if int(os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")) > 1:
+        keras.distribution.initialize()  # multi-host, from the environment
     devices = list(devices or keras.distribution.list_devices())
     if mode == "data":
         distribution = keras.distribution.DataParallel(devices=devices)

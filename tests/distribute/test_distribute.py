@@ -162,3 +162,18 @@ def test_recipes_train_data_parallel_on_two_devices(recipe, tmp_path):
     assert "RESULT" in done.stdout
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["replicas"] == 2
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="multi-host: JAX")
+def test_multi_host_settings_in_the_environment_initialize_jax(monkeypatch):
+    calls = []
+    monkeypatch.setattr(keras.distribution, "initialize",
+                        lambda *a, **k: calls.append((a, k)))
+    monkeypatch.setattr(keras.distribution, "set_distribution",
+                        lambda distribution: None)
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+    distribute.configure("data")
+    assert calls == [((), {})]
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")
+    distribute.configure("data")
+    assert len(calls) == 1  # one process: nothing to join
