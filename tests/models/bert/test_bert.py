@@ -12,6 +12,7 @@ import pytest
 from keras import ops
 
 import zoo  # noqa: F401  (registers the classes for loading)
+from tests.helpers import keras_round_trip
 from tests.helpers import np_layer_norm
 from tests.helpers import to_numpy
 from zoo.data.imdb import make_synthetic_imdb
@@ -105,6 +106,27 @@ def test_masked_lm_equals_keras_hub_bert_masked_lm_with_copied_weights():
     inputs["mask_positions"] = np.array([[1, 3], [2, 0]], "int32")
     np.testing.assert_allclose(
         to_numpy(ours(inputs)), to_numpy(theirs(inputs)), atol=5e-5)
+
+
+def test_pre_ln_variant_has_pre_ln_blocks_and_a_final_layer_norm(tmp_path):
+    backbone = BertBackbone(50, **SIZE, norm_first=True)
+    assert all(block.norm_first for block in backbone.transformer_layers)
+    randomize(backbone, seed=5)
+    inputs = random_inputs(pad_from=6)
+    out = to_numpy(backbone(inputs)["sequence_output"])
+    w = {v.path: to_numpy(v) for v in backbone.weights}
+    last = keras.Model(backbone.inputs,
+                       backbone.transformer_layers[-1].output)
+    np.testing.assert_allclose(
+        out, np_layer_norm(to_numpy(last(inputs)),
+                           w["final_layer_norm/gamma"],
+                           w["final_layer_norm/beta"], 1e-12), atol=1e-4)
+    restored = keras_round_trip(backbone, tmp_path)
+    assert restored.get_config()["norm_first"] is True
+    np.testing.assert_allclose(
+        to_numpy(restored(inputs)["sequence_output"]), out, atol=1e-5)
+    # The default is BERT's post-LN, with no final LayerNorm.
+    assert BertBackbone(50, **SIZE).final_layer_norm is None
 
 
 def test_embeddings_and_pooled_output_follow_their_formulas():

@@ -47,6 +47,10 @@ class BertBackbone(keras_hub.models.Backbone):
             shorter.
         num_segments: number of segment ids (2: sentence A and B).
         layer_norm_epsilon: LayerNorm epsilon (BERT: 1e-12).
+        norm_first: False (BERT): post-LN blocks. True: pre-LN blocks and a
+            final LayerNorm on the sequence output (GPT-2, RoBERTa-style
+            "pre-norm" BERTs, Cramming), which trains at higher learning
+            rates.
         dtype: dtype policy, e.g. "mixed_bfloat16".
 
     Inputs:
@@ -83,6 +87,7 @@ class BertBackbone(keras_hub.models.Backbone):
         max_sequence_length=512,
         num_segments=2,
         layer_norm_epsilon=1e-12,
+        norm_first=False,
         dtype=None,
         **kwargs,
     ):
@@ -126,7 +131,7 @@ class BertBackbone(keras_hub.models.Backbone):
                 intermediate_dim=intermediate_dim,
                 dropout=dropout,
                 activation=gelu_approximate,
-                norm_first=False,  # post-LN, as BERT
+                norm_first=norm_first,  # BERT: post-LN
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=bert_kernel_initializer(),
                 dtype=dtype,
@@ -134,6 +139,9 @@ class BertBackbone(keras_hub.models.Backbone):
             )
             for i in range(num_layers)
         ]
+        self.final_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="final_layer_norm",
+        ) if norm_first else None
         self.pooled_dense = keras.layers.Dense(
             hidden_dim,
             activation="tanh",
@@ -151,6 +159,8 @@ class BertBackbone(keras_hub.models.Backbone):
         x = self.embeddings_dropout(x)
         for block in self.transformer_layers:
             x = block(x, padding_mask=padding_mask)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
         sequence_output = x
         pooled_output = self.pooled_dense(x[:, 0, :])
         super().__init__(
@@ -177,6 +187,7 @@ class BertBackbone(keras_hub.models.Backbone):
         self.max_sequence_length = max_sequence_length
         self.num_segments = num_segments
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.norm_first = norm_first
 
     def attention_scores(self, inputs, layer_index=-1):
         """The self-attention weights of one block, for head views.
@@ -224,6 +235,7 @@ class BertBackbone(keras_hub.models.Backbone):
                 "max_sequence_length": self.max_sequence_length,
                 "num_segments": self.num_segments,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "norm_first": self.norm_first,
             }
         )
         return config
