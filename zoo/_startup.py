@@ -59,8 +59,10 @@ def quiet_imports():
     with _captured_stderr():
         import keras  # noqa: F401
         import keras_hub  # noqa: F401
-        import tensorflow as tf
-
+        try:
+            import tensorflow as tf
+        except ImportError:  # a JAX- or PyTorch-only install
+            return
         tf.config.list_physical_devices()
 
 
@@ -72,8 +74,10 @@ def keep_tensorflow_off_gpus():
 
     if keras.backend.backend() == "tensorflow" or os.environ.get("ZOO_TF_GPU"):
         return
-    import tensorflow as tf
-
+    try:
+        import tensorflow as tf
+    except ImportError:  # nothing to keep off the GPU
+        return
     try:
         tf.config.set_visible_devices([], "GPU")
     except RuntimeError:  # TensorFlow already set up its devices

@@ -10,7 +10,7 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
+from zoo._tensorflow import tf
 
 from zoo.data.download import DataNotFoundError
 from zoo.data.download import check_reachable

@@ -6,7 +6,8 @@ on every backend, and the model file carries it.
 """
 
 import numpy as np
-import tensorflow as tf
+from zoo._tensorflow import is_dataset
+from zoo._tensorflow import tf
 
 
 def text_dataset(texts, labels=None, batch_size=64, shuffle=False, seed=None):
@@ -104,7 +105,7 @@ def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
     Returns:
         `(x, y, sample_weight, batch_size)` to pass on to `fit`.
     """
-    if x is None or isinstance(x, tf.data.Dataset) or not shuffle:
+    if x is None or is_dataset(x) or not shuffle:
         return x, y, sample_weight, batch_size
     if isinstance(x, (str, bytes)):
         x = [x]

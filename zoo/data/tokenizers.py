@@ -406,7 +406,7 @@ def train_bert_tokenizer(texts, vocabulary_size, lowercase=True):
     """
     import re
 
-    import tensorflow as tf
+    from zoo._tensorflow import tf
 
     texts = [re.sub(r"<br\s*/?>", " ", str(t)) for t in texts]
     texts = [t for t in texts if t.strip()]

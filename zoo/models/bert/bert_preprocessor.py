@@ -11,7 +11,8 @@ import re
 import keras
 import keras_hub
 import numpy as np
-import tensorflow as tf
+from zoo._tensorflow import is_tf_tensor
+from zoo._tensorflow import tf
 
 from zoo.data.masked_lm import unselectable_token_ids
 from zoo.models.bert.bert_presets import PRESETS
@@ -24,7 +25,7 @@ def strip_markup(x):
     tf string tensor, or a tuple of segments of those."""
     if isinstance(x, tuple):
         return tuple(strip_markup(segment) for segment in x)
-    if isinstance(x, (tf.Tensor, tf.RaggedTensor)):
+    if is_tf_tensor(x):
         return tf.strings.regex_replace(x, _MARKUP, " ")
     if isinstance(x, (str, bytes)):
         text = x.decode("utf-8") if isinstance(x, bytes) else x

@@ -4,7 +4,7 @@ decoder ids, masks, next-token targets (keras-hub's
 
 import keras
 import keras_hub
-import tensorflow as tf
+from zoo._tensorflow import tf
 
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 

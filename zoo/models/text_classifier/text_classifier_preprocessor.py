@@ -15,7 +15,8 @@ import string
 
 import keras
 import keras_hub
-import tensorflow as tf
+from zoo._tensorflow import is_dataset
+from zoo._tensorflow import tf
 
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
@@ -124,7 +125,7 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
 
     def adapt(self, texts, batch_size=512):
         """Builds the vocabulary from `texts` (an array or a tf.data dataset)."""
-        if not isinstance(texts, tf.data.Dataset):
+        if not is_dataset(texts):
             texts = tf.data.Dataset.from_tensor_slices(list(texts))
             texts = texts.batch(batch_size)
         self.vectorizer.adapt(texts.map(self._standardize))

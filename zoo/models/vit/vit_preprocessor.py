@@ -10,7 +10,8 @@ grey channel for a colour model, resizes to the model's size (keras-hub's
 import keras
 import keras_hub
 import numpy as np
-import tensorflow as tf
+from zoo._tensorflow import is_tf_tensor
+from zoo._tensorflow import tf
 
 from zoo.models.vit.vit_presets import PRESETS
 
@@ -73,7 +74,7 @@ class ViTImageClassifierPreprocessor(
     def _channels(self, images):
         """Checks the rank, adds a grey channel axis, repeats grey for a
         colour model."""
-        graph = isinstance(images, tf.Tensor)
+        graph = is_tf_tensor(images)
         if not graph:
             images = np.asarray(keras.ops.convert_to_numpy(images))
         rank = len(images.shape)
@@ -96,7 +97,7 @@ class ViTImageClassifierPreprocessor(
             f"{self.num_channels}.")
 
     def _check_values(self, images):
-        if isinstance(images, tf.Tensor):
+        if is_tf_tensor(images):
             return
         if images.shape[0] == 0:
             raise ValueError("got an empty batch of images.")
@@ -113,8 +114,7 @@ class ViTImageClassifierPreprocessor(
         """The eager checks on an array of raw images (what `fit`, `predict`
         and `evaluate` run before their `tf.data` pipeline), so a bad batch
         is one clear error."""
-        if isinstance(images, (tf.Tensor, tf.data.Dataset)) or hasattr(
-                images, "element_spec"):
+        if is_tf_tensor(images) or hasattr(images, "element_spec"):
             return
         images = np.asarray(images)
         if images.ndim and images.shape[0] == 0:
