@@ -133,3 +133,41 @@ def test_import_zoo_alone_registers_everything_and_loads_shipped_models():
         cwd=ZOO_DIR.parent,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_zoo_imports_and_trains_without_tensorflow(tmp_path):
+    """A JAX- or PyTorch-only install: `import zoo`, a model fits arrays,
+    saves and loads; a tf.data pipeline says it needs TensorFlow."""
+    import subprocess
+    import sys
+
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        pytest.skip("needs a backend other than TensorFlow")
+    script = f"""
+import sys
+sys.modules["tensorflow"] = None
+sys.modules["tensorflow_text"] = None
+import numpy as np, keras, zoo
+from zoo.models.gpt import GPT, GPTBackbone
+gpt = GPT(GPTBackbone(20, num_layers=1, num_heads=2, hidden_dim=8,
+                      sequence_length=8))
+gpt.compile(optimizer="adam",
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+ids = np.arange(16).reshape(2, 8) % 20
+keras.Model.fit(gpt, {{"token_ids": ids, "padding_mask": ids >= 0}}, ids,
+                epochs=1, verbose=0)
+gpt.save(r"{tmp_path / 'gpt.keras'}")
+keras.saving.load_model(r"{tmp_path / 'gpt.keras'}")
+from zoo.data.text import text_dataset
+try:
+    text_dataset(["a"], batch_size=1)
+except ImportError as error:
+    print("NEEDS", error)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          text=True, timeout=300,
+                          cwd=str(ZOO_DIR.parent))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "NEEDS" in done.stdout and "pip install tensorflow" in done.stdout
