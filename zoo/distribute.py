@@ -181,7 +181,8 @@ def trim_to_replicas(arrays, strategy):
     one device and for TensorFlow's strategies (they split a ragged batch).
 
     Args:
-        arrays: a tuple of arrays with the same first dimension.
+        arrays: a tuple of arrays (or dicts/lists of arrays) with the same
+            first dimension.
         strategy: what `configure` returned.
 
     Returns:
@@ -190,12 +191,13 @@ def trim_to_replicas(arrays, strategy):
     replicas = strategy.num_replicas_in_sync
     if replicas == 1 or not getattr(strategy, "splits_batches_evenly", False):
         return tuple(arrays), 0
-    count = len(arrays[0])
+    count = len(keras.tree.flatten(arrays[0])[0])
     kept = count - count % replicas
     if kept == 0:
         raise ValueError(f"{count} examples cannot be split over "
                          f"{replicas} replicas.")
-    return tuple(a[:kept] for a in arrays), count - kept
+    return (tuple(keras.tree.map_structure(lambda a: a[:kept], a)
+                  for a in arrays), count - kept)
 
 
 def even_batches(dataset, strategy):

@@ -105,3 +105,65 @@ def test_flags_and_errors(tmp_path, capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "does not exist" in error[0]
+
+
+NO_TENSORFLOW = """
+import sys, runpy
+sys.modules["tensorflow"] = None       # an install without TensorFlow
+sys.modules["tensorflow_text"] = None
+sys.argv = ["bert_imdb.py"] + sys.argv[1:]
+runpy.run_path("recipes/bert_imdb.py", run_name="__main__")
+"""
+
+
+def test_packed_corpus_trains_and_fine_tunes_without_tensorflow(tmp_path):
+    """The accelerator path: `--prepare-only` packs the text where
+    TensorFlow is, then `pretrain --packed` and `finetune` (on the encoded
+    reviews a run left) need neither the text nor TensorFlow."""
+    import os
+    import subprocess
+    import sys
+
+    if keras.backend.backend() == "tensorflow":
+        pytest.skip("the TensorFlow-free path is for JAX and PyTorch")
+    here = tmp_path / "cpu"
+    result = bert_imdb.main(["all", "--smoke", "--verbose", "0",
+                             "--no-scratch", "--output-dir", str(here)])
+    packed = bert_imdb.main(["pretrain", "--smoke", "--prepare-only",
+                             "--output-dir", str(here)])["packed"]
+    with np.load(packed) as corpus:
+        assert corpus["train"].shape[1] == 32 and corpus["reviews"] > 0
+        vocabulary = corpus["vocabulary"].tolist()
+    assert vocabulary == (here / "vocabulary.txt").read_text().split("\n")[:-1]
+
+    there = tmp_path / "accelerator"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+
+    def run(*argv):
+        done = subprocess.run(
+            [sys.executable, "-c", NO_TENSORFLOW, *argv, "--smoke",
+             "--verbose", "0"], cwd=root, capture_output=True, text=True,
+            timeout=600, env={**os.environ, "PYTHONPATH": root})
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    out = run("pretrain", "--packed", packed, "--output-dir", str(there))
+    assert "RESULT bert_imdb pretrain" in out
+    # Fine-tuning reads the reviews encoded by the run above.
+    (there / "encoded_64.npz").write_bytes(
+        (here / "encoded_64.npz").read_bytes())
+    out = run("finetune", "--no-scratch", "--output-dir", str(there))
+    assert "RESULT bert_imdb finetune" in out
+    mlm = keras.saving.load_model(there / "bert_imdb_mlm.keras")
+    assert mlm.preprocessor.tokenizer.get_vocabulary() == vocabulary
+    assert result["finetune"]["folds"][0]["pretrained"] >= 0
+    # A missing or foreign --packed file is one clear line.
+    with pytest.raises(SystemExit, match="no such file"):
+        bert_imdb.main(["pretrain", "--smoke", "--packed",
+                        str(tmp_path / "none.npz"), "--output-dir",
+                        str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="pieces of 32 tokens"):
+        bert_imdb.main(["pretrain", "--smoke", "--packed", packed,
+                        "--sequence-length", "16", "--output-dir",
+                        str(tmp_path / "y")])
