@@ -78,3 +78,58 @@ def run_benchmark(script, argv, parse_args, measure, header, row):
         from zoo.saving import write_json_atomic
         write_json_atomic({"args": vars(args), "results": results}, args.json)
     return results
+
+
+def accelerator():
+    """`(name, peak_memory_bytes)` of the first GPU of this backend (peak
+    since the process started), or `("cpu", None)`. Reads the backend's own
+    allocator statistics."""
+    import keras
+
+    backend = keras.backend.backend()
+    try:
+        if backend == "jax":
+            import jax
+
+            device = jax.devices()[0]
+            if device.platform != "gpu":
+                return "cpu", None
+            stats = device.memory_stats() or {}
+            return device.device_kind, stats.get("peak_bytes_in_use")
+        if backend == "torch":
+            import torch
+
+            if not torch.cuda.is_available():
+                return "cpu", None
+            return (torch.cuda.get_device_name(0),
+                    int(torch.cuda.max_memory_allocated(0)))
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            gpus = tf.config.list_logical_devices("GPU")
+            if not gpus:
+                return "cpu", None
+            info = tf.config.experimental.get_memory_info("GPU:0")
+            return gpus[0].name, int(info["peak"])
+    except Exception:  # statistics are a bonus, never a failure
+        return "unknown", None
+    return "cpu", None
+
+
+# Dense (no sparsity) tensor-core peaks, TFLOP/s, by device name and
+# compute dtype: NVIDIA's H100 SXM / H200 and A100 data sheets.
+PEAK_TFLOPS = {
+    "h100": {"bfloat16": 989.4, "float16": 989.4, "float32": 494.7},
+    "h200": {"bfloat16": 989.4, "float16": 989.4, "float32": 494.7},
+    "a100": {"bfloat16": 312.0, "float16": 312.0, "float32": 156.0},
+}
+
+
+def peak_tflops(device_name, dtype):
+    """The device's peak for `dtype` (float32 counts as TF32 tensor cores),
+    or None for a device not in `PEAK_TFLOPS`."""
+    name = str(device_name).lower()
+    for key, peaks in PEAK_TFLOPS.items():
+        if key in name:
+            return peaks.get(dtype)
+    return None

@@ -1,0 +1,166 @@
+"""GPT training throughput and model FLOPs utilisation, zoo's GPT against
+keras-hub's GPT-2 machinery of the same size, per backend, in one run.
+
+    python benchmarks/gpt_training.py --preset nanogpt    # jax, tensorflow, torch
+    KERAS_BACKEND=jax python benchmarks/gpt_training.py --backends current \\
+        --preset nanogpt --mixed-precision bfloat16
+
+For each backend (a fresh process each) the preset's `GPT` (zoo) and
+`keras_hub.models.GPT2CausalLM` with a `GPT2Backbone` of the same width,
+depth, heads and context train on the same random character ids: AdamW,
+`fit` on NumPy arrays, compiled (jit on JAX, XLA on TensorFlow; PyTorch
+eager). After a warm-up epoch, `--steps` steps are timed. The table shows
+tokens per second, zoo / keras-hub, the peak accelerator memory of the
+process, and zoo's model FLOPs utilisation as nanoGPT computes it: (6 N +
+12 L H Q T) FLOPs per token (N parameters without the position table, L
+layers, H heads, Q head width, T context) against the device's dense peak
+for the compute dtype (TF32 for float32). Timings are only compared within
+one run on one machine.
+"""
+
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
+
+from benchmarks.workers import accelerator  # noqa: E402
+from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import peak_tflops  # noqa: E402
+from benchmarks.workers import run_benchmark  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = benchmark_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="nanogpt",
+                        help="a zoo.models.gpt preset")
+    parser.add_argument("--vocabulary-size", type=int, default=65,
+                        help="Tiny Shakespeare's characters")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="default: the preset's")
+    parser.add_argument("--steps", type=int, default=20,
+                        help="timed training steps")
+    parser.add_argument("--mixed-precision", default=None,
+                        choices=("bfloat16", "float16"))
+    parser.add_argument("--no-peer", action="store_true",
+                        help="time zoo's GPT only")
+    parser.add_argument("--json", default=None, help="write results here")
+    args = parser.parse_args(argv)
+    if min(args.vocabulary_size, args.steps,
+           args.batch_size or 1) < 1:
+        parser.error("sizes and --steps must be at least 1")
+    return args
+
+
+def flops_per_token(model, num_layers, num_heads, hidden_dim, context):
+    """nanoGPT's estimate: 6 N + 12 L H Q T (N without the position
+    embedding, which is a lookup)."""
+    positions = context * hidden_dim
+    parameters = model.count_params() - positions
+    return 6 * parameters + 12 * num_layers * hidden_dim * context
+
+
+def time_training(model, x, y, batch_size, steps):
+    import keras
+
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(
+                      from_logits=True))
+    keras.Model.fit(model, x, y, batch_size=batch_size, epochs=1, verbose=0,
+                    shuffle=False)  # compiles
+    start = time.perf_counter()
+    history = keras.Model.fit(model, x, y, batch_size=batch_size, epochs=1,
+                              verbose=0, shuffle=False)
+    seconds = (time.perf_counter() - start) / steps
+    return {"seconds_per_step": round(seconds, 5),
+            "tokens_per_second": round(x["token_ids"].size / steps
+                                       / seconds, 1),
+            "loss": round(float(history.history["loss"][-1]), 4),
+            "parameters": int(model.count_params())}
+
+
+def measure(args):
+    """Runs in a process whose backend is already chosen."""
+    import keras
+    import keras_hub
+    import numpy as np
+
+    from zoo import precision
+    from zoo.models.gpt import PRESETS
+    from zoo.models.gpt import GPT
+    from zoo.models.gpt import GPTBackbone
+
+    precision.configure(args.mixed_precision)
+    size = PRESETS.part(args.preset, "backbone")
+    size["dropout"] = 0.0  # the same work as the peer's
+    context = size["sequence_length"]
+    batch = args.batch_size or PRESETS.part(args.preset,
+                                            "training")["batch_size"]
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, args.vocabulary_size,
+                       (batch * args.steps, context + 1)).astype("int32")
+    x = {"token_ids": ids[:, :-1],
+         "padding_mask": np.ones((len(ids), context), bool)}
+    y = ids[:, 1:]
+    keras.utils.set_random_seed(0)
+    zoo_model = GPT(GPTBackbone(args.vocabulary_size, **size))
+    result = {"backend": keras.backend.backend(), "preset": args.preset,
+              "batch_size": batch, "context": context,
+              "dtype": args.mixed_precision or "float32",
+              "zoo": time_training(zoo_model, x, y, batch, args.steps)}
+    device, peak_bytes = accelerator()
+    result["device"] = device
+    result["zoo"]["peak_memory_gib"] = (
+        None if peak_bytes is None else round(peak_bytes / 2 ** 30, 2))
+    per_token = flops_per_token(zoo_model, size["num_layers"],
+                                size["num_heads"], size["hidden_dim"],
+                                context)
+    peak = peak_tflops(device, args.mixed_precision or "float32")
+    result["zoo"]["model_tflops"] = round(
+        per_token * result["zoo"]["tokens_per_second"] / 1e12, 2)
+    result["zoo"]["mfu"] = (None if peak is None else round(
+        result["zoo"]["model_tflops"] / peak, 4))
+    if not args.no_peer:
+        keras.utils.set_random_seed(0)
+        peer_backbone = keras_hub.models.GPT2Backbone(
+            vocabulary_size=args.vocabulary_size,
+            num_layers=size["num_layers"], num_heads=size["num_heads"],
+            hidden_dim=size["hidden_dim"],
+            intermediate_dim=4 * size["hidden_dim"], dropout=0.0,
+            max_sequence_length=context)
+        peer = keras_hub.models.GPT2CausalLM(peer_backbone,
+                                             preprocessor=None)
+        result["keras_hub"] = time_training(peer, x, y, batch, args.steps)
+        result["zoo_over_keras_hub"] = round(
+            result["zoo"]["tokens_per_second"]
+            / result["keras_hub"]["tokens_per_second"], 3)
+    return result
+
+
+def header(args):
+    return (f"GPT {args.preset} training, random ids, {args.steps} timed "
+            f"AdamW steps, {args.mixed_precision or 'float32'}\n"
+            f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
+            f"{'zoo / keras-hub':>16} {'peak GiB':>9} {'MFU':>7}")
+
+
+def row(backend, r):
+    peer = r.get("keras_hub", {}).get("tokens_per_second")
+    ratio = r.get("zoo_over_keras_hub")
+    memory, mfu = r["zoo"]["peak_memory_gib"], r["zoo"]["mfu"]
+    return (f"{backend:<11} {r['zoo']['tokens_per_second']:>10.0f} "
+            f"{peer if peer is not None else float('nan'):>16.0f} "
+            f"{ratio if ratio is not None else float('nan'):>15.2f}x "
+            f"{memory if memory is not None else float('nan'):>9.2f} "
+            f"{'-' if mfu is None else f'{mfu:.1%}':>7}")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    return run_benchmark(__file__, argv, parse_args, measure, header, row)
+
+
+if __name__ == "__main__":
+    main()
