@@ -22,6 +22,8 @@ def test_tiny_measurement_reports_every_figure():
     assert sorted(result["prefix"]["forward_seconds_at_length"]) == [
         4, 5, 6, 8, 9]
     assert result["speedup"] > 0 and result["speedup_vs_prefix"] > 0
+    assert result["keras_hub"]["seconds"] > 0
+    assert result["keras_hub_over_zoo"] > 0
 
 
 def test_hand_written_jax_peer_generates_the_same_tokens():

@@ -1,0 +1,306 @@
+"""Layer speed: zoo's attention layers against Keras' and keras-hub's (and,
+under PyTorch, `torch.nn.TransformerEncoderLayer`), per backend, in one
+run.
+
+    python benchmarks/layers.py                        # jax, tensorflow, torch
+    KERAS_BACKEND=jax python benchmarks/layers.py --backends current \\
+        --lengths 64,256,1024 --dtypes float32,bfloat16
+
+Cells: layer x sequence length x padding (none, or the second half of every
+row padded) x compute dtype x {train, predict}:
+
+* `mha`: `zoo.layers.MultiHeadAttention` vs `keras.layers.MultiHeadAttention`
+  (self-attention, key padding mask);
+* `encoder`: `zoo.layers.TransformerEncoder` vs
+  `keras_hub.layers.TransformerEncoder` (post-LN, ReLU MLP);
+* `decoder`: `zoo.layers.TransformerDecoder` vs keras-hub's (causal
+  self-attention, no cross-attention);
+* `decoder_cached` (predict only): one new token against a key/value cache
+  of the cell's length, both with keras-hub's cache convention.
+
+Each side is a small Keras model (inputs -> layer -> output), compiled the
+backend's way (jit on JAX, XLA on TensorFlow; PyTorch eager); a training
+step is `train_on_batch` with SGD on a mean-squared loss. After a warm-up,
+zoo and the peer are timed in `--repeats` interleaved rounds of `--steps`
+steps and the fastest round of each is kept. `peer / zoo` above 1 means zoo
+is faster. Under PyTorch the encoder cell also times
+`torch.nn.TransformerEncoderLayer` (eager, `batch_first`), as `torch / zoo`.
+Timings are only compared within one run on one machine.
+"""
+
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, ROOT)
+
+from benchmarks.workers import accelerator  # noqa: E402
+from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import run_benchmark  # noqa: E402
+
+LAYERS = ("mha", "encoder", "decoder", "decoder_cached")
+
+
+def _csv(kind, allowed=None):
+    def parse(text):
+        items = [kind(t) for t in str(text).split(",") if t]
+        if not items or (allowed and not set(items) <= set(allowed)):
+            raise ValueError(text)
+        return items
+    return parse
+
+
+def parse_args(argv=None):
+    parser = benchmark_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=_csv(str, LAYERS),
+                        default=list(LAYERS))
+    parser.add_argument("--lengths", type=_csv(int), default=[64, 256, 1024])
+    parser.add_argument("--dtypes", type=_csv(str, ("float32", "bfloat16")),
+                        default=["float32"])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--hidden-dim", type=int, default=128)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--intermediate-dim", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None, help="write results here")
+    args = parser.parse_args(argv)
+    if min(args.batch_size, args.steps, args.repeats, *args.lengths) < 1 \
+            or args.hidden_dim % args.num_heads:
+        parser.error("sizes must be positive and --num-heads must divide "
+                     "--hidden-dim")
+    return args
+
+
+def _layers(name, args, dtype):
+    """(zoo layer, peer layer) for a cell."""
+    import keras
+    import keras_hub
+
+    import zoo
+
+    heads, width = args.num_heads, args.hidden_dim
+    common = dict(dtype=dtype)
+    if name == "mha":
+        return (zoo.layers.MultiHeadAttention(heads, width // heads,
+                                              **common),
+                keras.layers.MultiHeadAttention(heads, width // heads,
+                                                **common))
+    block = dict(num_heads=heads, intermediate_dim=args.intermediate_dim,
+                 **common)
+    if name == "encoder":
+        return (zoo.layers.TransformerEncoder(**block),
+                keras_hub.layers.TransformerEncoder(**block))
+    return (zoo.layers.TransformerDecoder(**block),
+            keras_hub.layers.TransformerDecoder(**block))
+
+
+def _model(layer, name, length, args):
+    """inputs -> layer -> output, as a Keras model."""
+    import keras
+
+    x = keras.Input((length, args.hidden_dim), batch_size=args.batch_size)
+    mask = keras.Input((length,), dtype="bool", batch_size=args.batch_size)
+    if name == "mha":
+        mask_2d = keras.ops.logical_and(mask[:, None, :], mask[:, :, None])
+        y = layer(x, x, attention_mask=mask_2d)
+    elif name == "encoder":
+        y = layer(x, padding_mask=mask)
+    elif name == "decoder":
+        y = layer(x, decoder_padding_mask=mask)
+    model = keras.Model([x, mask], keras.layers.Activation(
+        "linear", dtype="float32")(y))
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+class _CachedStep:
+    """One decoding step of a decoder block against a full cache."""
+
+    def __init__(self, layer, length, args):
+        import keras
+
+        heads = args.num_heads
+        self.layer, self.index = layer, length - 1
+
+        class Step(keras.Model):
+            def call(inner, inputs):
+                x, cache = inputs
+                out, _ = layer(x, self_attention_cache=cache,
+                               self_attention_cache_update_index=self.index)
+                return out
+
+        self.model = Step()
+        self.model.compile()
+        self.inputs = None
+        self.shape = (args.batch_size, 2, length, heads,
+                      args.hidden_dim // heads)
+
+
+def _time(fn, steps):
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    return (time.perf_counter() - start) / steps
+
+
+def _sync(value):
+    """Waits for the device (the last value to numpy)."""
+    import keras
+
+    leaves = keras.tree.flatten(value)
+    keras.ops.convert_to_numpy(leaves[0])
+    return value
+
+
+def measure_cell(name, length, padded, dtype, args):
+    """`{"train": {...}, "predict": {...}}` seconds per step for zoo and the
+    peer(s) of one cell."""
+    import keras
+    import numpy as np
+
+    keras.config.set_dtype_policy(
+        "mixed_bfloat16" if dtype == "bfloat16" else "float32")
+    rng = np.random.default_rng(0)
+    b, d = args.batch_size, args.hidden_dim
+    x = rng.normal(size=(b, length, d)).astype("float32")
+    mask = np.ones((b, length), bool)
+    if padded:
+        mask[:, length // 2:] = False
+    y = np.zeros((b, length, d), "float32")
+    keras.utils.set_random_seed(0)
+    ours, theirs = _layers(name, args, None)
+    fns = {}
+    if name == "decoder_cached":
+        cache = rng.normal(size=(b, 2, length, args.num_heads,
+                                 d // args.num_heads)).astype("float32")
+        step = x[:, :1]
+        for side, layer in (("zoo", ours), ("peer", theirs)):
+            model = _CachedStep(layer, length, args).model
+            fns[("predict", side)] = (
+                lambda m=model: _sync(m.predict_on_batch([step, cache])))
+    else:
+        for side, layer in (("zoo", ours), ("peer", theirs)):
+            model = _model(layer, name, length, args)
+            fns[("train", side)] = (
+                lambda m=model: _sync(m.train_on_batch([x, mask], y)))
+            fns[("predict", side)] = (
+                lambda m=model: _sync(m.predict_on_batch([x, mask])))
+    if name == "encoder" and keras.backend.backend() == "torch":
+        fns.update(_torch_encoder(x, mask, args, dtype))
+    for fn in fns.values():  # compile / warm up
+        fn()
+        fn()
+    best = {}
+    for _ in range(args.repeats):  # interleaved rounds
+        for key, fn in fns.items():
+            best[key] = min(best.get(key, float("inf")),
+                            _time(fn, args.steps))
+    out = {}
+    for (mode, side), seconds in best.items():
+        out.setdefault(mode, {})[side] = round(seconds, 6)
+    for mode, times in out.items():
+        times["peer_over_zoo"] = round(times["peer"] / times["zoo"], 3)
+        if "torch" in times:
+            times["torch_over_zoo"] = round(times["torch"] / times["zoo"], 3)
+    return out
+
+
+def _torch_encoder(x, mask, args, dtype):
+    """`torch.nn.TransformerEncoderLayer` of the same shape (post-LN,
+    ReLU), eager, on the device Keras uses."""
+    import torch
+
+    from keras.src.backend.torch.core import get_device
+
+    device = get_device()
+    layer = torch.nn.TransformerEncoderLayer(
+        args.hidden_dim, args.num_heads, args.intermediate_dim, dropout=0.0,
+        batch_first=True).to(device)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.01)
+    xt = torch.as_tensor(x, device=device)
+    pad = torch.as_tensor(~mask, device=device)
+    autocast = (torch.autocast(device.split(":")[0], dtype=torch.bfloat16)
+                if dtype == "bfloat16" else None)
+
+    def forward():
+        if autocast is None:
+            return layer(xt, src_key_padding_mask=pad)
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16):
+            return layer(xt, src_key_padding_mask=pad)
+
+    def train():
+        layer.train()
+        optimizer.zero_grad()
+        loss = forward().float().pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        loss.item()
+
+    def predict():
+        layer.eval()
+        with torch.no_grad():
+            forward().float().sum().item()
+
+    return {("train", "torch"): train, ("predict", "torch"): predict}
+
+
+def measure(args):
+    """Runs in a process whose backend is already chosen."""
+    import keras
+
+    cells = []
+    policy = keras.config.dtype_policy()
+    try:
+        _measure_cells(cells, args)
+    finally:
+        keras.config.set_dtype_policy(policy)
+    device, _ = accelerator()
+    return {"backend": keras.backend.backend(), "device": device,
+            "cells": cells}
+
+
+def _measure_cells(cells, args):
+    for dtype in args.dtypes:
+        for name in args.layers:
+            for length in args.lengths:
+                for padded in (False, True):
+                    if name == "decoder_cached" and padded:
+                        continue
+                    cells.append({
+                        "layer": name, "length": length, "padded": padded,
+                        "dtype": dtype,
+                        **measure_cell(name, length, padded, dtype, args)})
+
+
+def header(args):
+    return (f"batch {args.batch_size}, width {args.hidden_dim}, "
+            f"{args.num_heads} heads, MLP {args.intermediate_dim}; "
+            "peer / zoo time (above 1: zoo faster)\n"
+            f"{'backend':<11} {'layer':<15} {'len':>5} {'pad':>4} "
+            f"{'dtype':<9} {'train':>7} {'predict':>8} {'torch/zoo':>10}")
+
+
+def row(backend, result):
+    lines = []
+    for c in result["cells"]:
+        train = c.get("train", {}).get("peer_over_zoo")
+        torch_ratio = c.get("train", {}).get("torch_over_zoo")
+        lines.append(
+            f"{backend:<11} {c['layer']:<15} {c['length']:>5} "
+            f"{'yes' if c['padded'] else 'no':>4} {c['dtype']:<9} "
+            f"{'-' if train is None else f'{train:.2f}':>7} "
+            f"{c['predict']['peer_over_zoo']:>8.2f} "
+            f"{'-' if torch_ratio is None else f'{torch_ratio:.2f}':>10}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    return run_benchmark(__file__, argv, parse_args, measure, header, row)
+
+
+if __name__ == "__main__":
+    main()

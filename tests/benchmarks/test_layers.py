@@ -1,0 +1,34 @@
+"""benchmarks/layers.py stays runnable: a tiny grid in-process under the
+current backend (timings are not checked; the benchmark prints them)."""
+
+import keras
+import pytest
+
+from benchmarks import layers
+
+
+def test_tiny_grid_reports_every_cell():
+    args = layers.parse_args(
+        ["--lengths", "8", "--batch-size", "2", "--hidden-dim", "8",
+         "--num-heads", "2", "--intermediate-dim", "16", "--steps", "1",
+         "--repeats", "1", "--dtypes", "float32,bfloat16"])
+    result = layers.measure(args)
+    assert result["backend"] == keras.backend.backend()
+    cells = result["cells"]
+    # 3 layers x (no padding, padding) + the cached decoder, per dtype.
+    assert len(cells) == 2 * (3 * 2 + 1)
+    for cell in cells:
+        assert cell["predict"]["peer_over_zoo"] > 0
+        if cell["layer"] != "decoder_cached":
+            assert cell["train"]["peer_over_zoo"] > 0
+        if cell["layer"] == "encoder" and keras.backend.backend() == "torch":
+            assert cell["train"]["torch_over_zoo"] > 0
+    assert keras.config.dtype_policy().name == "float32"  # restored
+    assert layers.row("jax", result).count("\n") == len(cells) - 1
+
+
+def test_bad_flags_are_refused():
+    with pytest.raises(SystemExit):
+        layers.parse_args(["--layers", "lstm"])
+    with pytest.raises(SystemExit):
+        layers.parse_args(["--hidden-dim", "10", "--num-heads", "4"])
