@@ -71,7 +71,8 @@ def _may_use_frameworks(relative):
     framework's TF32 switch. Layers, models and tasks compute with
     keras.ops only."""
     return (relative.parts[0] in ("data", "testing", "_startup.py",
-                                  "distribute.py", "precision.py")
+                                  "_tensorflow.py", "distribute.py",
+                                  "precision.py")
             or relative.name.endswith("_preprocessor.py"))
 
 

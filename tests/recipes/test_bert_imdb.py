@@ -90,9 +90,11 @@ def test_an_interrupted_pretraining_resumes_to_the_same_weights(
 def test_flags_and_errors(tmp_path, capsys):
     args = bert_imdb.parse_args(["all", "--folds", "2,0"])
     assert args.folds == [0, 2] and args.preset == "cpu_mini"
-    assert args.sequence_length == 128 and args.finetune_sequence_length == 256
+    assert args.sequence_length == 256 and args.finetune_sequence_length == 256
+    assert args.batch_size == 128 and args.epochs == 18
     for bad in (["finetune", "--folds", "7"], ["finetune", "--folds", "a"],
-                ["pretrain", "--sequence-length", "999"]):
+                ["pretrain", "--sequence-length", "999"],
+                ["pretrain", "--packed", "x.npz", "--mask-rate", "2"]):
         with pytest.raises(SystemExit):
             bert_imdb.parse_args(bad)
         assert "error" in capsys.readouterr().err

@@ -334,7 +334,7 @@ def test_configs_round_trip():
 def test_presets_build_their_sizes():
     preprocessor = BertMaskedLMPreprocessor.from_preset("cpu_mini",
                                                         tokenizer())
-    assert preprocessor.sequence_length == 128
+    assert preprocessor.sequence_length == 256
     mlm = BertMaskedLM.from_preset("smoke", preprocessor)
     assert mlm.backbone.hidden_dim == 32 and mlm.backbone.num_layers == 2
     classifier = BertClassifier.from_preset(
