@@ -35,6 +35,7 @@ also writes the model to `saved_models/` with float16 weights.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -49,6 +50,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
@@ -310,8 +312,6 @@ def packed_corpus(args, tokenizer, pieces, validation_pieces, reviews):
     with the vocabulary and counts (what `--packed` reads) and read back by
     a later run with the same vocabulary and pieces (tokenising 200,000
     pieces takes minutes on 2 cores)."""
-    import hashlib
-
     path = os.path.join(args.output_dir,
                         f"packed_{args.sequence_length}.npz")
     vocabulary = tokenizer.get_vocabulary()
@@ -325,14 +325,19 @@ def packed_corpus(args, tokenizer, pieces, validation_pieces, reviews):
                         cached["validation"].astype("int32"), path)
     train = pack_texts(tokenizer, pieces, args.sequence_length)
     validation = pack_texts(tokenizer, validation_pieces, args.sequence_length)
-    small = "uint16" if len(vocabulary) < 2 ** 16 else "int32"
     tmp = path + ".tmp.npz"
     np.savez_compressed(
-        tmp, train=train.astype(small), validation=validation.astype(small),
+        tmp, train=compact_ids(train, len(vocabulary)),
+        validation=compact_ids(validation, len(vocabulary)),
         vocabulary=np.array(vocabulary), key=np.array(key),
         reviews=np.array(reviews))
     os.replace(tmp, path)
     return train, validation, path
+
+
+def compact_ids(ids, vocabulary_size):
+    """Token ids as uint16 where the vocabulary fits (half the file)."""
+    return ids.astype("uint16" if vocabulary_size < 2 ** 16 else "int32")
 
 
 def bert_tokenizer(vocabulary):
@@ -474,9 +479,7 @@ def pretrain(args):
                       for text, per_text in zip(FILL_MASK_EXAMPLES,
                                                 examples)},
         "history": history, "smoke": args.smoke,
-        "mixed_precision": args.mixed_precision,
-        "distribute": args.distribute,
-        "replicas": strategy.num_replicas_in_sync,
+        **accelerator_metrics(args, strategy),
         "data": args.packed or ("generated" if args.smoke and args.data_dir
                                 is None else (args.data_dir
                                               or "tensorflow-datasets")),
@@ -529,8 +532,6 @@ class EncodedReviews:
     file already holds every review (an accelerator machine)."""
 
     def __init__(self, args, preprocessor):
-        import hashlib
-
         self.preprocessor = preprocessor
         self.path = os.path.join(
             args.output_dir, f"encoded_{preprocessor.sequence_length}.npz")
@@ -547,8 +548,6 @@ class EncodedReviews:
 
     @staticmethod
     def digest(text):
-        import hashlib
-
         return hashlib.sha1(str(text).encode("utf-8")).hexdigest()
 
     def __call__(self, texts):
@@ -571,12 +570,12 @@ class EncodedReviews:
 
     def save(self):
         order = sorted(self.rows, key=self.rows.get)
-        small = ("uint16" if self.preprocessor.tokenizer.vocabulary_size()
-                 < 2 ** 16 else "int32")
         tmp = self.path + ".tmp.npz"
         np.savez_compressed(tmp, key=np.array(self.key),
                             digests=np.array(order),
-                            token_ids=np.stack(self.ids).astype(small))
+                            token_ids=compact_ids(
+                                np.stack(self.ids),
+                                self.preprocessor.tokenizer.vocabulary_size()))
         os.replace(tmp, self.path)
 
 
@@ -647,6 +646,9 @@ def finetune_fold(args, fold, strategy):
             mlm, sequence_length=args.finetune_sequence_length,
             dropout=args.finetune_dropout, name="bert_classifier")
 
+    # Loaded for each fold: the classifier fine-tunes the masked LM's own
+    # backbone object, so a model shared by the folds would carry one
+    # fold's fine-tuning into the next.
     mlm = keras.saving.load_model(args.pretrained)
     preprocessor = BertClassifierPreprocessor(
         mlm.preprocessor.tokenizer,
@@ -664,7 +666,7 @@ def finetune_fold(args, fold, strategy):
            "pretrained_seconds": round(seconds, 1)}
     curves = {"pretrained": history}
     if not args.no_scratch:
-        tokenizer = classifier.preprocessor.tokenizer
+        tokenizer = preprocessor.tokenizer
         keras.utils.set_random_seed(args.seed + fold)
 
         architecture = classifier.backbone.get_config()
@@ -729,9 +731,7 @@ def finetune(args):
                "learning_rate": args.finetune_learning_rate,
                "sequence_length": args.finetune_sequence_length,
                "folds": results, **summary, "smoke": args.smoke,
-               "mixed_precision": args.mixed_precision,
-               "distribute": args.distribute,
-               "replicas": strategy.num_replicas_in_sync}
+               **accelerator_metrics(args, strategy)}
     path = save_model_atomic(classifier,
                              os.path.join(args.output_dir, "imdb_bert.keras"))
     if args.ship:

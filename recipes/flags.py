@@ -90,3 +90,10 @@ def setup_accelerators(args, batch_size=None):
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
     return strategy
+
+
+def accelerator_metrics(args, strategy):
+    """The accelerator settings of a run, for its metrics.json."""
+    return {"mixed_precision": args.mixed_precision,
+            "distribute": args.distribute,
+            "replicas": strategy.num_replicas_in_sync}

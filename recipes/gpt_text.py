@@ -34,6 +34,7 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
@@ -285,9 +286,7 @@ def run(args):
         "data": ("generated" if args.smoke and args.data is None
                  else args.data or SHAKESPEARE_URL),
         "smoke": args.smoke,
-        "mixed_precision": args.mixed_precision,
-        "distribute": args.distribute,
-        "replicas": strategy.num_replicas_in_sync,
+        **accelerator_metrics(args, strategy),
     }
     # A fresh optimizer: AdamW's moments are of no use to generate.
     with strategy.scope():

@@ -37,6 +37,7 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
@@ -461,9 +462,7 @@ def run(args):
         "validation_fold": args.validation_fold if holdout else None,
         "glove": args.glove,
         "smoke": args.smoke,
-        "mixed_precision": args.mixed_precision,
-        "distribute": args.distribute,
-        "replicas": strategy.num_replicas_in_sync,
+        **accelerator_metrics(args, strategy),
         "data": "synthetic" if args.smoke else (args.data_dir or "tfds"),
         "argv": args.argv,
         "history": {k: [float(v) for v in vs]

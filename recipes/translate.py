@@ -37,6 +37,7 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
@@ -305,9 +306,7 @@ def run(args):
             TRANSFORMER_FLAGS if args.model == "transformer" else RNN_FLAGS)
             + ("dropout", "vocab_size")},
         "history": history, "smoke": args.smoke,
-        "mixed_precision": args.mixed_precision,
-        "distribute": args.distribute,
-        "replicas": strategy.num_replicas_in_sync,
+        **accelerator_metrics(args, strategy),
         "data": "generated" if args.smoke and args.data_dir is None
         else (args.data_dir or "Multi30k download"),
         "samples": [{"source": s, "reference": r, "translation": h}

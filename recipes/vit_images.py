@@ -176,8 +176,7 @@ def build(args, num_classes, steps):
         optimizer=keras.optimizers.AdamW(
             warmup_cosine(args.learning_rate, steps, args.warmup_fraction,
                           alpha=0.01),
-                                         weight_decay=args.weight_decay,
-                                         global_clipnorm=1.0),
+            weight_decay=args.weight_decay, global_clipnorm=1.0),
         label_smoothing=args.label_smoothing)
     return classifier
 

@@ -25,17 +25,6 @@ def _import():
     return tensorflow
 
 
-def available():
-    """Whether TensorFlow can be imported."""
-    if sys.modules.get("tensorflow") is not None:
-        return True
-    try:
-        _import()
-    except ImportError:
-        return False
-    return True
-
-
 def is_tf_tensor(x):
     """Whether `x` is a TensorFlow (ragged) tensor, as inside `tf.data`;
     False without importing TensorFlow when nothing imported it yet."""
