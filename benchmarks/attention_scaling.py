@@ -91,16 +91,13 @@ def _attention(path):
     return call
 
 
-def _memory_bytes(path, fn, q, k, v):
+def _memory_bytes(fn, q, k, v):
     """Temporary memory of one call, or None where it is not measured."""
     import keras
 
     backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        analysis = jax.jit(_attention(path)).lower(q, k, v).compile()\
-            .memory_analysis()
+    if backend == "jax":  # `fn` is the jitted call: its compiled program
+        analysis = fn.lower(q, k, v).compile().memory_analysis()
         return None if analysis is None else int(
             analysis.temp_size_in_bytes)
     if backend == "torch":
@@ -138,7 +135,7 @@ def measure_length(path, length, args):
             run()
         best = min(best, (time.perf_counter() - start) / args.steps)
     return {"seconds": round(best, 6),
-            "memory_bytes": _memory_bytes(path, fn, q, k, v)}
+            "memory_bytes": _memory_bytes(fn, q, k, v)}
 
 
 def _out_of_memory(error):

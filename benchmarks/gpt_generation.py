@@ -48,6 +48,7 @@ from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import print_result  # noqa: E402
 from benchmarks.workers import run_worker  # noqa: E402
 from benchmarks.workers import selected_backends  # noqa: E402
+from benchmarks.workers import write_results  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -266,9 +267,7 @@ def main(argv=None):
                   f"x the time; prefix / hand-written: "
                   f"{peer['speedup_vs_prefix']:.1f}x (the most any cache "
                   f"shows on this machine)")
-    if args.json:
-        from zoo.saving import write_json_atomic
-        write_json_atomic({"args": vars(args), "results": results}, args.json)
+    write_results(args, results)
     return results
 
 

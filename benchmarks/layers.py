@@ -74,22 +74,18 @@ def parse_args(argv=None):
     return args
 
 
-def _layers(name, args, dtype):
-    """(zoo layer, peer layer) for a cell."""
+def _layers(name, args):
+    """(zoo layer, peer layer) for a cell, in the global dtype policy."""
     import keras
     import keras_hub
 
     import zoo
 
     heads, width = args.num_heads, args.hidden_dim
-    common = dict(dtype=dtype)
     if name == "mha":
-        return (zoo.layers.MultiHeadAttention(heads, width // heads,
-                                              **common),
-                keras.layers.MultiHeadAttention(heads, width // heads,
-                                                **common))
-    block = dict(num_heads=heads, intermediate_dim=args.intermediate_dim,
-                 **common)
+        return (zoo.layers.MultiHeadAttention(heads, width // heads),
+                keras.layers.MultiHeadAttention(heads, width // heads))
+    block = dict(num_heads=heads, intermediate_dim=args.intermediate_dim)
     if name == "encoder":
         return (zoo.layers.TransformerEncoder(**block),
                 keras_hub.layers.TransformerEncoder(**block))
@@ -116,27 +112,21 @@ def _model(layer, name, length, args):
     return model
 
 
-class _CachedStep:
-    """One decoding step of a decoder block against a full cache."""
+def _cached_step(layer, length):
+    """A model running one decoding step of a decoder block: the new token
+    at position `length - 1` of a full cache."""
+    import keras
 
-    def __init__(self, layer, length, args):
-        import keras
+    class Step(keras.Model):
+        def call(self, inputs):
+            x, cache = inputs
+            out, _ = layer(x, self_attention_cache=cache,
+                           self_attention_cache_update_index=length - 1)
+            return out
 
-        heads = args.num_heads
-        self.layer, self.index = layer, length - 1
-
-        class Step(keras.Model):
-            def call(inner, inputs):
-                x, cache = inputs
-                out, _ = layer(x, self_attention_cache=cache,
-                               self_attention_cache_update_index=self.index)
-                return out
-
-        self.model = Step()
-        self.model.compile()
-        self.inputs = None
-        self.shape = (args.batch_size, 2, length, heads,
-                      args.hidden_dim // heads)
+    model = Step()
+    model.compile()
+    return model
 
 
 def _time(fn, steps):
@@ -171,14 +161,14 @@ def measure_cell(name, length, padded, dtype, args):
         mask[:, length // 2:] = False
     y = np.zeros((b, length, d), "float32")
     keras.utils.set_random_seed(0)
-    ours, theirs = _layers(name, args, None)
+    ours, theirs = _layers(name, args)
     fns = {}
     if name == "decoder_cached":
         cache = rng.normal(size=(b, 2, length, args.num_heads,
                                  d // args.num_heads)).astype("float32")
         step = x[:, :1]
         for side, layer in (("zoo", ours), ("peer", theirs)):
-            model = _CachedStep(layer, length, args).model
+            model = _cached_step(layer, length)
             fns[("predict", side)] = (
                 lambda m=model: _sync(m.predict_on_batch([step, cache])))
     else:
@@ -222,13 +212,10 @@ def _torch_encoder(x, mask, args, dtype):
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.01)
     xt = torch.as_tensor(x, device=device)
     pad = torch.as_tensor(~mask, device=device)
-    autocast = (torch.autocast(device.split(":")[0], dtype=torch.bfloat16)
-                if dtype == "bfloat16" else None)
 
     def forward():
-        if autocast is None:
-            return layer(xt, src_key_padding_mask=pad)
-        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16):
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16,
+                            enabled=dtype == "bfloat16"):
             return layer(xt, src_key_padding_mask=pad)
 
     def train():

@@ -38,6 +38,7 @@ from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import print_result  # noqa: E402
 from benchmarks.workers import run_worker  # noqa: E402
 from benchmarks.workers import selected_backends  # noqa: E402
+from benchmarks.workers import write_results  # noqa: E402
 
 DEFAULT_MODEL = os.path.join(ROOT, "saved_models", "translate_de_en.keras")
 
@@ -176,9 +177,7 @@ def main(argv=None):
     print("cached: one new decoder position per step, earlier keys/values "
           "from the cache; recomp.: generate(use_cache=False), the decoder "
           "over the whole target window at every step")
-    if args.json:
-        from zoo.saving import write_json_atomic
-        write_json_atomic({"args": vars(args), "results": results}, args.json)
+    write_results(args, results)
     return results
 
 

@@ -74,10 +74,16 @@ def run_benchmark(script, argv, parse_args, measure, header, row):
         result = run_worker(script, backend, argv)
         results.append(result)
         print(row(backend, result), flush=True)
+    write_results(args, results)
+    return results
+
+
+def write_results(args, results):
+    """Writes the flags and every backend's results to `args.json`, when
+    the script has that flag and it is set."""
     if getattr(args, "json", None):
         from zoo.saving import write_json_atomic
         write_json_atomic({"args": vars(args), "results": results}, args.json)
-    return results
 
 
 def accelerator():
