@@ -3,6 +3,7 @@
 flag and data errors."""
 
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -12,12 +13,22 @@ import zoo  # noqa: F401  (registers the classes for loading)
 from recipes import bert_imdb
 
 
-def test_smoke_pretrains_fine_tunes_and_the_models_load(tmp_path,
-                                                         monkeypatch, capsys):
-    monkeypatch.setattr(keras.utils, "get_file",
-                        lambda *a, **k: pytest.fail("--smoke downloads"))
-    result = bert_imdb.main(["all", "--smoke", "--verbose", "0",
-                             "--output-dir", str(tmp_path)])
+@pytest.fixture(scope="module")
+def smoke_all(tmp_path_factory):
+    """One `all --smoke` run (pretraining, then fine-tuning), offline. The
+    smoke test below goes on in its folder (a rerun must find the same
+    paths); other tests copy the folder before writing into it."""
+    folder = tmp_path_factory.mktemp("bert_imdb_smoke")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keras.utils, "get_file",
+                      lambda *a, **k: pytest.fail("--smoke downloads"))
+        result = bert_imdb.main(["all", "--smoke", "--verbose", "0",
+                                 "--output-dir", str(folder)])
+    return folder, result
+
+
+def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all, capsys):
+    tmp_path, result = smoke_all
     pretrain, finetune = result["pretrain"], result["finetune"]
     assert np.isfinite(pretrain["validation_mlm_loss"])
     assert 0 <= pretrain["validation_mlm_accuracy"] <= 1
@@ -118,7 +129,8 @@ runpy.run_path("recipes/bert_imdb.py", run_name="__main__")
 """
 
 
-def test_packed_corpus_trains_and_fine_tunes_without_tensorflow(tmp_path):
+def test_packed_corpus_trains_and_fine_tunes_without_tensorflow(smoke_all,
+                                                               tmp_path):
     """The accelerator path: `--prepare-only` packs the text where
     TensorFlow is, then `pretrain --packed` and `finetune` (on the encoded
     reviews a run left) need neither the text nor TensorFlow."""
@@ -129,8 +141,8 @@ def test_packed_corpus_trains_and_fine_tunes_without_tensorflow(tmp_path):
     if keras.backend.backend() == "tensorflow":
         pytest.skip("the TensorFlow-free path is for JAX and PyTorch")
     here = tmp_path / "cpu"
-    result = bert_imdb.main(["all", "--smoke", "--verbose", "0",
-                             "--no-scratch", "--output-dir", str(here)])
+    shutil.copytree(smoke_all[0], here)
+    result = smoke_all[1]
     packed = bert_imdb.main(["pretrain", "--smoke", "--prepare-only",
                              "--output-dir", str(here)])["packed"]
     with np.load(packed) as corpus:

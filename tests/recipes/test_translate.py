@@ -3,6 +3,7 @@ a local Multi30k-layout folder with a test split, the data errors and the
 flags."""
 
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -14,39 +15,63 @@ from tests.data.test_multi30k import write_split
 from zoo.data.multi30k import make_synthetic_pairs
 
 
+def local_multi30k(folder, size=200):
+    """A Multi30k-layout folder of generated pairs with train, val and test
+    splits."""
+    german, english = make_synthetic_pairs(size, seed=1)
+    folder.mkdir()
+    train, val = int(size * 0.8), int(size * 0.9)
+    write_split(folder, "train", german[:train], english[:train])
+    write_split(folder, "val", german[train:val], english[train:val])
+    write_split(folder, "test", german[val:], english[val:])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    """`run(model)`: one --smoke training per model, shared by the tests
+    that read its files: the transformer on the generated pairs (offline),
+    the RNN on a local folder with a test split."""
+    done = {}
+
+    def run(model):
+        if model not in done:
+            folder = tmp_path_factory.mktemp(f"translate_{model}")
+            argv = ["--smoke", "--model", model, "--epochs", "2", "--beam",
+                    "2", "--verbose", "0", "--output-dir", str(folder / "out")]
+            if model == "rnn":
+                argv += ["--data-dir",
+                         str(local_multi30k(folder / "multi30k"))]
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(keras.utils, "get_file",
+                              lambda *a, **k: pytest.fail("--smoke downloads"))
+                done[model] = folder / "out", translate.main(argv)
+        return done[model]
+
+    return run
+
+
 @pytest.mark.parametrize("model", translate.MODELS)
 def test_smoke_trains_measures_bleu_and_the_saved_model_translates(
-        model, tmp_path, monkeypatch):
-    monkeypatch.setattr(keras.utils, "get_file",
-                        lambda *a, **k: pytest.fail("--smoke downloads"))
-    metrics = translate.main(["--smoke", "--model", model, "--epochs", "2",
-                              "--beam", "2", "--verbose", "0",
-                              "--output-dir", str(tmp_path)])
-    written = json.loads((tmp_path / "metrics.json").read_text())
+        model, smoke_runs):
+    out, metrics = smoke_runs(model)
+    written = json.loads((out / "metrics.json").read_text())
     assert written["validation_bleu"] == metrics["validation_bleu"]
     for key in ("validation_bleu_lowercase", "bleu_signature", "train_seconds",
                 "parameters", "history", "samples"):
         assert key in written, key
-    assert np.isfinite(written["train_loss"]) and written["data"] == "generated"
+    assert np.isfinite(written["train_loss"])
+    if model == "rnn":  # the local folder's test split is measured too
+        assert written["data"] != "generated"
+        assert "test_bleu" in metrics and "test_bleu_lowercase" in metrics
+    else:
+        assert written["data"] == "generated"
     for picture in ("training_curves.png", "alignments.png"):
-        assert (tmp_path / picture).read_bytes()[:4] == b"\x89PNG"
+        assert (out / picture).read_bytes()[:4] == b"\x89PNG"
     name = "translate_de_en" + ("_rnn" if model == "rnn" else "")
-    loaded = keras.saving.load_model(str(tmp_path / f"{name}.keras"))
+    loaded = keras.saving.load_model(str(out / f"{name}.keras"))
     (translation,) = loaded.generate(["Der Hund spielt im Schnee."])
     assert isinstance(translation, str)
-
-
-def test_local_folder_with_a_test_split(tmp_path):
-    german, english = make_synthetic_pairs(200, seed=1)
-    data = tmp_path / "multi30k"
-    data.mkdir()
-    write_split(data, "train", german[:160], english[:160])
-    write_split(data, "val", german[160:180], english[160:180])
-    write_split(data, "test", german[180:], english[180:])
-    metrics = translate.main(["--preset", "smoke", "--data-dir", str(data),
-                              "--epochs", "1", "--beam", "1", "--verbose", "0",
-                              "--output-dir", str(tmp_path / "out")])
-    assert "test_bleu" in metrics and "test_bleu_lowercase" in metrics
 
 
 def test_missing_data_is_one_clear_line(tmp_path, capsys):
@@ -109,9 +134,9 @@ def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
 
 
 def test_evaluate_a_saved_model_and_ship_it_with_float16_weights(
-        tmp_path, monkeypatch):
-    translate.main(["--smoke", "--epochs", "1", "--beam", "1", "--verbose",
-                    "0", "--output-dir", str(tmp_path)])
+        smoke_runs, tmp_path, monkeypatch):
+    out, _ = smoke_runs("transformer")
+    shutil.copy(out / "translate_de_en.keras", tmp_path)
     monkeypatch.setattr(translate, "ROOT", str(tmp_path / "repo"))
     path = str(tmp_path / "translate_de_en.keras")
     metrics = translate.main(["--evaluate", path, "--smoke", "--beam", "1",
