@@ -156,7 +156,8 @@ def test_recipes_train_data_parallel_on_two_devices(recipe, tmp_path):
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     done = subprocess.run(
         [sys.executable, f"recipes/{recipe}.py", "--smoke", "--distribute",
-         "data", "--verbose", "0", "--output-dir", str(tmp_path)],
+         "data", "--epochs", "1", "--verbose", "0", "--output-dir",
+         str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "RESULT" in done.stdout
