@@ -30,6 +30,13 @@ decoding with the model's weights written by hand in `jax.numpy` (one
 on the machine, so zoo's cached time is compared with it, and growing prefix /
 hand-written is the largest speed-up any cache could show there.
 
+Under PyTorch a fifth figure tries a compiled decode step: the model's
+`call_with_cache` (one forward pass over the new positions, what each
+generated token costs) wrapped in `torch.compile`, the rest of the loop as
+it is; `compiled / eager` is zoo's cached time over the compiled one (above
+1: compiling pays), with the first call's compile time and the number of
+graphs TorchDynamo made.
+
 Both paths are compiled (jit on JAX, XLA tf.function on TensorFlow; PyTorch
 runs eagerly under no_grad) and warmed up; the table shows the median of
 `--repeats` timed calls, tokens per second and the speed-up. Timings are
@@ -61,6 +68,9 @@ def parse_args(argv=None):
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--torch-compile-backend", default="inductor",
+                        help="torch.compile backend for the compiled decode "
+                        "step (PyTorch only); 'none' skips it")
     parser.add_argument("--json", default=None, help="write results here")
     return parser.parse_args(argv)
 
@@ -121,6 +131,12 @@ def measure(args):
     result["keras_hub"] = keras_hub_peer(prompt, length, args)
     result["keras_hub_over_zoo"] = round(
         result["keras_hub"]["seconds"] / cached, 3)
+    if (keras.backend.backend() == "torch"
+            and args.torch_compile_backend != "none"):
+        result["torch_compile"] = torch_compiled_step(
+            gpt, prompt, outputs["cached"], args)
+        result["torch_compile"]["compiled_over_eager"] = round(
+            cached / result["torch_compile"]["seconds"], 3)
     if keras.backend.backend() == "jax":
         result["hand_written"] = hand_written_peer(
             gpt, prompt, outputs["cached"], args)
@@ -134,7 +150,6 @@ def keras_hub_peer(prompt, length, args):
     the same prompt ids (its own cache and compiled loop)."""
     import keras
     import keras_hub
-    import numpy as np
 
     keras.utils.set_random_seed(0)
     backbone = keras_hub.models.GPT2Backbone(
@@ -145,24 +160,58 @@ def keras_hub_peer(prompt, length, args):
     peer = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
     peer.compile(sampler="greedy")
 
-    def generate():
-        out = peer.generate(dict(prompt), stop_token_ids=None)
-        np.asarray(out["token_ids"])  # wait for the device
-
-    start = time.perf_counter()
-    generate()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        generate()
-        times.append(time.perf_counter() - start)
-    seconds = float(np.median(times))
+    first, seconds, _ = _timed_generate(
+        lambda: peer.generate(dict(prompt), stop_token_ids=None), args)
     return {"first_call_seconds": round(first, 3),
             "seconds": round(seconds, 4),
             "tokens_per_second": round(
                 args.batch_size * args.new_tokens / seconds, 1),
             "parameters": int(backbone.count_params())}
+
+
+def _timed_generate(generate, args):
+    """(first call seconds, median seconds of `--repeats` calls, output)."""
+    import numpy as np
+
+    start = time.perf_counter()
+    out = generate()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        np.asarray(generate()["token_ids"])  # wait for the device
+        times.append(time.perf_counter() - start)
+    return first, float(np.median(times)), out
+
+
+def torch_compiled_step(gpt, prompt, cached_output, args):
+    """zoo's cached generation with `call_with_cache` under `torch.compile`
+    (PyTorch only): does compiling the per-token forward pass pay?"""
+    import numpy as np
+    import torch
+
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.utils.counters
+    counter.clear()
+    eager = gpt.call_with_cache
+    gpt.call_with_cache = torch.compile(
+        eager, backend=args.torch_compile_backend)
+    try:
+        first, seconds, out = _timed_generate(
+            lambda: gpt.generate(dict(prompt), stop_token_ids=None), args)
+    finally:
+        gpt.call_with_cache = eager
+    return {"first_call_seconds": round(first, 3),
+            "seconds": round(seconds, 4),
+            "tokens_per_second": round(
+                args.batch_size * args.new_tokens / seconds, 1),
+            "graphs": int(counter["stats"]["unique_graphs"]),
+            "graph_breaks": int(sum(counter["graph_break"].values())),
+            "identical_greedy_output": bool(np.array_equal(
+                np.asarray(out["token_ids"]),
+                np.asarray(cached_output["token_ids"])))}
 
 
 def hand_written_peer(gpt, prompt, cached_output, args):
@@ -256,6 +305,16 @@ def main(argv=None):
     print("prefix: rerunning the model on the growing prefix every step "
           "(estimated from timed forward passes); window: generate("
           "use_cache=False), the full fixed window every step")
+    for r in results:
+        step = r.get("torch_compile")
+        if step:
+            print(f"torch: call_with_cache under torch.compile: "
+                  f"{step['seconds']:.3f} s ({step['tokens_per_second']:.1f} "
+                  f"tok/s), compiled / eager: {step['compiled_over_eager']:.2f}"
+                  f"x; first call {step['first_call_seconds']:.1f} s, "
+                  f"{step['graphs']} graphs, {step['graph_breaks']} graph "
+                  f"breaks; identical output: "
+                  f"{step['identical_greedy_output']}")
     for r in results:
         peer = r.get("hand_written")
         if peer:

@@ -114,15 +114,16 @@ def _model(layer, name, length, args):
 
 def _cached_step(layer, length):
     """A model running one decoding step of a decoder block: the new token
-    at position `length - 1` of a full cache."""
+    at position `length - 1` of a full cache, returning the output and the
+    updated cache, as a generation loop does (a step that dropped the cache
+    would let XLA skip writing it, which no decoding loop can)."""
     import keras
 
     class Step(keras.Model):
         def call(self, inputs):
             x, cache = inputs
-            out, _ = layer(x, self_attention_cache=cache,
-                           self_attention_cache_update_index=length - 1)
-            return out
+            return layer(x, self_attention_cache=cache,
+                         self_attention_cache_update_index=length - 1)
 
     model = Step()
     model.compile()
