@@ -139,12 +139,16 @@ def _fused_attention(query, key, value, mask, scale, is_causal):
     row_valid = None
     if mask is not None:
         mask, row_valid = _rows_with_a_key(mask)
-        # A full (batch, heads or 1, queries, keys) mask: cuDNN's fused
-        # kernel (JAX on a GPU in bfloat16/float16) takes no broadcast
-        # query axis, and Keras would log an error and fall back.
-        mask = ops.broadcast_to(mask, (
-            ops.shape(query)[0], ops.shape(mask)[1], ops.shape(query)[1],
-            ops.shape(key)[1]))
+        if keras.backend.backend() == "jax":
+            # A full (batch, heads or 1, queries, keys) mask: cuDNN's fused
+            # kernel (JAX on a GPU in bfloat16/float16) takes no broadcast
+            # query axis, and Keras would log an error and fall back. (XLA
+            # fuses the broadcast; PyTorch and TensorFlow would materialise
+            # it, a (batch, 1, q, k) tensor per call, so they keep the
+            # broadcastable mask.)
+            mask = ops.broadcast_to(mask, (
+                ops.shape(query)[0], ops.shape(mask)[1], ops.shape(query)[1],
+                ops.shape(key)[1]))
     outputs = ops.dot_product_attention(
         query, key, value, mask=mask, scale=scale, is_causal=is_causal
     )
