@@ -10,7 +10,8 @@ from benchmarks import vit_images
 
 def test_tiny_measurement_reports_every_model():
     args = vit_images.parse_args(
-        ["--preset", "smoke", "--batch-size", "4", "--steps", "2"])
+        ["--preset", "smoke", "--batch-size", "4", "--steps", "2",
+         "--repeats", "1"])
     result = vit_images.measure(args)
     assert result["backend"] == keras.backend.backend()
     for name in ("zoo", "keras_hub", "task"):
@@ -26,3 +27,5 @@ def test_tiny_measurement_reports_every_model():
 def test_impossible_sizes_are_refused():
     with pytest.raises(SystemExit):
         vit_images.parse_args(["--steps", "0"])
+    with pytest.raises(SystemExit):
+        vit_images.parse_args(["--repeats", "0"])
