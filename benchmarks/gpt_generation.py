@@ -315,7 +315,6 @@ def main(argv=None):
                   f"{step['graphs']} graphs, {step['graph_breaks']} graph "
                   f"breaks; identical output: "
                   f"{step['identical_greedy_output']}")
-    for r in results:
         peer = r.get("hand_written")
         if peer:
             print(f"hand-written JAX greedy decoder, same weights "
