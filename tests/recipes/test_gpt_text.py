@@ -133,15 +133,16 @@ def test_shipped_model_generates_from_strings():
 
 
 def test_shipped_model_writes_a_page_the_same_on_every_backend():
-    """1,000 characters of greedy text from a model with a 128-character
-    context: past the context each token is predicted from the last 128.
-    The expected text was generated under JAX; TensorFlow and PyTorch must
-    write the same page."""
+    """Greedy text from a model with a 128-character context, three
+    contexts long: past the context each token is predicted from the last
+    128. The expected page (1,000 characters, of which the test reads the
+    first 400: greedy text does not depend on how far it goes on) was
+    generated under JAX; TensorFlow and PyTorch must write the same."""
     expected = open(os.path.join(ROOT, "tests", "recipes", "data",
                                  "gpt_shakespeare_romeo_greedy_1000.txt"),
                     encoding="utf-8").read()
     gpt = keras.saving.load_model(SHIPPED)
     assert gpt.backbone.sequence_length == 128
-    page = gpt.generate("ROMEO:", max_length=1000)
-    assert len(page) == 1000
-    assert page == expected
+    page = gpt.generate("ROMEO:", max_length=400)
+    assert len(page) == 400
+    assert page == expected[:400]
