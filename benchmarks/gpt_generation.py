@@ -102,24 +102,9 @@ def measure(args):
               "parameters": int(backbone.count_params())}
     outputs = {}
     for name, use_cache in (("cached", True), ("uncached", False)):
-        start = time.perf_counter()
-        outputs[name] = gpt.generate(dict(prompt), stop_token_ids=None,
-                                     use_cache=use_cache)
-        first = time.perf_counter() - start
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            out = gpt.generate(dict(prompt), stop_token_ids=None,
-                               use_cache=use_cache)
-            np.asarray(out["token_ids"])  # wait for the device
-            times.append(time.perf_counter() - start)
-        seconds = float(np.median(times))
-        result[name] = {
-            "first_call_seconds": round(first, 3),
-            "seconds": round(seconds, 4),
-            "tokens_per_second": round(
-                args.batch_size * args.new_tokens / seconds, 1),
-        }
+        result[name], outputs[name] = timed_generate(
+            lambda: gpt.generate(dict(prompt), stop_token_ids=None,
+                                 use_cache=use_cache), args)
     result["prefix"] = growing_prefix_estimate(gpt, args)
     cached = result["cached"]["seconds"]
     result["speedup"] = round(result["uncached"]["seconds"] / cached, 2)
@@ -160,17 +145,14 @@ def keras_hub_peer(prompt, length, args):
     peer = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
     peer.compile(sampler="greedy")
 
-    first, seconds, _ = _timed_generate(
+    timing, _ = timed_generate(
         lambda: peer.generate(dict(prompt), stop_token_ids=None), args)
-    return {"first_call_seconds": round(first, 3),
-            "seconds": round(seconds, 4),
-            "tokens_per_second": round(
-                args.batch_size * args.new_tokens / seconds, 1),
-            "parameters": int(backbone.count_params())}
+    return {**timing, "parameters": int(backbone.count_params())}
 
 
-def _timed_generate(generate, args):
-    """(first call seconds, median seconds of `--repeats` calls, output)."""
+def timed_generate(generate, args):
+    """`({"first_call_seconds", "seconds" (median of `--repeats` calls),
+    "tokens_per_second"}, the first call's output)` of a generate call."""
     import numpy as np
 
     start = time.perf_counter()
@@ -181,15 +163,17 @@ def _timed_generate(generate, args):
         start = time.perf_counter()
         np.asarray(generate()["token_ids"])  # wait for the device
         times.append(time.perf_counter() - start)
-    return first, float(np.median(times)), out
+    seconds = float(np.median(times))
+    return {"first_call_seconds": round(first, 3),
+            "seconds": round(seconds, 4),
+            "tokens_per_second": round(
+                args.batch_size * args.new_tokens / seconds, 1)}, out
 
 
 def torch_compiled_step(gpt, prompt, cached_output, args):
     """zoo's cached generation with `call_with_cache` under `torch.compile`
     (PyTorch only): does compiling the per-token forward pass pay?"""
     import numpy as np
-    import torch
-
     import torch._dynamo
 
     torch._dynamo.reset()
@@ -199,14 +183,11 @@ def torch_compiled_step(gpt, prompt, cached_output, args):
     gpt.call_with_cache = torch.compile(
         eager, backend=args.torch_compile_backend)
     try:
-        first, seconds, out = _timed_generate(
+        timing, out = timed_generate(
             lambda: gpt.generate(dict(prompt), stop_token_ids=None), args)
     finally:
         gpt.call_with_cache = eager
-    return {"first_call_seconds": round(first, 3),
-            "seconds": round(seconds, 4),
-            "tokens_per_second": round(
-                args.batch_size * args.new_tokens / seconds, 1),
+    return {**timing,
             "graphs": int(counter["stats"]["unique_graphs"]),
             "graph_breaks": int(sum(counter["graph_break"].values())),
             "identical_greedy_output": bool(np.array_equal(

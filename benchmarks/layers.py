@@ -30,7 +30,6 @@ Timings are only compared within one run on one machine.
 
 import os
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
@@ -38,6 +37,7 @@ if ROOT not in sys.path:  # run as a script from anywhere
 
 from benchmarks.workers import accelerator  # noqa: E402
 from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import fastest_rounds  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
 LAYERS = ("mha", "encoder", "decoder", "decoder_cached")
@@ -130,13 +130,6 @@ def _cached_step(layer, length):
     return model
 
 
-def _time(fn, steps):
-    start = time.perf_counter()
-    for _ in range(steps):
-        fn()
-    return (time.perf_counter() - start) / steps
-
-
 def _sync(value):
     """Waits for the device (the last value to numpy)."""
     import keras
@@ -181,14 +174,7 @@ def measure_cell(name, length, padded, dtype, args):
                 lambda m=model: _sync(m.predict_on_batch([x, mask])))
     if name == "encoder" and keras.backend.backend() == "torch":
         fns.update(_torch_encoder(x, mask, args, dtype))
-    for fn in fns.values():  # compile / warm up
-        fn()
-        fn()
-    best = {}
-    for _ in range(args.repeats):  # interleaved rounds
-        for key, fn in fns.items():
-            best[key] = min(best.get(key, float("inf")),
-                            _time(fn, args.steps))
+    best = fastest_rounds(fns, args.repeats, calls=args.steps, warmups=2)
     out = {}
     for (mode, side), seconds in best.items():
         out.setdefault(mode, {})[side] = round(seconds, 6)

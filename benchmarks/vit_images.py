@@ -26,13 +26,13 @@ compared within one run on one machine.
 
 import os
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
 from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import fastest_rounds  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
 
@@ -74,12 +74,6 @@ def _head(backbone_inputs, sequence_output):
     return keras.Model(backbone_inputs, outputs)
 
 
-def _seconds(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def timed_calls(model, x, y, args):
     """`{"train": fit one epoch, "predict": predict}` of a compiled model."""
     import keras
@@ -98,17 +92,10 @@ def time_models(models, args):
     """`{name: {"train_images_per_second", "predict_images_per_second",
     "parameters"}}` for `{name: (model, x, y)}`: a warm-up call of each,
     then `--repeats` interleaved rounds, the fastest round of each kept."""
-    calls = {name: timed_calls(model, x, y, args)
-             for name, (model, x, y) in models.items()}
-    for fns in calls.values():
-        for fn in fns.values():
-            fn()  # compiles
-    best = {}
-    for _ in range(args.repeats):
-        for name, fns in calls.items():
-            for kind, fn in fns.items():
-                key = (name, kind)
-                best[key] = min(best.get(key, float("inf")), _seconds(fn))
+    best = fastest_rounds(
+        {(name, kind): fn for name, (model, x, y) in models.items()
+         for kind, fn in timed_calls(model, x, y, args).items()},
+        args.repeats)
     images = args.batch_size * args.steps
     return {name: {"train_images_per_second": round(
                        images / best[(name, "train")], 1),

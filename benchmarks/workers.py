@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -84,6 +85,26 @@ def write_results(args, results):
     if getattr(args, "json", None):
         from zoo.saving import write_json_atomic
         write_json_atomic({"args": vars(args), "results": results}, args.json)
+
+
+def fastest_rounds(fns, repeats, calls=1, warmups=1):
+    """`{key: seconds per call}` for `fns` (`{key: callable}`): each one is
+    called `warmups` times (compiling, warming caches), then `repeats`
+    rounds run every function `calls` times in turn, and the fastest round
+    of each is kept. Interleaving spreads the machine's drift over all of
+    them alike."""
+    for fn in fns.values():
+        for _ in range(warmups):
+            fn()
+    best = {}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            seconds = (time.perf_counter() - start) / calls
+            best[key] = min(best.get(key, float("inf")), seconds)
+    return best
 
 
 def accelerator():
