@@ -134,9 +134,29 @@ def _explicit_attention(query, key, value, mask, scale, weights_dropout=None):
     return outputs, weights
 
 
+def _sdpa_zeroes_empty_rows(query):
+    """Whether the backend's fused kernel gives zeros for an all -inf row:
+    PyTorch on the CPU (its SDPA kernels zero such rows). Its CUDA kernels
+    and the other backends give NaN or the mean of the values, or have not
+    been checked, so they keep zoo's row check."""
+    if keras.backend.backend() != "torch":
+        return False
+    device = getattr(query, "device", None)
+    return getattr(device, "type", None) == "cpu"
+
+
 def _fused_attention(query, key, value, mask, scale, is_causal):
     """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors."""
     row_valid = None
+    if mask is not None and _sdpa_zeroes_empty_rows(query):
+        # PyTorch's CPU kernels give a query whose keys are all -inf zeros
+        # (and zero gradients), so an additive -inf bias replaces the
+        # row check, a pass over the mask, and Keras' own bool-to-float
+        # conversion of it.
+        bias = ops.where(mask, 0.0, float("-inf"))
+        return ops.dot_product_attention(
+            query, key, value, bias=ops.cast(bias, query.dtype), scale=scale
+        )
     if mask is not None:
         mask, row_valid = _rows_with_a_key(mask)
         if keras.backend.backend() == "jax":
