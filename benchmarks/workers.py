@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from zoo.accelerator import accelerator  # noqa: E402,F401
 from zoo.testing.backends import BACKENDS  # noqa: E402,F401
 from zoo.testing.backends import python_command  # noqa: E402
 from zoo.testing.backends import run_on_backend  # noqa: E402
@@ -105,42 +106,6 @@ def fastest_rounds(fns, repeats, calls=1, warmups=1):
             seconds = (time.perf_counter() - start) / calls
             best[key] = min(best.get(key, float("inf")), seconds)
     return best
-
-
-def accelerator():
-    """`(name, peak_memory_bytes)` of the first GPU of this backend (peak
-    since the process started), or `("cpu", None)`. Reads the backend's own
-    allocator statistics."""
-    import keras
-
-    backend = keras.backend.backend()
-    try:
-        if backend == "jax":
-            import jax
-
-            device = jax.devices()[0]
-            if device.platform != "gpu":
-                return "cpu", None
-            stats = device.memory_stats() or {}
-            return device.device_kind, stats.get("peak_bytes_in_use")
-        if backend == "torch":
-            import torch
-
-            if not torch.cuda.is_available():
-                return "cpu", None
-            return (torch.cuda.get_device_name(0),
-                    int(torch.cuda.max_memory_allocated(0)))
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            gpus = tf.config.list_logical_devices("GPU")
-            if not gpus:
-                return "cpu", None
-            info = tf.config.experimental.get_memory_info("GPU:0")
-            return gpus[0].name, int(info["peak"])
-    except Exception:  # statistics are a bonus, never a failure
-        return "unknown", None
-    return "cpu", None
 
 
 # Dense (no sparsity) tensor-core peaks, TFLOP/s, by device name and

@@ -59,6 +59,7 @@ from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
+from zoo.callbacks import Throughput  # noqa: E402
 from zoo.data.imdb import DataNotFoundError  # noqa: E402
 from zoo.data.imdb import load_imdb  # noqa: E402
 from zoo.data.imdb import load_imdb_unsupervised  # noqa: E402
@@ -434,7 +435,11 @@ def pretrain(args):
     stopper = StopAfterMinutes(args.max_minutes or float("inf"),
                                note="; --resume continues")
     history_path = os.path.join(args.output_dir, "pretrain_history.csv")
+    # Packed positions (padding included) per second of training; first,
+    # so its clock stops before the others' epoch-end work.
+    speed = Throughput(args.batch_size * args.sequence_length, unit="tokens")
     callbacks = [
+        speed,
         ReproducibleEpochs(args.seed, [batches]),
         # Every finished epoch's figures, kept across interruptions.
         keras.callbacks.CSVLogger(history_path, append=args.resume),
@@ -446,6 +451,7 @@ def pretrain(args):
                        epochs=args.epochs, callbacks=callbacks,
                        verbose=args.verbose)
     seconds = time.perf_counter() - start
+    print(speed.describe())
     history = read_history(history_path)
     history["epochs_this_run"] = len(this_run.history.get("loss", []))
     if stopper.stopped:
@@ -468,10 +474,6 @@ def pretrain(args):
         "norm_first": args.norm_first,
         "passes": round(total_steps * args.batch_size / len(token_ids), 3),
         "train_seconds_this_run": round(seconds, 1),
-        # Packed positions (padding included) per second of training.
-        "tokens_per_second_this_run": round(
-            history["epochs_this_run"] * len(batches) * args.batch_size
-            * args.sequence_length / seconds, 1),
         "validation_mlm_loss": round(float(loss), 4),
         "validation_mlm_accuracy": round(float(accuracy), 4),
         "fill_mask": {text: [[token for token, _ in candidates]
@@ -479,7 +481,7 @@ def pretrain(args):
                       for text, per_text in zip(FILL_MASK_EXAMPLES,
                                                 examples)},
         "history": history, "smoke": args.smoke,
-        **accelerator_metrics(args, strategy),
+        **accelerator_metrics(args, strategy, speed),
         "data": args.packed or ("generated" if args.smoke and args.data_dir
                                 is None else (args.data_dir
                                               or "tensorflow-datasets")),

@@ -92,8 +92,12 @@ def setup_accelerators(args, batch_size=None):
     return strategy
 
 
-def accelerator_metrics(args, strategy):
-    """The accelerator settings of a run, for its metrics.json."""
-    return {"mixed_precision": args.mixed_precision,
-            "distribute": args.distribute,
-            "replicas": strategy.num_replicas_in_sync}
+def accelerator_metrics(args, strategy, speed=None):
+    """The accelerator settings of a run, and the training speed that a
+    `zoo.callbacks.Throughput` (`speed`) measured, for its metrics.json."""
+    metrics = {"mixed_precision": args.mixed_precision,
+               "distribute": args.distribute,
+               "replicas": strategy.num_replicas_in_sync}
+    if speed is not None:
+        metrics["throughput"] = speed.summary()
+    return metrics

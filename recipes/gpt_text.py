@@ -44,6 +44,7 @@ from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
+from zoo.callbacks import Throughput  # noqa: E402
 from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
 from zoo.data.corpus import consecutive_text_windows  # noqa: E402
@@ -246,13 +247,15 @@ def run(args):
     (val_windows,), _ = trim_to_replicas(
         (consecutive_text_windows(val_text, window - 1),), strategy)
     val = text_dataset(val_windows, batch_size=args.batch_size)
-    callbacks = []
+    speed = Throughput(args.batch_size * args.sequence_length, unit="tokens")
+    callbacks = [speed]
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
     start = time.perf_counter()
     history = gpt.fit(train, epochs=epochs, validation_data=val,
                       callbacks=callbacks, verbose=args.verbose)
     seconds = time.perf_counter() - start
+    print(speed.describe())
     history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
     steps_done = len(history["loss"]) * args.eval_interval
 
@@ -286,7 +289,7 @@ def run(args):
         "data": ("generated" if args.smoke and args.data is None
                  else args.data or SHAKESPEARE_URL),
         "smoke": args.smoke,
-        **accelerator_metrics(args, strategy),
+        **accelerator_metrics(args, strategy, speed),
     }
     # A fresh optimizer: AdamW's moments are of no use to generate.
     with strategy.scope():

@@ -47,6 +47,7 @@ from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import AttentionEntropyHistory  # noqa: E402
+from zoo.callbacks import Throughput  # noqa: E402
 from zoo.data.glove import glove_embedding_matrix  # noqa: E402
 from zoo.data.imdb import DataNotFoundError  # noqa: E402
 from zoo.data.imdb import load_imdb  # noqa: E402
@@ -408,7 +409,9 @@ def run(args):
 
     val_ds = dataset("validation") if "validation" in splits else None
     monitor_texts, monitor_labels = splits.get("validation", splits["train"])
-    callbacks = []
+    # First, so its clock stops before the others' epoch-end work.
+    speed = Throughput(args.batch_size, unit="reviews")
+    callbacks = [speed]
     entropy_history = None
     weights_model = attention_model(classifier.backbone)
     if weights_model is not None:
@@ -429,6 +432,7 @@ def run(args):
                              validation_data=val_ds, epochs=args.epochs,
                              callbacks=callbacks, verbose=args.verbose)
     seconds = time.perf_counter() - start
+    print(speed.describe())
 
     metrics = {
         "model": args.model,
@@ -462,7 +466,7 @@ def run(args):
         "validation_fold": args.validation_fold if holdout else None,
         "glove": args.glove,
         "smoke": args.smoke,
-        **accelerator_metrics(args, strategy),
+        **accelerator_metrics(args, strategy, speed),
         "data": "synthetic" if args.smoke else (args.data_dir or "tfds"),
         "argv": args.argv,
         "history": {k: [float(v) for v in vs]

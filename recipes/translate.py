@@ -45,6 +45,7 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import Throughput  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.multi30k import load_multi30k  # noqa: E402
 from zoo.data.multi30k import make_synthetic_pairs  # noqa: E402
@@ -278,11 +279,14 @@ def run(args):
     # optimizer, schedule step); the backup goes once training ends.
     backup = keras.callbacks.BackupAndRestore(
         os.path.join(args.output_dir, "backup"), delete_checkpoint=True)
+    # Batches come in length buckets: the speed counts sentence pairs.
+    speed = Throughput(args.batch_size, unit="sentence_pairs")
     start = time.perf_counter()
     history = translator.fit(train, validation_data=validation,
-                             epochs=args.epochs, callbacks=[backup],
+                             epochs=args.epochs, callbacks=[speed, backup],
                              verbose=args.verbose)
     seconds = time.perf_counter() - start
+    print(speed.describe())
     history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
 
     start = time.perf_counter()
@@ -306,7 +310,7 @@ def run(args):
             TRANSFORMER_FLAGS if args.model == "transformer" else RNN_FLAGS)
             + ("dropout", "vocab_size")},
         "history": history, "smoke": args.smoke,
-        **accelerator_metrics(args, strategy),
+        **accelerator_metrics(args, strategy, speed),
         "data": "generated" if args.smoke and args.data_dir is None
         else (args.data_dir or "Multi30k download"),
         "samples": [{"source": s, "reference": r, "translation": h}

@@ -45,6 +45,7 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import Throughput  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.images import DATASETS  # noqa: E402
 from zoo.data.images import load_images  # noqa: E402
@@ -205,11 +206,14 @@ def run(args):
     print(f"ViT ({args.preset}): {classifier.count_params() / 1e6:.2f}M "
           f"parameters, {classifier.backbone.grid_size[0]} x "
           f"{classifier.backbone.grid_size[1]} patches")
+    speed = Throughput(args.batch_size, unit="images")
     start = time.perf_counter()
     history = classifier.fit(train_dataset(x_train, y_train, args),
                              validation_data=(x_val, y_val),
-                             epochs=args.epochs, verbose=args.verbose)
+                             epochs=args.epochs, callbacks=[speed],
+                             verbose=args.verbose)
     seconds = time.perf_counter() - start
+    print(speed.describe())
     history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
     _, accuracy = classifier.evaluate(x_val, y_val, verbose=0)
     metrics = {
@@ -219,8 +223,7 @@ def run(args):
         "train_images": int(len(y_train)),
         "validation_images": int(len(y_val)),
         "epochs": args.epochs, "train_seconds": round(seconds, 1),
-        "train_images_per_second": round(
-            args.epochs * len(y_train) / seconds, 1),
+        "throughput": speed.summary(),
         "validation_accuracy": round(float(accuracy), 4),
         "history": history, "smoke": args.smoke,
         "replicas": strategy.num_replicas_in_sync,

@@ -1,6 +1,7 @@
-"""zoo.callbacks.StopAfterMinutes under the current backend, on a fake
-clock: it stops when the next epoch would overrun the budget, counting only
-the epochs a resumed run trains."""
+"""zoo.callbacks under the current backend, on a fake clock:
+StopAfterMinutes stops when the next epoch would overrun the budget,
+counting only the epochs a resumed run trains; Throughput times the
+training steps of each epoch, not the warm-up steps or validation."""
 
 import keras
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 from zoo import callbacks
 from zoo.callbacks import StopAfterMinutes
+from zoo.callbacks import Throughput
 
 
 class FakeClock:
@@ -58,3 +60,74 @@ def test_an_ample_budget_never_stops(monkeypatch):
     stopper = StopAfterMinutes(float("inf"))
     assert _fit(stopper, clock) == 50
     assert not stopper.stopped
+
+
+class StepClock(keras.callbacks.Callback):
+    """A training step takes 1 second, a validation batch 100."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.clock.now += 1.0
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.clock.now += 100.0
+
+
+@pytest.mark.parametrize("validation", [True, False], ids=["val", "no-val"])
+@pytest.mark.parametrize("steps_per_execution", [1, 2])
+def test_throughput_times_training_steps_after_the_warm_up(
+        monkeypatch, validation, steps_per_execution):
+    if steps_per_execution > 1 and keras.backend.backend() == "torch":
+        pytest.skip("Keras under PyTorch runs one step per execution")
+    clock = FakeClock(epoch_seconds=0)
+    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse",
+                  steps_per_execution=steps_per_execution)
+    speed = Throughput(items_per_step=8 * 16, unit="tokens", warmup_steps=2)
+    x, y = np.ones((80, 2)), np.ones((80, 1))  # 10 steps of 8
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0,
+              validation_data=(x[:16], y[:16]) if validation else None,
+              callbacks=[StepClock(clock), speed])
+    # The first epoch leaves out 2 warm-up steps; none is left out later.
+    assert [e["steps"] for e in speed.epochs] == [8, 10, 10]
+    for entry in speed.epochs:
+        # Each execution took 1 s of the fake clock (the batch hooks run
+        # once per execution), validation (100 s a batch) is outside.
+        assert entry["steps_per_second"] == pytest.approx(
+            steps_per_execution)
+        assert entry["tokens_per_second"] == pytest.approx(
+            entry["steps_per_second"] * 128)
+    summary = speed.summary()
+    assert summary["timed_epochs"] == 3
+    assert summary["tokens_per_second"] == pytest.approx(
+        128 * summary["steps_per_second"])
+    assert summary["device"] in ("cpu", "unknown")
+    assert summary["peak_memory_gib"] is None
+
+
+def test_throughput_without_items_and_an_epoch_shorter_than_the_warm_up(
+        monkeypatch, capsys):
+    clock = FakeClock(epoch_seconds=0)
+    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    speed = Throughput(warmup_steps=5, verbose=True)
+    model.fit(np.ones((12, 2)), np.ones((12, 1)), batch_size=4, epochs=2,
+              verbose=0, callbacks=[StepClock(clock), speed])
+    # Epoch 1 has 3 steps, all warm-up: only epoch 2 is timed.
+    assert [(e["epoch"], e["steps"]) for e in speed.epochs] == [(2, 3)]
+    assert "examples_per_second" not in speed.epochs[0]
+    assert set(speed.summary()) == {"device", "timed_epochs",
+                                    "steps_per_second", "peak_memory_gib"}
+    assert "epoch 2: 1.00 steps/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kwargs", [{"items_per_step": 0},
+                                    {"warmup_steps": -1}])
+def test_throughput_rejects_bad_arguments(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        Throughput(**kwargs)

@@ -123,3 +123,148 @@ class StopAfterMinutes(keras.callbacks.Callback):
                   f"spent{self.note}")
             self.model.stop_training = True
             self.stopped = True
+
+
+class Throughput(keras.callbacks.Callback):
+    """Training speed of every epoch, and the accelerator's peak memory.
+
+    An epoch is timed from its first training step to its last, validation
+    left out; in the first epoch of `fit` the first `warmup_steps` steps
+    (tracing and compiling) are left out too. At the end of the window the
+    callback reads the optimizer's step counter, which the last step writes,
+    so the time includes the device's work even where the backend
+    dispatches asynchronously (JAX, PyTorch on CUDA); at the start of the
+    first epoch's window the warm-up steps may still be running, which can
+    only make the figure lower. It adds no hook per step after the window
+    starts (Keras' asynchronous callback dispatch stays on).
+
+    Args:
+        items_per_step: what one training step processes, for the
+            per-second figure, e.g. `batch_size * sequence_length` tokens
+            or `batch_size` images (a nominal batch: a short last batch
+            counts in full). `None`: steps per second only.
+        unit: the name of those items ("tokens", "images", "examples").
+        warmup_steps: steps of the first epoch that are not timed.
+        verbose: print one line per epoch.
+
+    Attributes:
+        epochs: one dict per timed epoch: `epoch`, `steps`, `seconds`,
+            `steps_per_second` and `<unit>_per_second`.
+        device, peak_memory_bytes: the accelerator and its allocator's
+            peak at the end of training (`zoo.accelerator.accelerator`;
+            `("cpu", None)` without one).
+
+    Example:
+
+    >>> speed = Throughput(batch_size * 256, unit="tokens")
+    >>> model.fit(windows, epochs=5, callbacks=[speed])
+    >>> speed.summary()   # {'tokens_per_second': ..., 'device': ..., ...}
+    """
+
+    def __init__(self, items_per_step=None, unit="examples", warmup_steps=2,
+                 verbose=False):
+        super().__init__()
+        if items_per_step is not None and items_per_step <= 0:
+            raise ValueError(
+                f"items_per_step must be positive; got {items_per_step}.")
+        if warmup_steps < 0:
+            raise ValueError(
+                f"warmup_steps must be >= 0; got {warmup_steps}.")
+        self.items_per_step = items_per_step
+        self.unit = str(unit)
+        self.warmup_steps = int(warmup_steps)
+        self.verbose = verbose
+        self.epochs = []
+        self.device, self.peak_memory_bytes = "cpu", None
+        self._first_epoch = True
+        self._epoch = None
+        self._epoch_start_step = None
+        self._skip = self.warmup_steps
+        self._start = None
+
+    def _step_counter(self):
+        """The optimizer's step count; reading it waits for the last step."""
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_begin(self, logs=None):
+        self._first_epoch = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._epoch_start_step = self._step_counter()
+        self._start = None
+        self._skip = self.warmup_steps if self._first_epoch else 0
+        self._first_epoch = False
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._start is None and batch >= self._skip:
+            self._start = (time.perf_counter(),
+                           self._epoch_start_step + batch)
+
+    def on_test_begin(self, logs=None):
+        self._stop_clock()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._stop_clock()
+
+    def on_train_end(self, logs=None):
+        from zoo.accelerator import accelerator
+
+        self.device, self.peak_memory_bytes = accelerator()
+
+    def _stop_clock(self):
+        if self._start is None or self.model.optimizer is None:
+            return
+        start_time, start_step = self._start
+        self._start = None
+        steps = self._step_counter() - start_step
+        seconds = time.perf_counter() - start_time
+        if steps <= 0 or seconds <= 0:
+            return
+        entry = {"epoch": self._epoch + 1, "steps": steps,
+                 "seconds": round(seconds, 4),
+                 "steps_per_second": steps / seconds}
+        if self.items_per_step is not None:
+            entry[f"{self.unit}_per_second"] = (
+                steps * self.items_per_step / seconds)
+        self.epochs.append(entry)
+        if self.verbose:
+            rate = entry.get(f"{self.unit}_per_second")
+            print(f"epoch {entry['epoch']}: {entry['steps_per_second']:.2f} "
+                  f"steps/s" + (f", {rate:,.0f} {self.unit}/s"
+                                if rate is not None else ""))
+
+    def summary(self):
+        """The median epoch's speed, the device and its peak memory, for a
+        metrics file: `{"device", "timed_epochs", "steps_per_second",
+        "<unit>_per_second", "peak_memory_gib"}` (speeds None if no epoch
+        had a timed step)."""
+        result = {"device": self.device, "timed_epochs": len(self.epochs)}
+        keys = ["steps_per_second"]
+        if self.items_per_step is not None:
+            keys.append(f"{self.unit}_per_second")
+        for key in keys:
+            values = [entry[key] for entry in self.epochs]
+            result[key] = (round(float(np.median(values)), 3)
+                           if values else None)
+        result["peak_memory_gib"] = (
+            None if self.peak_memory_bytes is None
+            else round(self.peak_memory_bytes / 2**30, 3))
+        return result
+
+    def describe(self):
+        """`summary()` as one line, e.g. "training speed: 812,000 tokens/s
+        (median of 3 epochs), peak memory 1.91 GiB on NVIDIA H100"."""
+        summary = self.summary()
+        if summary["steps_per_second"] is None:
+            return "training speed: no timed step (epochs shorter than the " \
+                f"{self.warmup_steps} warm-up steps)"
+        rate = summary.get(f"{self.unit}_per_second")
+        line = "training speed: " + (
+            f"{rate:,.0f} {self.unit}/s" if rate is not None
+            else f"{summary['steps_per_second']:.2f} steps/s")
+        line += f" (median of {summary['timed_epochs']} epochs)"
+        if summary["peak_memory_gib"] is not None:
+            line += (f", peak memory {summary['peak_memory_gib']:.2f} GiB"
+                     f" on {summary['device']}")
+        return line

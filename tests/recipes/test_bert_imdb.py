@@ -32,7 +32,7 @@ def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all, capsys):
     pretrain, finetune = result["pretrain"], result["finetune"]
     assert np.isfinite(pretrain["validation_mlm_loss"])
     assert 0 <= pretrain["validation_mlm_accuracy"] <= 1
-    assert pretrain["tokens_per_second_this_run"] > 0
+    assert pretrain["throughput"]["tokens_per_second"] > 0
     assert len(pretrain["history"]["loss"]) == 2
     row = finetune["folds"][0]
     assert 0 <= row["pretrained"] <= 1 and 0 <= row["scratch"] <= 1

@@ -45,6 +45,7 @@ def test_smoke_trains_writes_and_the_saved_model_generates(tmp_path):
                 "validation_loss", "history", "samples"):
         assert key in written, key
     assert written["validation_loss"] == metrics["validation_loss"]
+    assert written["throughput"]["tokens_per_second"] > 0
     # Training moved the loss well below uniform guessing over the vocabulary.
     assert written["history"]["val_loss"][-1] < 0.8 * np.log(
         written["vocabulary_size"])

@@ -27,6 +27,7 @@ def test_every_model_runs_under_smoke(model, tmp_path):
                 "validation_loss", "test_loss", "epochs", "train_seconds", "parameters"):
         assert key in written, key
     assert written["test_accuracy"] == metrics["test_accuracy"]
+    assert written["throughput"]["reviews_per_second"] > 0
     assert np.isfinite(written["train_loss"])
     assert (tmp_path / "training_curves.png").exists()
     if model != "mean":

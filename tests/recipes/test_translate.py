@@ -60,6 +60,7 @@ def test_smoke_trains_measures_bleu_and_the_saved_model_translates(
     for key in ("validation_bleu_lowercase", "bleu_signature", "train_seconds",
                 "parameters", "history", "samples"):
         assert key in written, key
+    assert written["throughput"]["sentence_pairs_per_second"] > 0
     assert np.isfinite(written["train_loss"])
     if model == "rnn":  # the local folder's test split is measured too
         assert written["data"] != "generated"

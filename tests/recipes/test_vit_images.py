@@ -21,6 +21,7 @@ def test_smoke_trains_draws_and_the_saved_model_reads_uint8(tmp_path,
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written["validation_accuracy"] == metrics["validation_accuracy"]
     assert metrics["validation_accuracy"] > 0.4  # 4 classes, learnable
+    assert written["throughput"]["images_per_second"] > 0
     for picture in ("training_curves.png", "rollout.png", "positions.png"):
         assert (tmp_path / picture).read_bytes()[:4] == b"\x89PNG"
     model = keras.saving.load_model(tmp_path / "vit_mnist.keras")
