@@ -22,7 +22,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
+from benchmarks.workers import add_precision_flag  # noqa: E402
 from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import configure_precision  # noqa: E402
+from benchmarks.workers import memory_and_device  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
 
@@ -35,6 +38,7 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=10,
                         help="timed training steps")
+    add_precision_flag(parser)
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     if min(args.vocabulary_size - 5, args.sequence_length - 2,
@@ -89,19 +93,22 @@ def measure(args):
     from zoo.models.bert import BertBackbone
     from zoo.models.bert import BertMaskedLM
 
+    dtype = configure_precision(args)
     x, y, weights = batches(args)
     size = PRESETS.part(args.preset, "backbone")
     size["max_sequence_length"] = max(size["max_sequence_length"],
                                       args.sequence_length)
     keras.utils.set_random_seed(0)
     zoo_model = BertMaskedLM(BertBackbone(args.vocabulary_size, **size))
+    result = {"backend": keras.backend.backend(), "preset": args.preset,
+              "dtype": dtype,
+              "zoo": time_training(zoo_model, x, y, weights, args)}
+    memory_and_device(result)  # zoo's alone, before the peer runs
     keras.utils.set_random_seed(0)
     peer = keras_hub.models.BertMaskedLM(
         keras_hub.models.BertBackbone(args.vocabulary_size, **size),
         preprocessor=None)
-    result = {"backend": keras.backend.backend(), "preset": args.preset,
-              "zoo": time_training(zoo_model, x, y, weights, args),
-              "keras_hub": time_training(peer, x, y, weights, args)}
+    result["keras_hub"] = time_training(peer, x, y, weights, args)
     result["zoo_over_keras_hub"] = round(
         result["zoo"]["tokens_per_second"]
         / result["keras_hub"]["tokens_per_second"], 3)
@@ -110,15 +117,18 @@ def measure(args):
 
 def header(args):
     return (f"BertMaskedLM {args.preset}, batches of {args.batch_size} x "
-            f"{args.sequence_length} tokens, {args.steps} timed AdamW steps\n"
+            f"{args.sequence_length} tokens, {args.steps} timed AdamW steps, "
+            f"{args.mixed_precision or 'float32'}\n"
             f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
-            f"{'zoo / keras-hub':>16}")
+            f"{'zoo / keras-hub':>16} {'zoo peak GiB':>13}")
 
 
 def row(backend, r):
+    memory = r.get("peak_memory_gib")
     return (f"{backend:<11} {r['zoo']['tokens_per_second']:>10.0f} "
             f"{r['keras_hub']['tokens_per_second']:>16.0f} "
-            f"{r['zoo_over_keras_hub']:>15.2f}x")
+            f"{r['zoo_over_keras_hub']:>15.2f}x "
+            f"{'-' if memory is None else f'{memory:.2f}':>13}")
 
 
 def main(argv=None):

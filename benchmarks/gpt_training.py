@@ -9,7 +9,7 @@ For each backend (a fresh process each) the preset's `GPT` (zoo) and
 `keras_hub.models.GPT2CausalLM` with a `GPT2Backbone` of the same width,
 depth, heads and context train on the same random character ids: AdamW,
 `fit` on NumPy arrays, compiled (jit on JAX, XLA on TensorFlow; PyTorch
-eager). After a warm-up epoch, `--steps` steps are timed. The table shows
+eager, or `torch.compile` with `--jit-compile`). After a warm-up epoch, `--steps` steps are timed. The table shows
 tokens per second, zoo / keras-hub, the peak accelerator memory of the
 process, and zoo's model FLOPs utilisation as nanoGPT computes it: (6 N +
 12 L H Q T) FLOPs per token (N parameters without the position table, L
@@ -27,6 +27,8 @@ if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
 from benchmarks.workers import accelerator  # noqa: E402
+from benchmarks.workers import add_precision_flag  # noqa: E402
+from benchmarks.workers import configure_precision  # noqa: E402
 from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import peak_tflops  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
@@ -42,8 +44,10 @@ def parse_args(argv=None):
                         help="default: the preset's")
     parser.add_argument("--steps", type=int, default=20,
                         help="timed training steps")
-    parser.add_argument("--mixed-precision", default=None,
-                        choices=("bfloat16", "float16"))
+    add_precision_flag(parser)
+    parser.add_argument("--jit-compile", action="store_true",
+                        help="compile the training step where Keras' "
+                        "default does not (PyTorch: torch.compile)")
     parser.add_argument("--no-peer", action="store_true",
                         help="time zoo's GPT only")
     parser.add_argument("--json", default=None, help="write results here")
@@ -62,12 +66,12 @@ def flops_per_token(model, num_layers, num_heads, hidden_dim, context):
     return 6 * parameters + 12 * num_layers * hidden_dim * context
 
 
-def time_training(model, x, y, batch_size, steps):
+def time_training(model, x, y, batch_size, steps, jit_compile="auto"):
     import keras
 
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True))
+                      from_logits=True), jit_compile=jit_compile)
     keras.Model.fit(model, x, y, batch_size=batch_size, epochs=1, verbose=0,
                     shuffle=False)  # compiles
     start = time.perf_counter()
@@ -87,12 +91,12 @@ def measure(args):
     import keras_hub
     import numpy as np
 
-    from zoo import precision
     from zoo.models.gpt import PRESETS
     from zoo.models.gpt import GPT
     from zoo.models.gpt import GPTBackbone
 
-    precision.configure(args.mixed_precision)
+    dtype = configure_precision(args)
+    jit_compile = True if args.jit_compile else "auto"
     size = PRESETS.part(args.preset, "backbone")
     size["dropout"] = 0.0  # the same work as the peer's
     context = size["sequence_length"]
@@ -108,8 +112,9 @@ def measure(args):
     zoo_model = GPT(GPTBackbone(args.vocabulary_size, **size))
     result = {"backend": keras.backend.backend(), "preset": args.preset,
               "batch_size": batch, "context": context,
-              "dtype": args.mixed_precision or "float32",
-              "zoo": time_training(zoo_model, x, y, batch, args.steps)}
+              "dtype": dtype, "jit_compile": args.jit_compile,
+              "zoo": time_training(zoo_model, x, y, batch, args.steps,
+                                   jit_compile)}
     device, peak_bytes = accelerator()
     result["device"] = device
     result["zoo"]["peak_memory_gib"] = (
@@ -117,7 +122,7 @@ def measure(args):
     per_token = flops_per_token(zoo_model, size["num_layers"],
                                 size["num_heads"], size["hidden_dim"],
                                 context)
-    peak = peak_tflops(device, args.mixed_precision or "float32")
+    peak = peak_tflops(device, dtype)
     result["zoo"]["model_tflops"] = round(
         per_token * result["zoo"]["tokens_per_second"] / 1e12, 2)
     result["zoo"]["mfu"] = (None if peak is None else round(
@@ -132,7 +137,8 @@ def measure(args):
             max_sequence_length=context)
         peer = keras_hub.models.GPT2CausalLM(peer_backbone,
                                              preprocessor=None)
-        result["keras_hub"] = time_training(peer, x, y, batch, args.steps)
+        result["keras_hub"] = time_training(peer, x, y, batch, args.steps,
+                                            jit_compile)
         result["zoo_over_keras_hub"] = round(
             result["zoo"]["tokens_per_second"]
             / result["keras_hub"]["tokens_per_second"], 3)
@@ -141,7 +147,8 @@ def measure(args):
 
 def header(args):
     return (f"GPT {args.preset} training, random ids, {args.steps} timed "
-            f"AdamW steps, {args.mixed_precision or 'float32'}\n"
+            f"AdamW steps, {args.mixed_precision or 'float32'}"
+            f"{', jit_compile=True' if args.jit_compile else ''}\n"
             f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
             f"{'zoo / keras-hub':>16} {'peak GiB':>9} {'MFU':>7}")
 

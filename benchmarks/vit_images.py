@@ -32,7 +32,10 @@ if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
 from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import add_precision_flag  # noqa: E402
+from benchmarks.workers import configure_precision  # noqa: E402
 from benchmarks.workers import fastest_rounds  # noqa: E402
+from benchmarks.workers import memory_and_device  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
 
@@ -45,6 +48,10 @@ def parse_args(argv=None):
                         help="timed batches, training and inference each")
     parser.add_argument("--repeats", type=int, default=3,
                         help="interleaved timed rounds; the fastest counts")
+    add_precision_flag(parser)
+    parser.add_argument("--no-task", action="store_true",
+                        help="leave out the uint8 task (its preprocessing "
+                        "needs TensorFlow or grain)")
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     if min(args.batch_size, args.steps, args.repeats) < 1:
@@ -90,19 +97,23 @@ def timed_calls(model, x, y, args):
 
 def time_models(models, args):
     """`{name: {"train_images_per_second", "predict_images_per_second",
-    "parameters"}}` for `{name: (model, x, y)}`: a warm-up call of each,
-    then `--repeats` interleaved rounds, the fastest round of each kept."""
-    best = fastest_rounds(
-        {(name, kind): fn for name, (model, x, y) in models.items()
-         for kind, fn in timed_calls(model, x, y, args).items()},
-        args.repeats)
+    "parameters"}}` for `{name: (model, x, y)}`, and the accelerator's
+    peak memory after the first model's training warm-up (that model's
+    alone): a warm-up call of each, then `--repeats` interleaved rounds,
+    the fastest round of each kept."""
+    calls = {(name, kind): fn for name, (model, x, y) in models.items()
+             for kind, fn in timed_calls(model, x, y, args).items()}
+    calls[next(iter(calls))]()
+    memory = memory_and_device({})
+    best = fastest_rounds(calls, args.repeats)
     images = args.batch_size * args.steps
-    return {name: {"train_images_per_second": round(
-                       images / best[(name, "train")], 1),
-                   "predict_images_per_second": round(
-                       images / best[(name, "predict")], 1),
-                   "parameters": int(model.count_params())}
-            for name, (model, _, _) in models.items()}
+    return {**memory,
+            **{name: {"train_images_per_second": round(
+                          images / best[(name, "train")], 1),
+                      "predict_images_per_second": round(
+                          images / best[(name, "predict")], 1),
+                      "parameters": int(model.count_params())}
+               for name, (model, _, _) in models.items()}}
 
 
 def measure(args):
@@ -114,6 +125,7 @@ def measure(args):
     from zoo.models.vit import ViTBackbone
     from zoo.models.vit import ViTImageClassifier
 
+    dtype = configure_precision(args)
     size = PRESETS.part(args.preset, "backbone")
     size.update(dropout=0.0, drop_path_rate=0.0)
     raw, labels = images(args, size)
@@ -128,14 +140,16 @@ def measure(args):
         num_heads=size["num_heads"], hidden_dim=size["hidden_dim"],
         mlp_dim=size["intermediate_dim"])
     peer = _head(theirs.input, theirs.output)
-    keras.utils.set_random_seed(0)
-    task = ViTImageClassifier.from_preset(
-        args.preset, num_classes=10, backbone_dropout=0.0,
-        backbone_drop_path_rate=0.0)
+    models = {"zoo": (zoo_model, floats, labels),
+              "keras_hub": (peer, floats, labels)}
+    if not args.no_task:
+        keras.utils.set_random_seed(0)
+        task = ViTImageClassifier.from_preset(
+            args.preset, num_classes=10, backbone_dropout=0.0,
+            backbone_drop_path_rate=0.0)
+        models["task"] = (task, raw, labels)
     result = {"backend": keras.backend.backend(), "preset": args.preset,
-              **time_models({"zoo": (zoo_model, floats, labels),
-                             "keras_hub": (peer, floats, labels),
-                             "task": (task, raw, labels)}, args)}
+              "dtype": dtype, **time_models(models, args)}
     for kind in ("train", "predict"):
         key = f"{kind}_images_per_second"
         result[f"{kind}_zoo_over_keras_hub"] = round(
@@ -148,8 +162,9 @@ def header(args):
                       f"{'ratio':>6} {'task':>8}"
                       for kind in ("train", "predict"))
     return (f"ViT {args.preset}, batches of {args.batch_size}, {args.steps} "
-            f"timed batches; images per second (task: uint8 in, "
-            f"preprocessing inside)\n{'backend':<11}{columns}")
+            f"timed batches, {args.mixed_precision or 'float32'}; images per "
+            f"second (task: uint8 in, preprocessing inside)\n"
+            f"{'backend':<11}{columns} | {'zoo peak GiB':>12}")
 
 
 def row(backend, r):
@@ -158,8 +173,10 @@ def row(backend, r):
         key = f"{kind}_images_per_second"
         line += (f" | {r['zoo'][key]:>10.0f} {r['keras_hub'][key]:>10.0f} "
                  f"{r[f'{kind}_zoo_over_keras_hub']:>5.2f}x "
-                 f"{r['task'][key]:>8.0f}")
-    return line
+                 + (f"{r['task'][key]:>8.0f}" if "task" in r
+                    else f"{'-':>8}"))
+    memory = r.get("peak_memory_gib")
+    return line + f" | {'-' if memory is None else f'{memory:.2f}':>12}"
 
 
 def main(argv=None):

@@ -41,6 +41,33 @@ def benchmark_parser(description):
     return parser
 
 
+def add_precision_flag(parser):
+    """`--mixed-precision bfloat16|float16` (Keras' mixed policies, as the
+    recipes take it); `configure_precision(args)` applies it in a worker."""
+    parser.add_argument("--mixed-precision", default=None,
+                        choices=("bfloat16", "float16"),
+                        help="default: float32 (TF32 allowed on a GPU)")
+
+
+def configure_precision(args):
+    """Applies `--mixed-precision` (and TF32 on) in a worker; returns the
+    compute dtype's name, for the results and the FLOPs peak."""
+    from zoo import precision
+
+    precision.configure(args.mixed_precision)
+    return args.mixed_precision or "float32"
+
+
+def memory_and_device(result):
+    """Adds `device` and the accelerator's `peak_memory_gib` (None without
+    one) to a worker's result."""
+    device, peak = accelerator()
+    result["device"] = device
+    result["peak_memory_gib"] = (None if peak is None
+                                 else round(peak / 2 ** 30, 2))
+    return result
+
+
 def print_result(result):
     """What a worker prints: one line its parent finds and parses."""
     print(RESULT_PREFIX + json.dumps(result), flush=True)

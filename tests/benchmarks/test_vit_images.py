@@ -14,6 +14,8 @@ def test_tiny_measurement_reports_every_model():
          "--repeats", "1"])
     result = vit_images.measure(args)
     assert result["backend"] == keras.backend.backend()
+    assert result["dtype"] == "float32"
+    assert result["device"] == "cpu" and result["peak_memory_gib"] is None
     for name in ("zoo", "keras_hub", "task"):
         assert result[name]["train_images_per_second"] > 0
         assert result[name]["predict_images_per_second"] > 0
@@ -29,3 +31,14 @@ def test_impossible_sizes_are_refused():
         vit_images.parse_args(["--steps", "0"])
     with pytest.raises(SystemExit):
         vit_images.parse_args(["--repeats", "0"])
+
+
+def test_without_the_task():
+    args = vit_images.parse_args(
+        ["--preset", "smoke", "--batch-size", "4", "--steps", "1",
+         "--repeats", "1", "--no-task", "--mixed-precision", "bfloat16"])
+    result = vit_images.measure(args)
+    assert "task" not in result and result["dtype"] == "bfloat16"
+    assert result["zoo"]["train_images_per_second"] > 0
+    line = vit_images.row("torch", result)
+    assert line.count(" - ") == 2 and line.endswith(" -")  # tasks, memory

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/performance.md, in one prepared run for a short
+# lease of a GPU machine: each step in priority order, under `timeout`,
+# inside a total budget, so whatever time there is buys the most important
+# figures first.
+#
+#   bash benchmarks/gpu_session.sh [--smoke] [BUDGET_SECONDS] [OUT_DIR]
+#
+# BUDGET_SECONDS (default 480) bounds the whole run; a step gets what is
+# left, up to its own limit, and is skipped (said so in the log) when less
+# than its minimum is left. OUT_DIR (default $OUT, else runs/gpu_session)
+# receives log.txt and results.tgz (each benchmark's --json, the attention
+# scaling plot), written as the run goes, so a run cut short still returns
+# what finished. --smoke runs every step at toy sizes (and a tenth of each
+# step's minimum), on a CPU too, to check the script itself.
+#
+# Wheels for what the machine lacks (keras, keras-hub, ...) may travel in
+# .whl/; they are installed into /tmp/site first. Backends: JAX and
+# PyTorch (a machine without TensorFlow skips it; ZOO_GPU_BACKENDS
+# overrides the list).
+#
+# Steps: the environment; what PyTorch's CUDA kernels give a query with
+# no key; GPT nanogpt training, tokens/s and MFU against keras-hub; the
+# attention and Transformer tests on the GPU (fused cuDNN/flash kernels,
+# masks, empty rows; JAX's, slow to compile, after the next step);
+# attention time and memory against length, fused and explicit; BERT
+# masked-LM pretraining; ViT training and inference; GPT training under
+# torch.compile; the layers grid.
+
+set -u
+SMOKE=0
+if [ "${1:-}" = "--smoke" ]; then SMOKE=1; shift; fi
+BUDGET=${1:-480}
+DEST=${2:-${OUT:-runs/gpu_session}}
+mkdir -p "$DEST"
+RESULTS=$(mktemp -d)
+LOG="$DEST/log.txt"
+START=$(date +%s)
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+# Keras' default backend is TensorFlow, which the machine may lack; each
+# benchmark still runs every backend in a process of its own.
+export KERAS_BACKEND=${KERAS_BACKEND:-jax}
+PYTHON=${PYTHON:-python3}
+
+pack() { tar czf "$DEST/results.tgz" -C "$RESULTS" . 2>/dev/null; }
+trap pack EXIT
+
+say() { echo "$*" | tee -a "$LOG"; }
+
+# step NAME MIN_SECONDS MAX_SECONDS COMMAND...: runs COMMAND with what is
+# left of the budget (at most MAX_SECONDS), or skips it.
+step() {
+    local name=$1 min=$2 max=$3
+    shift 3
+    if [ "$SMOKE" = 1 ]; then min=$((min / 10)); fi  # toy sizes start fast
+    local left=$((BUDGET - ($(date +%s) - START)))
+    if [ "$left" -lt "$min" ]; then
+        say "== $name: skipped, ${left} s left of the budget (needs ${min})"
+        return
+    fi
+    local limit=$((left < max ? left : max))
+    say "== $name (at most ${limit} s): $*"
+    local t0
+    t0=$(date +%s)
+    timeout -k 10 "$limit" "$@" >>"$LOG" 2>&1
+    local rc=$?
+    say "== $name: exit $rc after $(($(date +%s) - t0)) s"
+    pack
+}
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1 && \
+        ! "$PYTHON" -c "import keras, keras_hub" >/dev/null 2>&1; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile \
+        --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1
+    export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-}
+
+BACKENDS=${ZOO_GPU_BACKENDS:-jax,torch}
+if [ -z "${ZOO_GPU_BACKENDS:-}" ] && \
+        "$PYTHON" -c "import tensorflow" >/dev/null 2>&1; then
+    BACKENDS=jax,tensorflow,torch
+fi
+if [ "$SMOKE" = 1 ]; then
+    GPT="--preset smoke --batch-size 4 --steps 2"
+    BERT="--preset smoke --vocabulary-size 50 --sequence-length 16 --batch-size 4 --steps 2"
+    VIT="--preset smoke --batch-size 4 --steps 2 --repeats 1 --no-task"
+    SCALING="--lengths 64,128 --steps 1 --repeats 1"
+    LAYERS="--layers mha --lengths 32 --batch-size 2 --steps 1 --repeats 1"
+    TESTS="tests/layers/test_attention.py -k empty"
+else
+    GPT="--preset nanogpt --steps 30"
+    BERT="--preset small --sequence-length 256 --batch-size 128 --steps 20"
+    VIT="--preset cifar --batch-size 256 --steps 20 --no-task"
+    SCALING="--lengths 1024,2048,4096,8192,16384,32768 --batch-size 4"
+    LAYERS="--lengths 256,1024,4096 --batch-size 16"
+    TESTS="tests/layers/test_attention.py tests/layers/test_transformer.py"
+fi
+BF16="--mixed-precision bfloat16"
+
+step environment 5 60 bash -c "nvidia-smi -L; $PYTHON -c '
+import importlib
+for name in (\"jax\", \"torch\", \"keras\", \"keras_hub\", \"tensorflow\"):
+    try:
+        print(name, importlib.import_module(name).__version__)
+    except Exception as error:
+        print(name, \"missing:\", type(error).__name__)'"
+
+tests() {  # tests BACKEND: the attention and Transformer tests there
+    # shellcheck disable=SC2086
+    step "tests on the GPU ($1)" 30 150 env KERAS_BACKEND="$1" \
+        "$PYTHON" -m pytest -q -p no:cacheprovider -x $TESTS
+}
+
+step "empty query rows in PyTorch's CUDA kernels" 20 60 "$PYTHON" \
+    benchmarks/sdpa_empty_rows.py --json "$RESULTS/sdpa_empty_rows.json"
+# shellcheck disable=SC2086
+step "GPT training" 120 240 "$PYTHON" benchmarks/gpt_training.py \
+    --backends "$BACKENDS" $GPT $BF16 --json "$RESULTS/gpt_training.json"
+IFS=, read -r -a BACKEND_LIST <<<"$BACKENDS"
+for backend in "${BACKEND_LIST[@]}"; do
+    [ "$backend" = jax ] || tests "$backend"  # JAX's compile: after
+done
+# shellcheck disable=SC2086
+step "attention scaling" 90 180 "$PYTHON" benchmarks/attention_scaling.py \
+    --backends "$BACKENDS" $SCALING --dtype bfloat16 \
+    --plot "$RESULTS/attention_scaling_gpu.png" \
+    --json "$RESULTS/attention_scaling.json"
+case ",$BACKENDS," in *,jax,*) tests jax ;; esac
+# shellcheck disable=SC2086
+step "BERT pretraining" 90 180 "$PYTHON" benchmarks/bert_pretraining.py \
+    --backends "$BACKENDS" $BERT $BF16 --json "$RESULTS/bert_pretraining.json"
+# shellcheck disable=SC2086
+step "ViT images" 90 180 "$PYTHON" benchmarks/vit_images.py \
+    --backends "$BACKENDS" $VIT $BF16 --json "$RESULTS/vit_images.json"
+# shellcheck disable=SC2086
+step "GPT training, torch.compile" 120 240 "$PYTHON" \
+    benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
+    --json "$RESULTS/gpt_training_torch_compile.json"
+# shellcheck disable=SC2086
+step "layers grid" 120 300 "$PYTHON" benchmarks/layers.py \
+    --backends "$BACKENDS" $LAYERS --dtypes bfloat16 \
+    --json "$RESULTS/layers.json"
+say "== done after $(($(date +%s) - START)) s of ${BUDGET}"
