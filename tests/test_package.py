@@ -69,11 +69,11 @@ def _may_use_frameworks(relative):
     logging and zoo/testing/ their matmul precision for the cross-backend
     check; zoo/distribute.py hands training to tf.distribute under
     TensorFlow and trims tf.data batches, zoo/precision.py sets each
-    framework's TF32 switch. Layers, models and tasks compute with
-    keras.ops only."""
+    framework's TF32 switch, zoo/accelerator.py reads their allocators'
+    peak memory. Layers, models and tasks compute with keras.ops only."""
     return (relative.parts[0] in ("data", "testing", "_startup.py",
                                   "_tensorflow.py", "distribute.py",
-                                  "precision.py")
+                                  "precision.py", "accelerator.py")
             or relative.name.endswith("_preprocessor.py"))
 
 

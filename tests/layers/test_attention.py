@@ -92,6 +92,24 @@ def test_empty_rows_have_finite_gradients():
     assert np.all(grads[0, 1] == 0)  # the empty row does not depend on q
 
 
+def test_the_check_is_dropped_only_where_the_kernel_zeroes_empty_rows(
+        monkeypatch):
+    """Under PyTorch on the CPU the fused path trusts the kernel with a -inf
+    bias only if a probe saw it give zeros; elsewhere the check stays."""
+    from zoo.layers import attention
+
+    query = ops.convert_to_tensor(random_array((1, 2, 1, 4), 0))
+    monkeypatch.setattr(attention, "_ZEROES_EMPTY_ROWS", {})
+    on_cpu_torch = keras.backend.backend() == "torch" and (
+        query.device.type == "cpu")
+    assert attention._sdpa_zeroes_empty_rows(query) == on_cpu_torch
+    if on_cpu_torch:  # a kernel that gave the mean of the values instead
+        monkeypatch.setattr(attention, "_ZEROES_EMPTY_ROWS", {})
+        monkeypatch.setattr(attention.ops, "dot_product_attention",
+                            lambda q, k, v, **kw: ops.ones_like(q))
+        assert not attention._sdpa_zeroes_empty_rows(query)
+
+
 def _gradient(fn, x):
     backend = keras.backend.backend()
     if backend == "jax":

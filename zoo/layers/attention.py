@@ -134,15 +134,29 @@ def _explicit_attention(query, key, value, mask, scale, weights_dropout=None):
     return outputs, weights
 
 
+_ZEROES_EMPTY_ROWS = {}  # device type -> what the probe found
+
+
 def _sdpa_zeroes_empty_rows(query):
     """Whether the backend's fused kernel gives zeros for an all -inf row:
-    PyTorch on the CPU (its SDPA kernels zero such rows). Its CUDA kernels
-    and the other backends give NaN or the mean of the values, or have not
-    been checked, so they keep zoo's row check."""
+    PyTorch's CPU kernels do (since PyTorch 2.5; a one-off probe asks the
+    installed version). Its CUDA kernels and the other backends give NaN or
+    the mean of the values, or have not been asked, so they keep zoo's row
+    check."""
     if keras.backend.backend() != "torch":
         return False
-    device = getattr(query, "device", None)
-    return getattr(device, "type", None) == "cpu"
+    device = getattr(getattr(query, "device", None), "type", None)
+    if device != "cpu":
+        return False
+    if device not in _ZEROES_EMPTY_ROWS:
+        # Query 0 sees no key, query 1 sees both.
+        probe = ops.ones((1, 2, 1, 4))
+        bias = ops.convert_to_tensor(
+            [[[[float("-inf"), float("-inf")], [0.0, 0.0]]]])
+        out = ops.convert_to_numpy(
+            ops.dot_product_attention(probe, probe, probe, bias=bias))
+        _ZEROES_EMPTY_ROWS[device] = bool((out[:, 0] == 0).all())
+    return _ZEROES_EMPTY_ROWS[device]
 
 
 def _fused_attention(query, key, value, mask, scale, is_causal):
