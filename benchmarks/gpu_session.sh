@@ -68,8 +68,12 @@ step() {
     pack
 }
 
+installed() {  # installed MODULE...: all findable (without importing them)
+    "$PYTHON" -c "import importlib.util, sys
+sys.exit(not all(importlib.util.find_spec(m) for m in sys.argv[1:]))" "$@"
+}
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1 && \
-        ! "$PYTHON" -c "import keras, keras_hub" >/dev/null 2>&1; then
+        ! installed keras keras_hub; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile \
         --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >>"$LOG" 2>&1
     export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
@@ -77,8 +81,7 @@ fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 
 BACKENDS=${ZOO_GPU_BACKENDS:-jax,torch}
-if [ -z "${ZOO_GPU_BACKENDS:-}" ] && \
-        "$PYTHON" -c "import tensorflow" >/dev/null 2>&1; then
+if [ -z "${ZOO_GPU_BACKENDS:-}" ] && installed tensorflow; then
     BACKENDS=jax,tensorflow,torch
 fi
 if [ "$SMOKE" = 1 ]; then
