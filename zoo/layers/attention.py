@@ -171,7 +171,13 @@ def _fused_attention(query, key, value, mask, scale, is_causal):
         return ops.dot_product_attention(
             query, key, value, bias=ops.cast(bias, query.dtype), scale=scale
         )
-    if mask is not None:
+    if mask is not None and keras.backend.backend() == "tensorflow":
+        # Keras' TensorFlow attention fills masked logits with a finite
+        # large negative (it has no fused kernel): an empty row comes out
+        # as the mean of the values, never NaN, so zeroing it after is
+        # enough and the mask need not be opened up.
+        row_valid = ops.any(mask, axis=-1, keepdims=True)
+    elif mask is not None:
         mask, row_valid = _rows_with_a_key(mask)
         if keras.backend.backend() == "jax":
             # A full (batch, heads or 1, queries, keys) mask: cuDNN's fused
