@@ -26,6 +26,7 @@ from benchmarks.workers import add_precision_flag  # noqa: E402
 from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import configure_precision  # noqa: E402
 from benchmarks.workers import memory_and_device  # noqa: E402
+from benchmarks.workers import memory_cell  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
 
@@ -124,11 +125,9 @@ def header(args):
 
 
 def row(backend, r):
-    memory = r.get("peak_memory_gib")
     return (f"{backend:<11} {r['zoo']['tokens_per_second']:>10.0f} "
             f"{r['keras_hub']['tokens_per_second']:>16.0f} "
-            f"{r['zoo_over_keras_hub']:>15.2f}x "
-            f"{'-' if memory is None else f'{memory:.2f}':>13}")
+            f"{r['zoo_over_keras_hub']:>15.2f}x " + memory_cell(r, 13))
 
 
 def main(argv=None):

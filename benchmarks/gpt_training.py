@@ -9,10 +9,11 @@ For each backend (a fresh process each) the preset's `GPT` (zoo) and
 `keras_hub.models.GPT2CausalLM` with a `GPT2Backbone` of the same width,
 depth, heads and context train on the same random character ids: AdamW,
 `fit` on NumPy arrays, compiled (jit on JAX, XLA on TensorFlow; PyTorch
-eager, or `torch.compile` with `--jit-compile`). After a warm-up epoch, `--steps` steps are timed. The table shows
-tokens per second, zoo / keras-hub, the peak accelerator memory of the
-process, and zoo's model FLOPs utilisation as nanoGPT computes it: (6 N +
-12 L H Q T) FLOPs per token (N parameters without the position table, L
+eager, or `torch.compile` with `--jit-compile`). After a warm-up epoch,
+`--steps` steps are timed. The table shows tokens per second, zoo /
+keras-hub, the peak accelerator memory of the process, and zoo's model
+FLOPs utilisation as nanoGPT computes it: (6 N + 12 L H Q T) FLOPs per
+token (N parameters without the position table, L
 layers, H heads, Q head width, T context) against the device's dense peak
 for the compute dtype (TF32 for float32). Timings are only compared within
 one run on one machine.
@@ -28,8 +29,8 @@ if ROOT not in sys.path:  # run as a script from anywhere
 
 from benchmarks.workers import accelerator  # noqa: E402
 from benchmarks.workers import add_precision_flag  # noqa: E402
-from benchmarks.workers import configure_precision  # noqa: E402
 from benchmarks.workers import benchmark_parser  # noqa: E402
+from benchmarks.workers import configure_precision  # noqa: E402
 from benchmarks.workers import peak_tflops  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 

@@ -31,11 +31,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import add_precision_flag  # noqa: E402
+from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import configure_precision  # noqa: E402
 from benchmarks.workers import fastest_rounds  # noqa: E402
 from benchmarks.workers import memory_and_device  # noqa: E402
+from benchmarks.workers import memory_cell  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
 
@@ -103,9 +104,12 @@ def time_models(models, args):
     the fastest round of each kept."""
     calls = {(name, kind): fn for name, (model, x, y) in models.items()
              for kind, fn in timed_calls(model, x, y, args).items()}
-    calls[next(iter(calls))]()
+    warm_ups = iter(calls.values())
+    next(warm_ups)()
     memory = memory_and_device({})
-    best = fastest_rounds(calls, args.repeats)
+    for fn in warm_ups:
+        fn()
+    best = fastest_rounds(calls, args.repeats, warmups=0)
     images = args.batch_size * args.steps
     return {**memory,
             **{name: {"train_images_per_second": round(
@@ -175,8 +179,7 @@ def row(backend, r):
                  f"{r[f'{kind}_zoo_over_keras_hub']:>5.2f}x "
                  + (f"{r['task'][key]:>8.0f}" if "task" in r
                     else f"{'-':>8}"))
-    memory = r.get("peak_memory_gib")
-    return line + f" | {'-' if memory is None else f'{memory:.2f}':>12}"
+    return line + " | " + memory_cell(r, 12)
 
 
 def main(argv=None):

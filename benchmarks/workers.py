@@ -68,6 +68,13 @@ def memory_and_device(result):
     return result
 
 
+def memory_cell(result, width):
+    """A result's `peak_memory_gib` for a table cell: "1.91", or "-"
+    without an accelerator."""
+    memory = result.get("peak_memory_gib")
+    return f"{'-' if memory is None else f'{memory:.2f}':>{width}}"
+
+
 def print_result(result):
     """What a worker prints: one line its parent finds and parses."""
     print(RESULT_PREFIX + json.dumps(result), flush=True)

@@ -213,7 +213,7 @@ class Throughput(keras.callbacks.Callback):
         self.device, self.peak_memory_bytes = accelerator()
 
     def _stop_clock(self):
-        if self._start is None or self.model.optimizer is None:
+        if self._start is None:
             return
         start_time, start_step = self._start
         self._start = None
