@@ -53,6 +53,12 @@ def main(argv=None):
     cache = tempfile.mkdtemp(prefix="zoo-jax-cache-")
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", cache)
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    if args.jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # Backends side by side share the cores: PyTorch's OpenMP threads,
+        # one per core each, spin against the other run's (a PyTorch RNN
+        # test took 13 s beside a busy core with 2 threads, 6.5 s with 1).
+        os.environ["OMP_NUM_THREADS"] = str(
+            max(1, (os.cpu_count() or 1) // args.jobs))
     command = python_command("-m", "pytest", "-q", "-p", "no:cacheprovider",
                              *args.pytest_args)
     results = []
