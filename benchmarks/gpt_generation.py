@@ -30,7 +30,10 @@ decoding with the model's weights written by hand in `jax.numpy` (one
 on the machine, so zoo's cached time is compared with it, and growing prefix /
 hand-written is the largest speed-up any cache could show there.
 
-Under PyTorch a fifth figure tries a compiled decode step: the model's
+Under PyTorch two more figures: the cached generation with every sublayer
+called through Keras' `Layer.__call__` (`through_layer_calls`), which
+shows what `zoo.layers.sublayers.call_sublayer`'s direct calls buy; and a
+compiled decode step: the model's
 `call_with_cache` (one forward pass over the new positions, what each
 generated token costs) wrapped in `torch.compile`, the rest of the loop as
 it is; `compiled / eager` is zoo's cached time over the compiled one (above
@@ -116,6 +119,9 @@ def measure(args):
     result["keras_hub"] = keras_hub_peer(prompt, length, args)
     result["keras_hub_over_zoo"] = round(
         result["keras_hub"]["seconds"] / cached, 3)
+    if keras.backend.backend() == "torch":
+        result["through_layer_calls"] = through_layer_calls_peer(
+            gpt, prompt, outputs["cached"], args)
     if (keras.backend.backend() == "torch"
             and args.torch_compile_backend != "none"):
         result["torch_compile"] = torch_compiled_step(
@@ -168,6 +174,22 @@ def timed_generate(generate, args):
             "seconds": round(seconds, 4),
             "tokens_per_second": round(
                 args.batch_size * args.new_tokens / seconds, 1)}, out
+
+
+def through_layer_calls_peer(gpt, prompt, cached_output, args):
+    """zoo's cached generation with every sublayer called through Keras'
+    `Layer.__call__` (`zoo.layers.sublayers.through_layer_calls`), what
+    PyTorch decoding cost before `call_sublayer` skipped it."""
+    import numpy as np
+
+    from zoo.layers.sublayers import through_layer_calls
+
+    with through_layer_calls():
+        timing, out = timed_generate(
+            lambda: gpt.generate(dict(prompt), stop_token_ids=None), args)
+    return {**timing, "identical_greedy_output": bool(np.array_equal(
+        np.asarray(out["token_ids"]),
+        np.asarray(cached_output["token_ids"])))}
 
 
 def torch_compiled_step(gpt, prompt, cached_output, args):
@@ -287,6 +309,13 @@ def main(argv=None):
           "(estimated from timed forward passes); window: generate("
           "use_cache=False), the full fixed window every step")
     for r in results:
+        calls = r.get("through_layer_calls")
+        if calls:
+            print(f"torch: every sublayer through Layer.__call__: "
+                  f"{calls['seconds']:.3f} s ({calls['tokens_per_second']:.1f}"
+                  f" tok/s); call_sublayer's direct calls are "
+                  f"{calls['seconds'] / r['cached']['seconds']:.2f}x faster; "
+                  f"identical output: {calls['identical_greedy_output']}")
         step = r.get("torch_compile")
         if step:
             print(f"torch: call_with_cache under torch.compile: "

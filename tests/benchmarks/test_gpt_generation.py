@@ -27,11 +27,14 @@ def test_tiny_measurement_reports_every_figure():
     assert result["keras_hub"]["seconds"] > 0
     assert result["keras_hub_over_zoo"] > 0
     if keras.backend.backend() == "torch":
+        calls = result["through_layer_calls"]
+        assert calls["identical_greedy_output"] and calls["seconds"] > 0
         step = result["torch_compile"]
         assert step["identical_greedy_output"]
         assert step["graphs"] >= 1 and step["compiled_over_eager"] > 0
     else:
         assert "torch_compile" not in result
+        assert "through_layer_calls" not in result
 
 
 def test_hand_written_jax_peer_generates_the_same_tokens():

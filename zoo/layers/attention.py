@@ -17,6 +17,8 @@ import math
 import keras
 from keras import ops
 
+from zoo.layers.sublayers import call_sublayer
+
 _NEGATIVE_LOGIT = -1e30  # float32 "minus infinity" that stays finite (no NaN)
 
 
@@ -393,6 +395,10 @@ class MultiHeadAttention(keras.layers.Layer):
     ((2, 10, 64), (2, 4, 10, 10))
     """
 
+    # `call_sublayer` may run `call` directly: nothing here needs more
+    # from `Layer.__call__` than what it checks (zoo.layers.sublayers).
+    _same_when_called_directly = True
+
     def __init__(
         self,
         num_heads,
@@ -538,10 +544,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 "(cache=..., cache_update_index=None)."
             )
 
-        projected_query = self._query_dense(query)
+        projected_query = call_sublayer(self, self._query_dense, query)
         if cache is None:
-            projected_key = self._key_dense(key)
-            projected_value = self._value_dense(value)
+            projected_key = call_sublayer(self, self._key_dense, key)
+            projected_value = call_sublayer(self, self._value_dense, value)
         else:
             if self.value_dim != self.key_dim:
                 raise ValueError(
@@ -558,7 +564,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 # eager PyTorch copies a tensor per slice_update, so updating
                 # keys and values apart and re-stacking them copied it 3 times.
                 new = ops.stack(
-                    [self._key_dense(key), self._value_dense(value)], axis=1
+                    [call_sublayer(self, self._key_dense, key),
+                     call_sublayer(self, self._value_dense, value)],
+                    axis=1,
                 )
                 cache = ops.slice_update(
                     cache, [0, 0, cache_update_index, 0, 0], new
@@ -599,7 +607,7 @@ class MultiHeadAttention(keras.layers.Layer):
             return_weights=return_attention_scores,
             weights_dropout=dropout,
         )
-        outputs = self._output_dense(attended)
+        outputs = call_sublayer(self, self._output_dense, attended)
 
         results = (outputs,)
         if return_attention_scores:

@@ -15,6 +15,7 @@ from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import clone_initializer
 from zoo.layers.attention import merge_padding_and_attention_mask
 from zoo.layers.stochastic_depth import StochasticDepth
+from zoo.layers.sublayers import call_sublayer
 
 
 def _check_sequence_rank(shape, name):
@@ -148,13 +149,13 @@ class _TransformerBlock(keras.layers.Layer):
     def _feedforward(self, x, training):
         residual = x
         if self.norm_first:
-            x = self._feedforward_layer_norm(x)
-        x = self._feedforward_intermediate_dense(x)
-        x = self._feedforward_output_dense(x)
+            x = call_sublayer(self, self._feedforward_layer_norm, x)
+        x = call_sublayer(self, self._feedforward_intermediate_dense, x)
+        x = call_sublayer(self, self._feedforward_output_dense, x)
         x = self._branch_dropout(self._feedforward_dropout, x, training)
         x = x + residual
         if not self.norm_first:
-            x = self._feedforward_layer_norm(x)
+            x = call_sublayer(self, self._feedforward_layer_norm, x)
         return x
 
     def compute_output_shape(self, *shapes, **kwargs):
@@ -217,6 +218,10 @@ class TransformerEncoder(_TransformerBlock):
     (2, 10, 64)
     """
 
+    # `call_sublayer` may run `call` directly: nothing here needs more
+    # from `Layer.__call__` than what it checks (zoo.layers.sublayers).
+    _same_when_called_directly = True
+
     def build(self, inputs_shape):
         _check_sequence_rank(inputs_shape, "TransformerEncoder inputs")
         hidden_dim = inputs_shape[-1]
@@ -247,8 +252,10 @@ class TransformerEncoder(_TransformerBlock):
         x = inputs
         residual = x
         if self.norm_first:
-            x = self._self_attention_layer_norm(x)
-        x = self._self_attention_layer(
+            x = call_sublayer(self, self._self_attention_layer_norm, x)
+        x = call_sublayer(
+            self,
+            self._self_attention_layer,
             x,
             x,
             attention_mask=self_mask,
@@ -260,7 +267,7 @@ class TransformerEncoder(_TransformerBlock):
         x = self._branch_dropout(self._self_attention_dropout, x, training)
         x = x + residual
         if not self.norm_first:
-            x = self._self_attention_layer_norm(x)
+            x = call_sublayer(self, self._self_attention_layer_norm, x)
 
         # Feedforward block.
         x = self._feedforward(x, training)
@@ -329,6 +336,10 @@ class TransformerDecoder(_TransformerBlock):
     >>> dec(y, enc).shape
     (2, 7, 64)
     """
+
+    # `call_sublayer` may run `call` directly: nothing here needs more
+    # from `Layer.__call__` than what it checks (zoo.layers.sublayers).
+    _same_when_called_directly = True
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         _check_sequence_rank(decoder_sequence_shape, "decoder_sequence")
@@ -422,8 +433,10 @@ class TransformerDecoder(_TransformerBlock):
         x = decoder_sequence
         residual = x
         if self.norm_first:
-            x = self._self_attention_layer_norm(x)
-        x = self._self_attention_layer(
+            x = call_sublayer(self, self._self_attention_layer_norm, x)
+        x = call_sublayer(
+            self,
+            self._self_attention_layer,
             x,
             x,
             attention_mask=self_mask,
@@ -440,7 +453,7 @@ class TransformerDecoder(_TransformerBlock):
         x = self._branch_dropout(self._self_attention_dropout, x, training)
         x = x + residual
         if not self.norm_first:
-            x = self._self_attention_layer_norm(x)
+            x = call_sublayer(self, self._self_attention_layer_norm, x)
 
         # Cross-attention block.
         if self.has_cross_attention:
@@ -449,8 +462,10 @@ class TransformerDecoder(_TransformerBlock):
             )
             residual = x
             if self.norm_first:
-                x = self._cross_attention_layer_norm(x)
-            x = self._cross_attention_layer(
+                x = call_sublayer(self, self._cross_attention_layer_norm, x)
+            x = call_sublayer(
+                self,
+                self._cross_attention_layer,
                 x,
                 encoder_sequence,
                 attention_mask=cross_mask,
@@ -466,7 +481,7 @@ class TransformerDecoder(_TransformerBlock):
             x = self._branch_dropout(self._cross_attention_dropout, x, training)
             x = x + residual
             if not self.norm_first:
-                x = self._cross_attention_layer_norm(x)
+                x = call_sublayer(self, self._cross_attention_layer_norm, x)
 
         # Feedforward block.
         x = self._feedforward(x, training)

@@ -21,6 +21,7 @@ import numpy as np
 from keras import ops
 
 from zoo.layers.checks import check_token_ids
+from zoo.layers.sublayers import call_sublayer
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import pad_rows
@@ -141,14 +142,18 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         x = backbone.embeddings(
             token_ids, start_index=cache_update_index, check_ids=False
         )
+        # Under PyTorch `call_sublayer` skips Keras' per-call work where it
+        # changes nothing (most of a small model's time per token).
         for i, block in enumerate(backbone.transformer_layers):
-            x, layer_caches[i] = block(
+            x, layer_caches[i] = call_sublayer(
+                None,
+                block,
                 x,
                 self_attention_cache=layer_caches[i],
                 self_attention_cache_update_index=cache_update_index,
             )
         cache = ops.stack(layer_caches, axis=1) if stacked else tuple(layer_caches)
-        hidden_states = backbone.layer_norm(x)
+        hidden_states = call_sublayer(None, backbone.layer_norm, x)
         logits = backbone.embeddings(hidden_states, reverse=True)
         return ops.cast(logits, "float32"), hidden_states, cache
 

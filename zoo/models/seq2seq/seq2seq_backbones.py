@@ -27,6 +27,7 @@ from zoo.layers import LuongAttention
 from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerDecoder
 from zoo.layers import TransformerEncoder
+from zoo.layers.sublayers import call_sublayer
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general")
@@ -233,7 +234,8 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         new_caches, scores = [], []
         for layer, self_cache, cross_cache in zip(
                 self.decoder_layers, self_caches, cross_caches):
-            outputs = layer(
+            outputs = call_sublayer(  # see GPT.call_with_cache
+                None, layer,
                 x, self_attention_cache=self_cache,
                 self_attention_cache_update_index=index,
                 cross_attention_cache=cross_cache,
@@ -245,7 +247,7 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
                 scores.append(outputs[-1]["cross_attention"])
             new_caches.append(self_cache)
         if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
+            x = call_sublayer(None, self.decoder_norm, x)
         cache = (tuple(new_caches), cross_caches, source_mask)
         if return_attention_scores:
             return x, cache, ops.stack(scores, axis=1)

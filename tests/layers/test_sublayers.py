@@ -1,0 +1,174 @@
+"""call_sublayer: a layer's `call` run directly only where calling the layer
+would give the same, under the current backend."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from tests.helpers import random_array
+from tests.helpers import to_numpy
+from zoo.layers import MultiHeadAttention
+from zoo.layers import TransformerDecoder
+from zoo.layers import TransformerEncoder
+from zoo.layers import sublayers
+from zoo.layers.sublayers import call_sublayer
+from zoo.models.gpt import GPT
+from zoo.models.gpt import GPTBackbone
+
+TORCH = keras.backend.backend() == "torch"
+
+
+class _Parent(keras.layers.Layer):
+    """Calls `inner` from its own `call`, directly or through `__call__`:
+    `inner(*tensors[:positional], **{names: the other tensors}, **static)`."""
+
+    def __init__(self, inner, direct, positional, names, static, **kwargs):
+        super().__init__(**kwargs)
+        self.inner, self.direct = inner, direct
+        self.positional, self.names, self.static = positional, names, static
+
+    def call(self, *tensors):
+        args = tensors[:self.positional]
+        kwargs = dict(zip(self.names, tensors[self.positional:]), **self.static)
+        if self.direct:
+            return call_sublayer(self, self.inner, *args, **kwargs)
+        return self.inner(*args, **kwargs)
+
+
+def _layers():
+    """(name, fresh built layer, arguments)"""
+    x = random_array((2, 5, 8), 0)
+    cache = np.zeros((2, 2, 5, 2, 4), "float32")
+    return [
+        ("dense", lambda dtype: keras.layers.Dense(
+            6, activation="gelu", dtype=dtype), (x,), {}),
+        ("einsum_dense", lambda dtype: keras.layers.EinsumDense(
+            "abc,cde->abde", (None, 2, 4), bias_axes="de", dtype=dtype),
+         (x,), {}),
+        ("layer_norm", lambda dtype: keras.layers.LayerNormalization(
+            dtype=dtype), (x,), {}),
+        ("mha", lambda dtype: MultiHeadAttention(2, 4, dtype=dtype), (x, x),
+         {"use_causal_mask": True, "training": False}),
+        ("encoder", lambda dtype: TransformerEncoder(
+            2, 16, norm_first=True, dtype=dtype), (x,), {"training": False}),
+        ("decoder_cached", lambda dtype: TransformerDecoder(
+            2, 16, norm_first=True, dtype=dtype), (x[:, :1],), {"self_attention_cache": cache,
+                       "self_attention_cache_update_index": 2}),
+    ]
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("case", _layers(), ids=lambda case: case[0])
+def test_a_sublayer_gives_what_calling_it_gives(case, policy):
+    _, make, args, kwargs = case
+    inner = make(policy)
+    names = [k for k, v in kwargs.items() if hasattr(v, "shape")]
+    static = {k: v for k, v in kwargs.items() if k not in names}
+    outputs = {}
+    for direct in (False, True):
+        parent = _Parent(inner, direct, len(args), names, static, dtype=policy)
+        tensors = [ops.cast(t, parent.compute_dtype)
+                   for t in (*args, *(kwargs[k] for k in names))]
+        outputs[direct] = keras.tree.flatten(parent(*tensors))
+    assert len(outputs[True]) == len(outputs[False])
+    for a, b in zip(outputs[False], outputs[True]):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(
+            to_numpy(ops.cast(a, "float32")), to_numpy(ops.cast(b, "float32")))
+
+
+def _same(parent, layer, *args, **kwargs):
+    return sublayers._direct_call_is_same(
+        parent, layer, (*args, *kwargs.values()))
+
+
+def test_direct_calls_only_where_they_change_nothing():
+    x = ops.convert_to_tensor(random_array((2, 5, 8), 1))
+    parent = keras.layers.Dense(8)
+    dense = keras.layers.Dense(8)
+    dense.build((None, 8))
+    if not TORCH:
+        # JAX and TensorFlow trace the calls once: nothing to gain.
+        assert not _same(parent, dense, x)
+        return
+    assert _same(parent, dense, x)
+    assert _same(None, dense, x)
+    with sublayers.through_layer_calls():
+        assert not _same(parent, dense, x)
+
+    unbuilt = keras.layers.Dense(8)
+    assert not _same(parent, unbuilt, x)
+
+    class MyDense(keras.layers.Dense):
+        pass
+
+    subclass = MyDense(8)
+    subclass.build((None, 8))
+    assert not _same(parent, subclass, x)  # its call may differ
+
+    assert not _same(keras.layers.Dense(8, dtype="mixed_bfloat16"), dense, x)
+    mixed = keras.layers.Dense(8, dtype="mixed_bfloat16")
+    mixed.build((None, 8))
+    assert not _same(None, mixed, ops.cast(x, "bfloat16"))  # needs autocast
+    assert not _same(parent, dense, ops.cast(x, "float16"))  # needs a cast
+    assert not _same(parent, dense, keras.KerasTensor((2, 5, 8)))
+
+    masked = keras.layers.Masking()(x)  # carries a Keras mask
+    assert not _same(parent, dense, masked)
+    assert not _same(parent, dense, [x, masked])
+
+    hooked = keras.layers.Dense(8)
+    hooked.build((None, 8))
+    hooked.register_forward_hook(lambda *a: None)
+    assert not _same(parent, hooked, x)
+
+    regularised = keras.layers.Dense(8, activity_regularizer="l2")
+    regularised.build((None, 8))
+    assert not _same(parent, regularised, x)
+
+    quantized = keras.layers.Dense(8)
+    quantized.build((None, 8))
+    quantized.quantize("int8")
+    assert not _same(parent, quantized, x)
+
+
+def test_zoo_layers_opt_in_and_subclasses_do_not_inherit_it():
+    assert MultiHeadAttention.__dict__["_same_when_called_directly"]
+    assert TransformerEncoder.__dict__["_same_when_called_directly"]
+    assert TransformerDecoder.__dict__["_same_when_called_directly"]
+
+    class MyAttention(MultiHeadAttention):
+        pass
+
+    layer = MyAttention(2, 4)
+    x = ops.convert_to_tensor(random_array((1, 3, 8), 2))
+    layer(x, x)
+    assert not _same(None, layer, x, x)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(
+        policy):
+    keras.utils.set_random_seed(0)
+    backbone = GPTBackbone(11, num_layers=2, num_heads=2, hidden_dim=8,
+                           sequence_length=8, dtype=policy)
+    gpt = GPT(backbone)
+    ids = ops.convert_to_tensor(
+        np.random.default_rng(0).integers(0, 11, (2, 8)).astype("int32"))
+
+    def steps():
+        _, cache = gpt._build_cache(ids)
+        out = []
+        for index in range(3, 6):
+            logits, hidden, cache = gpt.call_with_cache(
+                ids[:, index:index + 1], cache, index)
+            out += [logits, hidden]
+        return [to_numpy(ops.cast(t, "float32")) for t in out + list(cache)]
+
+    direct = steps()
+    with sublayers.through_layer_calls():
+        through_call = steps()
+    assert sublayers._STATE["direct"]  # restored
+    for a, b in zip(direct, through_call):
+        np.testing.assert_array_equal(a, b)

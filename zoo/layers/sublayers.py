@@ -1,0 +1,148 @@
+"""Calling sublayers without Keras' per-call cost where it changes nothing.
+
+Under PyTorch every op runs eagerly, and each `Layer.__call__` (binding the
+arguments, converting their dtypes, looking for Keras masks, name scopes,
+the training flag, the output's mask) costs from tens of microseconds for a
+`Dense` to hundreds for a layer called with a key/value cache. Generating
+one token with a 6-block GPT makes about 66 such calls, which for a small
+model can cost more than its arithmetic. `call_sublayer` calls a layer's
+`call` directly where that gives what calling the layer would:
+
+* the backend is PyTorch (JAX and TensorFlow trace these calls once into a
+  compiled graph, so there they cost nothing per step);
+* the layer is built and of a class known to need nothing from
+  `__call__` beyond what is checked here: `keras.layers.Dense`,
+  `EinsumDense`, `LayerNormalization`, and the zoo layers that say so
+  (`_same_when_called_directly = True` in their class body; a subclass
+  must say so again); not quantized, not rematerialised, no PyTorch hooks
+  on it, no activity regulariser (whose loss `__call__` adds);
+* its dtype policy is the calling layer's (whose autocast scope is then
+  already the right one), or, called where no layer's `call` is running
+  (`parent=None`), it computes in its variables' dtype (no autocast scope
+  to open);
+* every tensor argument is concrete (not symbolic), carries no Keras mask
+  (so `__call__` would have filled no mask argument and attached no mask
+  to the output), and floating ones are in the layer's compute dtype (so
+  `__call__` would have cast nothing);
+* the caller passes `training` explicitly where the layer takes it (the
+  zoo's blocks do; without it the direct call sees `None`, which the zoo's
+  layers read as inference).
+
+Anywhere else it is `layer(*args, **kwargs)`; inside
+`with through_layer_calls():` it always is (to compare, or to rule the
+shortcut out when something looks wrong).
+"""
+
+import contextlib
+
+import keras
+
+_KERAS_CLASSES = (
+    keras.layers.Dense,
+    keras.layers.EinsumDense,
+    keras.layers.LayerNormalization,
+)
+
+
+_STATE = {"direct": True}
+_DTYPE_NAMES = {}
+
+
+@contextlib.contextmanager
+def through_layer_calls():
+    """Within this block `call_sublayer` always calls the layer itself.
+
+    Example:
+
+    >>> with through_layer_calls():
+    ...     logits, _, cache = gpt.call_with_cache(ids, cache, index)
+    """
+    saved = _STATE["direct"]
+    _STATE["direct"] = False
+    try:
+        yield
+    finally:
+        _STATE["direct"] = saved
+
+
+def _dtype_name(dtype):
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = keras.backend.standardize_dtype(dtype)
+    return name
+
+
+def _is_tensor(value):
+    return hasattr(value, "dtype") and hasattr(value, "shape")
+
+
+def _plain_tensor(value, compute_dtype):
+    if isinstance(value, keras.KerasTensor):
+        return False
+    # PyTorch tensors keep their Keras mask as an attribute.
+    if getattr(value, "_keras_mask", None) is not None:
+        return False
+    dtype = _dtype_name(value.dtype)
+    return not keras.backend.is_float_dtype(dtype) or dtype == compute_dtype
+
+
+def _direct_call_is_same(parent, layer, arguments):
+    if not _STATE["direct"] or keras.backend.backend() != "torch":
+        return False
+    if not layer.built:
+        return False
+    cls = type(layer)
+    if cls not in _KERAS_CLASSES and not cls.__dict__.get(
+        "_same_when_called_directly", False
+    ):
+        return False
+    if layer.quantization_mode is not None:
+        return False
+    if getattr(layer, "_remat_mode", None) is not None:
+        return False
+    if layer._forward_hooks or layer._forward_pre_hooks:
+        return False
+    if getattr(layer, "activity_regularizer", None) is not None:
+        return False  # __call__ adds its loss
+    if parent is None:
+        if layer.compute_dtype != layer.variable_dtype:
+            return False
+    elif layer.dtype_policy.name != parent.dtype_policy.name:
+        return False
+    compute_dtype = layer.compute_dtype
+    for value in arguments:
+        if isinstance(value, (tuple, list)):
+            values = value
+        else:
+            values = (value,)
+        for item in values:
+            if _is_tensor(item) and not _plain_tensor(item, compute_dtype):
+                return False
+    return True
+
+
+def call_sublayer(parent, layer, *args, **kwargs):
+    """`layer(*args, **kwargs)`, run as `layer.call(...)` where that is the
+    same (see the module's docstring for when).
+
+    Args:
+        parent: the layer whose `call` is running (its autocast scope is
+            active), or None when called from outside any layer.
+        layer: the layer to call.
+        *args, **kwargs: its call arguments.
+
+    Returns:
+        What `layer(*args, **kwargs)` returns (with no Keras mask attached:
+        a direct call is only made when there would have been none).
+
+    Example (inside a layer's `call`):
+
+    >>> x = call_sublayer(self, self._feedforward_intermediate_dense, x)
+    """
+    # The backend test comes first and alone: under TensorFlow this runs
+    # inside autograph, which must not convert the checks.
+    if keras.backend.backend() != "torch":
+        return layer(*args, **kwargs)
+    if _direct_call_is_same(parent, layer, (*args, *kwargs.values())):
+        return layer.call(*args, **kwargs)
+    return layer(*args, **kwargs)
