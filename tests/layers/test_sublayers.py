@@ -114,9 +114,16 @@ def test_direct_calls_only_where_they_change_nothing():
     assert not _same(parent, dense, ops.cast(x, "float16"))  # needs a cast
     assert not _same(parent, dense, keras.KerasTensor((2, 5, 8)))
 
+    assert not _same(parent, dense, to_numpy(x))  # __call__ converts it
+    assert _same(parent, dense, x, cache_update_index=3)
+    assert not _same(parent, dense, x, cache_update_index=np.int32(3))
+    assert _same(parent, dense, {"a": x, "b": [x]}) is False  # too deep
+    assert _same(parent, dense, {"a": x, "b": x})
+
     masked = keras.layers.Masking()(x)  # carries a Keras mask
     assert not _same(parent, dense, masked)
     assert not _same(parent, dense, [x, masked])
+    assert not _same(parent, dense, {"x": masked})
 
     hooked = keras.layers.Dense(8)
     hooked.build((None, 8))

@@ -20,10 +20,11 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
   already the right one), or, called where no layer's `call` is running
   (`parent=None`), it computes in its variables' dtype (no autocast scope
   to open);
-* every tensor argument is concrete (not symbolic), carries no Keras mask
-  (so `__call__` would have filled no mask argument and attached no mask
-  to the output), and floating ones are in the layer's compute dtype (so
-  `__call__` would have cast nothing);
+* every tensor argument is a concrete backend tensor (not symbolic, not a
+  NumPy array, at most one container deep), carries no Keras mask (so
+  `__call__` would have filled no mask argument and attached no mask to
+  the output), and floating ones are in the layer's compute dtype (so
+  `__call__` would have cast or converted nothing);
 * the caller passes `training` explicitly where the layer takes it (the
   zoo's blocks do; without it the direct call sees `None`, which the zoo's
   layers read as inference).
@@ -72,13 +73,19 @@ def _dtype_name(dtype):
     return name
 
 
-def _is_tensor(value):
-    return hasattr(value, "dtype") and hasattr(value, "shape")
-
-
-def _plain_tensor(value, compute_dtype):
+def _plain_argument(value, compute_dtype, nested=False):
+    """Whether `__call__` would leave `value` as it is: a backend tensor
+    with no Keras mask whose dtype needs no cast, or a non-array value
+    (numbers, strings, None); tuples, lists and dicts one level deep."""
+    if isinstance(value, (tuple, list, dict)):
+        if nested:
+            return False
+        items = value.values() if isinstance(value, dict) else value
+        return all(_plain_argument(v, compute_dtype, True) for v in items)
     if isinstance(value, keras.KerasTensor):
         return False
+    if not keras.ops.is_tensor(value):
+        return not hasattr(value, "__array__")  # __call__ converts arrays
     # PyTorch tensors keep their Keras mask as an attribute.
     if getattr(value, "_keras_mask", None) is not None:
         return False
@@ -110,15 +117,7 @@ def _direct_call_is_same(parent, layer, arguments):
     elif layer.dtype_policy.name != parent.dtype_policy.name:
         return False
     compute_dtype = layer.compute_dtype
-    for value in arguments:
-        if isinstance(value, (tuple, list)):
-            values = value
-        else:
-            values = (value,)
-        for item in values:
-            if _is_tensor(item) and not _plain_tensor(item, compute_dtype):
-                return False
-    return True
+    return all(_plain_argument(value, compute_dtype) for value in arguments)
 
 
 def call_sublayer(parent, layer, *args, **kwargs):
