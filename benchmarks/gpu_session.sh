@@ -24,8 +24,9 @@
 # attention and Transformer tests on the GPU (fused cuDNN/flash kernels,
 # masks, empty rows; JAX's, slow to compile, after the next step);
 # attention time and memory against length, fused and explicit; BERT
-# masked-LM pretraining; ViT training and inference; GPT training under
-# torch.compile; the layers grid.
+# masked-LM pretraining; ViT training and inference; cached GPT generation
+# against keras-hub (PyTorch: the per-token call cost on a GPU); GPT
+# training under torch.compile; the layers grid.
 
 set -u
 SMOKE=0
@@ -90,6 +91,7 @@ if [ "$SMOKE" = 1 ]; then
     VIT="--preset smoke --batch-size 4 --steps 2 --repeats 1 --no-task"
     SCALING="--lengths 64,128 --steps 1 --repeats 1"
     LAYERS="--layers mha --lengths 32 --batch-size 2 --steps 1 --repeats 1"
+    GENERATION="--num-layers 1 --hidden-dim 16 --num-heads 2 --new-tokens 4 --repeats 1"
     TESTS="tests/layers/test_attention.py -k empty"
 else
     GPT="--preset nanogpt --steps 30"
@@ -97,6 +99,7 @@ else
     VIT="--preset cifar --batch-size 256 --steps 20 --no-task"
     SCALING="--lengths 1024,2048,4096,8192,16384,32768 --batch-size 4"
     LAYERS="--lengths 256,1024,4096 --batch-size 16"
+    GENERATION="--repeats 2"
     TESTS="tests/layers/test_attention.py tests/layers/test_transformer.py"
 fi
 BF16="--mixed-precision bfloat16"
@@ -136,6 +139,10 @@ step "BERT pretraining" 90 180 "$PYTHON" benchmarks/bert_pretraining.py \
 # shellcheck disable=SC2086
 step "ViT images" 90 180 "$PYTHON" benchmarks/vit_images.py \
     --backends "$BACKENDS" $VIT $BF16 --json "$RESULTS/vit_images.json"
+# shellcheck disable=SC2086
+step "GPT generation" 60 180 "$PYTHON" benchmarks/gpt_generation.py \
+    --backends "$BACKENDS" $GENERATION --torch-compile-backend none \
+    --json "$RESULTS/gpt_generation.json"
 # shellcheck disable=SC2086
 step "GPT training, torch.compile" 120 240 "$PYTHON" \
     benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
