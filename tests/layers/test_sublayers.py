@@ -27,6 +27,7 @@ class _Parent(keras.layers.Layer):
         super().__init__(**kwargs)
         self.inner, self.direct = inner, direct
         self.positional, self.names, self.static = positional, names, static
+        self.built = True  # `inner` builds itself on its first call
 
     def call(self, *tensors):
         args = tensors[:self.positional]
