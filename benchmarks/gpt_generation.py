@@ -35,9 +35,9 @@ called through Keras' `Layer.__call__` (`through_layer_calls`), which
 shows what `zoo.layers.sublayers.call_sublayer`'s direct calls buy; and a
 compiled decode step: the model's `call_with_cache` (one forward pass over
 the new positions, what each generated token costs) wrapped in
-`torch.compile`, the rest of the loop as it is; `compiled / eager` is zoo's cached time over the compiled one (above
-1: compiling pays), with the first call's compile time and the number of
-graphs TorchDynamo made.
+`torch.compile`, the rest of the loop as it is; `compiled / eager` is
+zoo's cached time over the compiled one (above 1: compiling pays), with
+the first call's compile time and the number of graphs TorchDynamo made.
 
 Both paths are compiled (jit on JAX, XLA tf.function on TensorFlow; PyTorch
 runs eagerly under no_grad) and warmed up; the table shows the median of

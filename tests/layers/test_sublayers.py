@@ -54,8 +54,9 @@ def _layers():
         ("encoder", lambda dtype: TransformerEncoder(
             2, 16, norm_first=True, dtype=dtype), (x,), {"training": False}),
         ("decoder_cached", lambda dtype: TransformerDecoder(
-            2, 16, norm_first=True, dtype=dtype), (x[:, :1],), {"self_attention_cache": cache,
-                       "self_attention_cache_update_index": 2}),
+            2, 16, norm_first=True, dtype=dtype), (x[:, :1],),
+         {"self_attention_cache": cache,
+          "self_attention_cache_update_index": 2}),
     ]
 
 
