@@ -39,6 +39,10 @@ the new positions, what each generated token costs) wrapped in
 zoo's cached time over the compiled one (above 1: compiling pays), with
 the first call's compile time and the number of graphs TorchDynamo made.
 
+`--dtype bfloat16` (or float16) runs both models under the mixed Keras
+policy (float32 variables, 16-bit compute); the hand-written JAX peer
+computes in float32 whatever the flag.
+
 Both paths are compiled (jit on JAX, XLA tf.function on TensorFlow; PyTorch
 runs eagerly under no_grad) and warmed up; the table shows the median of
 `--repeats` timed calls, tokens per second and the speed-up. Timings are
@@ -70,6 +74,10 @@ def parse_args(argv=None):
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtype", default="float32",
+                        choices=("float32", "bfloat16", "float16"),
+                        help="compute dtype of both models (a mixed Keras "
+                        "policy for the 16-bit ones)")
     parser.add_argument("--torch-compile-backend", default="inductor",
                         help="torch.compile backend for the compiled decode "
                         "step (PyTorch only); 'none' skips it")
@@ -85,6 +93,8 @@ def measure(args):
     from zoo.models.gpt import GPT
     from zoo.models.gpt import GPTBackbone
 
+    if args.dtype != "float32":
+        keras.config.set_dtype_policy(f"mixed_{args.dtype}")
     keras.utils.set_random_seed(0)
     length = args.prompt_length + args.new_tokens
     backbone = GPTBackbone(
@@ -100,7 +110,7 @@ def measure(args):
     mask[:, :args.prompt_length] = True
     prompt = {"token_ids": token_ids, "padding_mask": mask}
 
-    result = {"backend": keras.backend.backend(),
+    result = {"backend": keras.backend.backend(), "dtype": args.dtype,
               "parameters": int(backbone.count_params())}
     outputs = {}
     for name, use_cache in (("cached", True), ("uncached", False)):
@@ -281,7 +291,8 @@ def main(argv=None):
     backends = selected_backends(args.backends)
     print(f"GPT {args.num_layers} layers x width {args.hidden_dim}, batch "
           f"{args.batch_size}: {args.prompt_length}-token prompt + "
-          f"{args.new_tokens} new tokens (greedy), median of {args.repeats}")
+          f"{args.new_tokens} new tokens (greedy), {args.dtype}, median of "
+          f"{args.repeats}")
     print(f"{'backend':<11} {'cached s':>9} {'tok/s':>8} | {'prefix s':>9} "
           f"{'tok/s':>8} {'speed-up':>9} | {'window s':>9} {'tok/s':>8} "
           f"{'speed-up':>9} | identical")

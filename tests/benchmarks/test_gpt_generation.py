@@ -37,6 +37,20 @@ def test_tiny_measurement_reports_every_figure():
         assert "through_layer_calls" not in result
 
 
+def test_bfloat16_measurement_runs_both_models_in_bfloat16():
+    args = gpt_generation.parse_args(
+        ["--num-layers", "1", "--num-heads", "2", "--hidden-dim", "16",
+         "--prompt-length", "4", "--new-tokens", "3", "--repeats", "1",
+         "--dtype", "bfloat16", "--torch-compile-backend", "none"])
+    result = gpt_generation.measure(args)
+    assert result["dtype"] == "bfloat16"
+    assert keras.config.dtype_policy().name == "mixed_bfloat16"
+    assert result["cached"]["seconds"] > 0
+    assert result["keras_hub"]["seconds"] > 0
+    if keras.backend.backend() == "torch":
+        assert result["through_layer_calls"]["identical_greedy_output"]
+
+
 def test_hand_written_jax_peer_generates_the_same_tokens():
     if keras.backend.backend() != "jax":
         pytest.skip("the hand-written peer is JAX code")

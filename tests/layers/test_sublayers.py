@@ -80,6 +80,25 @@ def test_a_sublayer_gives_what_calling_it_gives(case, policy):
             to_numpy(ops.cast(a, "float32")), to_numpy(ops.cast(b, "float32")))
 
 
+@pytest.mark.parametrize("case", _layers(), ids=lambda case: case[0])
+def test_a_mixed_precision_layer_called_at_the_top_level(case):
+    # parent=None: call_sublayer opens the autocast scope __call__ would.
+    _, make, args, kwargs = case
+    layer = make("mixed_bfloat16")
+    cast = {k: ops.cast(v, "bfloat16") if hasattr(v, "shape") else v
+            for k, v in kwargs.items()}
+    args = [ops.cast(a, "bfloat16") for a in args]
+    called = keras.tree.flatten(layer(*args, **cast))
+    if TORCH:  # the direct call is made, in a bfloat16 scope
+        assert _same(None, layer, *args, **cast).dtype == "bfloat16"
+    direct = keras.tree.flatten(call_sublayer(None, layer, *args, **cast))
+    for a, b in zip(called, direct):
+        assert keras.backend.standardize_dtype(a.dtype) == "bfloat16"
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(
+            to_numpy(ops.cast(a, "float32")), to_numpy(ops.cast(b, "float32")))
+
+
 def _same(parent, layer, *args, **kwargs):
     return sublayers._direct_call_is_same(
         parent, layer, (*args, *kwargs.values()))
@@ -112,7 +131,22 @@ def test_direct_calls_only_where_they_change_nothing():
     assert not _same(keras.layers.Dense(8, dtype="mixed_bfloat16"), dense, x)
     mixed = keras.layers.Dense(8, dtype="mixed_bfloat16")
     mixed.build((None, 8))
-    assert not _same(None, mixed, ops.cast(x, "bfloat16"))  # needs autocast
+    # At the top level a mixed layer's call runs in the autocast scope that
+    # __call__ would open.
+    scope = _same(None, mixed, ops.cast(x, "bfloat16"))
+    assert isinstance(scope, keras.src.backend.AutocastScope)
+    assert scope.dtype == "bfloat16"
+    assert _same(None, dense, x) is sublayers._NO_SCOPE  # none to open
+    no_autocast = keras.layers.Dense(8, autocast=False)
+    no_autocast.build((None, 8))
+    with keras.src.backend.AutocastScope("bfloat16"):
+        # Where __call__ would replace the active scope, so does the direct
+        # call: float32 for a float32 layer, none for one that does not
+        # autocast.
+        assert _same(None, dense, x).dtype == "float32"
+        assert _same(None, no_autocast, x).dtype is None
+        assert _same(None, mixed, ops.cast(x, "bfloat16")) is (
+            sublayers._NO_SCOPE)
     assert not _same(parent, dense, ops.cast(x, "float16"))  # needs a cast
     assert not _same(parent, dense, keras.KerasTensor((2, 5, 8)))
 

@@ -16,10 +16,11 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
   (`_same_when_called_directly = True` in their class body; a subclass
   must say so again); not quantized, not rematerialised, no PyTorch hooks
   on it, no activity regulariser (whose loss `__call__` adds);
-* its dtype policy is the calling layer's (whose autocast scope is then
-  already the right one), or, called where no layer's `call` is running
-  (`parent=None`), it computes in its variables' dtype (no autocast scope
-  to open);
+* its dtype policy is the calling layer's, or it is called where no
+  layer's `call` is running (`parent=None`); either way the direct call
+  runs in the autocast scope `__call__` would give it (for a mixed policy
+  such as `mixed_bfloat16` at the top level, the compute dtype's, opened
+  as `__call__` opens it);
 * every tensor argument is a concrete backend tensor (not symbolic, not a
   NumPy array, at most one container deep), carries no Keras mask (so
   `__call__` would have filled no mask argument and attached no mask to
@@ -46,6 +47,8 @@ _KERAS_CLASSES = (
 
 
 _STATE = {"direct": True}
+# `_direct_call_is_same`'s answer for "call directly, no scope to open".
+_NO_SCOPE = contextlib.nullcontext()
 _DTYPE_NAMES = {}
 
 
@@ -94,6 +97,8 @@ def _plain_argument(value, compute_dtype, nested=False):
 
 
 def _direct_call_is_same(parent, layer, arguments):
+    """False where `layer(...)` must run; else the autocast scope to run
+    `layer.call(...)` in (`_NO_SCOPE`: the current one)."""
     if not _STATE["direct"] or keras.backend.backend() != "torch":
         return False
     if not layer.built:
@@ -111,13 +116,55 @@ def _direct_call_is_same(parent, layer, arguments):
         return False
     if getattr(layer, "activity_regularizer", None) is not None:
         return False  # __call__ adds its loss
-    if parent is None:
-        if layer.compute_dtype != layer.variable_dtype:
-            return False
-    elif layer.dtype_policy.name != parent.dtype_policy.name:
+    if parent is not None and (
+        layer.dtype_policy.name != parent.dtype_policy.name
+    ):
         return False
     compute_dtype = layer.compute_dtype
-    return all(_plain_argument(value, compute_dtype) for value in arguments)
+    if not all(_plain_argument(value, compute_dtype) for value in arguments):
+        return False
+    scope = _autocast_scope(layer)
+    return False if scope is None else scope
+
+
+def _autocast_scope(layer):
+    """The autocast scope `__call__` would run `layer.call` in, decided as
+    `__call__` decides it: `_NO_SCOPE` where it keeps the current one, a new
+    `AutocastScope` where it opens one (its compute dtype's for a mixed
+    policy at the top level or under a scope of another dtype; none for a
+    layer that does not autocast, such as `LayerNormalization`, under a
+    scope), None if Keras' scope functions are not found."""
+    scopes = _autocast_scopes()
+    if scopes is None:
+        return None
+    current = scopes.get_autocast_scope()
+    compute_dtype = layer.compute_dtype
+    if current is not None:
+        if not layer.autocast or not keras.backend.is_float_dtype(
+            compute_dtype
+        ):
+            return scopes.AutocastScope(None)
+        if current.dtype != compute_dtype:
+            return scopes.AutocastScope(compute_dtype)
+        return _NO_SCOPE
+    if compute_dtype != layer.variable_dtype:
+        return scopes.AutocastScope(compute_dtype)
+    return _NO_SCOPE
+
+
+def _autocast_scopes():
+    """Keras' autocast scope functions (`AutocastScope`,
+    `get_autocast_scope`), or None if this Keras keeps them elsewhere (the
+    direct calls that need them are then not made)."""
+    if "scopes" not in _STATE:
+        try:
+            from keras.src import backend as scopes
+
+            scopes.AutocastScope, scopes.get_autocast_scope  # noqa: B018
+        except (ImportError, AttributeError):
+            scopes = None
+        _STATE["scopes"] = scopes
+    return _STATE["scopes"]
 
 
 def call_sublayer(parent, layer, *args, **kwargs):
@@ -142,6 +189,10 @@ def call_sublayer(parent, layer, *args, **kwargs):
     # inside autograph, which must not convert the checks.
     if keras.backend.backend() != "torch":
         return layer(*args, **kwargs)
-    if _direct_call_is_same(parent, layer, (*args, *kwargs.values())):
+    scope = _direct_call_is_same(parent, layer, (*args, *kwargs.values()))
+    if scope is _NO_SCOPE:
         return layer.call(*args, **kwargs)
+    if scope:
+        with scope:
+            return layer.call(*args, **kwargs)
     return layer(*args, **kwargs)
