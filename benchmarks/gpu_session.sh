@@ -25,8 +25,8 @@
 # masks, empty rows; JAX's, slow to compile, after the next step);
 # attention time and memory against length, fused and explicit; BERT
 # masked-LM pretraining; ViT training and inference; cached GPT generation
-# against keras-hub (PyTorch: the per-token call cost on a GPU); GPT
-# training under torch.compile; the layers grid.
+# in bfloat16 against keras-hub (PyTorch: the per-token call cost on a
+# GPU); GPT training under torch.compile; the layers grid.
 
 set -u
 SMOKE=0
@@ -141,8 +141,8 @@ step "ViT images" 90 180 "$PYTHON" benchmarks/vit_images.py \
     --backends "$BACKENDS" $VIT $BF16 --json "$RESULTS/vit_images.json"
 # shellcheck disable=SC2086
 step "GPT generation" 60 180 "$PYTHON" benchmarks/gpt_generation.py \
-    --backends "$BACKENDS" $GENERATION --torch-compile-backend none \
-    --json "$RESULTS/gpt_generation.json"
+    --backends "$BACKENDS" $GENERATION --dtype bfloat16 \
+    --torch-compile-backend none --json "$RESULTS/gpt_generation.json"
 # shellcheck disable=SC2086
 step "GPT training, torch.compile" 120 240 "$PYTHON" \
     benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
