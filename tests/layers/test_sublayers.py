@@ -8,7 +8,11 @@ from keras import ops
 
 from tests.helpers import random_array
 from tests.helpers import to_numpy
+from zoo.layers import LearnedPositionEmbedding
 from zoo.layers import MultiHeadAttention
+from zoo.layers import PositionalEmbedding
+from zoo.layers import SinusoidalPositionEncoding
+from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerDecoder
 from zoo.layers import TransformerEncoder
 from zoo.layers import sublayers
@@ -37,9 +41,22 @@ class _Parent(keras.layers.Layer):
         return self.inner(*args, **kwargs)
 
 
+def _built(layer, input_shape):
+    layer.build(input_shape)
+    return layer
+
+
+def _cast_floats(value, dtype):
+    value = ops.convert_to_tensor(value)
+    if keras.backend.is_float_dtype(value.dtype):
+        return ops.cast(value, dtype)
+    return value
+
+
 def _layers():
     """(name, fresh built layer, arguments)"""
     x = random_array((2, 5, 8), 0)
+    ids = np.random.default_rng(0).integers(0, 11, (2, 5)).astype("int32")
     cache = np.zeros((2, 2, 5, 2, 4), "float32")
     return [
         ("dense", lambda dtype: keras.layers.Dense(
@@ -53,6 +70,16 @@ def _layers():
          {"use_causal_mask": True, "training": False}),
         ("encoder", lambda dtype: TransformerEncoder(
             2, 16, norm_first=True, dtype=dtype), (x,), {"training": False}),
+        ("token_embedding", lambda dtype: TokenEmbedding(
+            11, 8, dtype=dtype), (ids,), {}),
+        ("token_embedding_reverse", lambda dtype: _built(TokenEmbedding(
+            11, 8, dtype=dtype), (2, 5)), (x,), {"reverse": True}),
+        ("positional_embedding", lambda dtype: PositionalEmbedding(
+            11, 9, 8, mask_zero=False, dtype=dtype), (ids,),
+         {"start_index": 3}),
+        ("sinusoidal_embedding", lambda dtype: PositionalEmbedding(
+            11, 9, 8, positions="sinusoidal", mask_zero=False, dtype=dtype),
+         (ids,), {"start_index": 2}),
         ("decoder_cached", lambda dtype: TransformerDecoder(
             2, 16, norm_first=True, dtype=dtype), (x[:, :1],),
          {"self_attention_cache": cache,
@@ -70,7 +97,7 @@ def test_a_sublayer_gives_what_calling_it_gives(case, policy):
     outputs = {}
     for direct in (False, True):
         parent = _Parent(inner, direct, len(args), names, static, dtype=policy)
-        tensors = [ops.cast(t, parent.compute_dtype)
+        tensors = [_cast_floats(t, parent.compute_dtype)
                    for t in (*args, *(kwargs[k] for k in names))]
         outputs[direct] = keras.tree.flatten(parent(*tensors))
     assert len(outputs[True]) == len(outputs[False])
@@ -85,9 +112,9 @@ def test_a_mixed_precision_layer_called_at_the_top_level(case):
     # parent=None: call_sublayer opens the autocast scope __call__ would.
     _, make, args, kwargs = case
     layer = make("mixed_bfloat16")
-    cast = {k: ops.cast(v, "bfloat16") if hasattr(v, "shape") else v
+    cast = {k: _cast_floats(v, "bfloat16") if hasattr(v, "shape") else v
             for k, v in kwargs.items()}
-    args = [ops.cast(a, "bfloat16") for a in args]
+    args = [_cast_floats(a, "bfloat16") for a in args]
     called = keras.tree.flatten(layer(*args, **cast))
     if TORCH:  # the direct call is made, in a bfloat16 scope
         assert _same(None, layer, *args, **cast).dtype == "bfloat16"
@@ -170,6 +197,15 @@ def test_direct_calls_only_where_they_change_nothing():
     regularised.build((None, 8))
     assert not _same(parent, regularised, x)
 
+    ids = ops.convert_to_tensor(np.array([[1, 2, 0]], "int32"))
+    for cls in (TokenEmbedding, PositionalEmbedding):
+        args = (11, 4, 8) if cls is PositionalEmbedding else (11, 8)
+        plain, masking = cls(*args, mask_zero=False), cls(*args, mask_zero=True)
+        plain(ids), masking(ids)
+        assert _same(parent, plain, ids)
+        # __call__ would attach the mask it makes from the ids.
+        assert not _same(parent, masking, ids)
+
     quantized = keras.layers.Dense(8)
     quantized.build((None, 8))
     quantized.quantize("int8")
@@ -180,6 +216,9 @@ def test_zoo_layers_opt_in_and_subclasses_do_not_inherit_it():
     assert MultiHeadAttention.__dict__["_same_when_called_directly"]
     assert TransformerEncoder.__dict__["_same_when_called_directly"]
     assert TransformerDecoder.__dict__["_same_when_called_directly"]
+    for cls in (TokenEmbedding, PositionalEmbedding, LearnedPositionEmbedding,
+                SinusoidalPositionEncoding):
+        assert cls.__dict__["_same_when_called_directly"]
 
     class MyAttention(MultiHeadAttention):
         pass

@@ -19,6 +19,7 @@ from zoo.layers.checks import check_sequence_length
 from zoo.layers.checks import check_token_ids
 from zoo.layers.positions import LearnedPositionEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
+from zoo.layers.sublayers import call_sublayer
 
 POSITION_KINDS = ("learned", "sinusoidal")
 
@@ -57,6 +58,11 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     >>> layer(np.array([[1, 2, 3, 0]])).shape
     (1, 4, 16)
     """
+
+    # call_sublayer may run `call` directly (PyTorch): __call__ adds nothing
+    # here but the id mask, and it does not where mask_zero is off (checked
+    # there). A subclass must opt in again.
+    _same_when_called_directly = True
 
     def call(self, inputs, reverse=False, check_ids=True):
         # Generation feeds ids it made itself, and a host copy per step
@@ -182,9 +188,14 @@ class PositionalEmbedding(keras.layers.Layer):
         self.position_embedding.build(tuple(input_shape) + (self.embedding_dim,))
         self.built = True
 
+    # See TokenEmbedding.
+    _same_when_called_directly = True
+
     def call(self, inputs, start_index=0, reverse=False, check_ids=True):
         if reverse:
-            return self.token_embedding(inputs, reverse=True)
+            return call_sublayer(
+                self, self.token_embedding, inputs, reverse=True
+            )
         if len(inputs.shape) != 2:
             raise ValueError(
                 "PositionalEmbedding expects token ids of shape (batch, seq); "
@@ -195,10 +206,14 @@ class PositionalEmbedding(keras.layers.Layer):
         )
         if check_ids:
             check_token_ids(inputs, self.vocabulary_size, self.name)
-        tokens = self.token_embedding(inputs, check_ids=False)
+        tokens = call_sublayer(
+            self, self.token_embedding, inputs, check_ids=False
+        )
         if self.scale_tokens:
             tokens = tokens * ops.cast(self.embedding_dim ** 0.5, tokens.dtype)
-        return tokens + self.position_embedding(tokens, start_index=start_index)
+        return tokens + call_sublayer(
+            self, self.position_embedding, tokens, start_index=start_index
+        )
 
     def compute_mask(self, inputs, mask=None):
         # Hidden states going the reverse way (rank 3) carry no id mask.

@@ -43,6 +43,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         self.max_wavelength = max_wavelength
         self.supports_masking = True
 
+    # call_sublayer may run `call` directly (PyTorch); see sublayers.py.
+    _same_when_called_directly = True
+
     def call(self, inputs, start_index=0):
         shape = ops.shape(inputs)
         length, dim = shape[-2], inputs.shape[-1]
@@ -110,6 +113,9 @@ class LearnedPositionEmbedding(keras.layers.Layer):
             trainable=True,
         )
         self.built = True
+
+    # call_sublayer may run `call` directly (PyTorch); see sublayers.py.
+    _same_when_called_directly = True
 
     def call(self, inputs, start_index=0):
         shape = ops.shape(inputs)

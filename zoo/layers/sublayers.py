@@ -15,7 +15,8 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
   `EinsumDense`, `LayerNormalization`, and the zoo layers that say so
   (`_same_when_called_directly = True` in their class body; a subclass
   must say so again); not quantized, not rematerialised, no PyTorch hooks
-  on it, no activity regulariser (whose loss `__call__` adds);
+  on it, no activity regulariser (whose loss `__call__` adds), no
+  `mask_zero` (the mask `__call__` would make from token ids);
 * its dtype policy is the calling layer's, or it is called where no
   layer's `call` is running (`parent=None`); either way the direct call
   runs in the autocast scope `__call__` would give it (for a mixed policy
@@ -116,6 +117,8 @@ def _direct_call_is_same(parent, layer, arguments):
         return False
     if getattr(layer, "activity_regularizer", None) is not None:
         return False  # __call__ adds its loss
+    if getattr(layer, "mask_zero", False):
+        return False  # __call__ attaches the mask it makes from the ids
     if parent is not None and (
         layer.dtype_policy.name != parent.dtype_policy.name
     ):

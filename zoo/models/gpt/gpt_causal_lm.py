@@ -71,7 +71,9 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         # === Functional model ===
         inputs = backbone.input
         hidden_states = backbone(inputs)["sequence_output"]
-        logits = backbone.embeddings(hidden_states, reverse=True)
+        logits = call_sublayer(
+            None, backbone.embeddings, hidden_states, reverse=True
+        )
         super().__init__(
             inputs=inputs, outputs=self.logits_dtype(logits), **kwargs
         )
@@ -139,8 +141,12 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
             if stacked else list(cache)
         )
         # Generation never trains: no dropout; it made the ids itself.
-        x = backbone.embeddings(
-            token_ids, start_index=cache_update_index, check_ids=False
+        x = call_sublayer(
+            None,
+            backbone.embeddings,
+            token_ids,
+            start_index=cache_update_index,
+            check_ids=False,
         )
         # Under PyTorch `call_sublayer` skips Keras' per-call work where it
         # changes nothing (most of a small model's time per token).
@@ -154,7 +160,9 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
             )
         cache = ops.stack(layer_caches, axis=1) if stacked else tuple(layer_caches)
         hidden_states = call_sublayer(None, backbone.layer_norm, x)
-        logits = backbone.embeddings(hidden_states, reverse=True)
+        logits = call_sublayer(
+            None, backbone.embeddings, hidden_states, reverse=True
+        )
         return ops.cast(logits, "float32"), hidden_states, cache
 
     def _build_cache(self, token_ids):
