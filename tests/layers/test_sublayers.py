@@ -19,6 +19,7 @@ from zoo.layers import sublayers
 from zoo.layers.sublayers import call_sublayer
 from zoo.models.gpt import GPT
 from zoo.models.gpt import GPTBackbone
+from zoo.models.seq2seq import TransformerSeq2SeqBackbone
 
 TORCH = keras.backend.backend() == "torch"
 
@@ -252,5 +253,38 @@ def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(
     with sublayers.through_layer_calls():
         through_call = steps()
     assert sublayers._STATE["direct"]  # restored
+    for a, b in zip(direct, through_call):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
+        policy, tie_weights):
+    keras.utils.set_random_seed(0)
+    backbone = TransformerSeq2SeqBackbone(
+        13, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
+        encoder_sequence_length=6, decoder_sequence_length=6,
+        tie_weights=tie_weights, dtype=policy)
+    rng = np.random.default_rng(1)
+    source = ops.convert_to_tensor(rng.integers(1, 13, (2, 6)).astype("int32"))
+    source_mask = ops.convert_to_tensor(np.arange(6)[None] < [[6], [4]])
+    target = ops.convert_to_tensor(rng.integers(1, 13, (2, 6)).astype("int32"))
+
+    def steps():
+        encoded = backbone.encode(source, source_mask)
+        cache = backbone.decoder_cache(encoded, source_mask, 6)
+        out = []
+        for index in range(4):
+            hidden, cache, scores = backbone.decode_step(
+                target[:, index:index + 1], cache, index,
+                return_attention_scores=True)
+            out += [hidden, backbone.token_logits(hidden), scores]
+        out += list(cache[0])
+        return [to_numpy(ops.cast(t, "float32")) for t in out]
+
+    direct = steps()
+    with sublayers.through_layer_calls():
+        through_call = steps()
     for a, b in zip(direct, through_call):
         np.testing.assert_array_equal(a, b)

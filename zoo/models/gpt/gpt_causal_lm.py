@@ -71,9 +71,7 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         # === Functional model ===
         inputs = backbone.input
         hidden_states = backbone(inputs)["sequence_output"]
-        logits = call_sublayer(
-            None, backbone.embeddings, hidden_states, reverse=True
-        )
+        logits = backbone.embeddings(hidden_states, reverse=True)
         super().__init__(
             inputs=inputs, outputs=self.logits_dtype(logits), **kwargs
         )

@@ -206,9 +206,12 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         return x
 
     def token_logits(self, hidden):
+        # Called per generated token: see GPT.call_with_cache.
         if self.tie_weights:
-            return self.decoder_embedding(hidden, reverse=True)
-        return self.output_projection(hidden)
+            return call_sublayer(
+                None, self.decoder_embedding, hidden, reverse=True
+            )
+        return call_sublayer(None, self.output_projection, hidden)
 
     def decoder_cache(self, encoder_output, encoder_padding_mask, max_length):
         """`(self-attention caches, cross-attention caches, source mask)`:
@@ -229,8 +232,8 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         `(hidden (batch, n, dim), cache[, cross-attention (batch, layers,
         heads, n, src_len)])`."""
         self_caches, cross_caches, source_mask = cache
-        x = self.decoder_embedding(token_ids, start_index=index,
-                                   check_ids=False)
+        x = call_sublayer(None, self.decoder_embedding, token_ids,
+                          start_index=index, check_ids=False)
         new_caches, scores = [], []
         for layer, self_cache, cross_cache in zip(
                 self.decoder_layers, self_caches, cross_caches):
