@@ -109,13 +109,14 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
                                                sorted=False)
             beam_indices = indices // vocab_size
             next_token = flatten_beams(indices % vocab_size)
+            # Rows of the flat (batch * beams, ...) tensors to keep: one
+            # gather along the first axis (a take_along_axis over the beam
+            # axis broadcast its indices to the whole cache every step).
+            rows = ops.reshape(
+                beam_indices + ops.arange(batch_size)[:, None] * beams, (-1,))
 
             def gather_beams(x):
-                x = unflatten_beams(x)
-                chosen = beam_indices
-                for axis in range(2, len(x.shape)):
-                    chosen = ops.expand_dims(chosen, axis=axis)
-                return flatten_beams(ops.take_along_axis(x, chosen, axis=1))
+                return ops.take(x, rows, axis=0)
 
             prompt = gather_beams(prompt)
             if has_cache:

@@ -379,6 +379,44 @@ def _table_next(table):
     return next
 
 
+def test_beam_search_keeps_each_row_s_beams_and_cache_apart():
+    """Rows of a batch search on their own: each row's cache (here an id
+    that picks the row's own next-token table, beside an integer entry the
+    step writes to) follows its beams, and a batch gives what each row
+    gives alone."""
+    rng = np.random.default_rng(0)
+    tables = np.log(rng.dirichlet(np.ones(5) * 0.3, size=(3, 5))).astype(
+        "float32")  # tables[row, last token] -> next-token log-probabilities
+
+    def next(prompt, cache, index):
+        row_ids, history = cache
+        last = ops.take_along_axis(
+            prompt, ops.reshape(index - 1, (1, 1)) * ops.ones_like(
+                prompt[:, :1]), axis=1)[:, 0]
+        rows = ops.cast(row_ids[:, 0], "int32")
+        logits = ops.take(ops.reshape(ops.convert_to_tensor(tables), (15, 5)),
+                          rows * 5 + last, axis=0)
+        history = ops.slice_update(
+            history, [0, index - 1], ops.cast(last, history.dtype)[:, None])
+        return logits, None, (row_ids, history)
+
+    def search(rows):
+        prompt = np.zeros((len(rows), 6), "int32")
+        prompt[:, 0] = [r + 1 for r in rows]
+        mask = np.zeros((len(rows), 6), bool)
+        mask[:, 0] = True
+        cache = (np.array(rows, "float32")[:, None],
+                 np.full((len(rows), 6), -1, "int32"))
+        out = get_sampler("beam", num_beams=3)(
+            next, prompt, cache=cache, index=1, mask=mask,
+            stop_token_ids=(4,))
+        return ops.convert_to_numpy(out).tolist()
+
+    together = search([0, 1, 2])
+    assert together == search([0]) + search([1]) + search([2])
+    assert len({tuple(row[1:]) for row in together}) > 1  # rows differ
+
+
 def test_beam_search_ends_hypotheses_at_the_stop_token_and_penalises_length():
     """Token 3 is the stop token. From the start (token 0) a short sentence
     ends at once with P = 0.4 (0 -> 3); the long one goes 0 -> 1 -> 2 -> 3
