@@ -20,8 +20,9 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
 * its dtype policy is the calling layer's, or it is called where no
   layer's `call` is running (`parent=None`); either way the direct call
   runs in the autocast scope `__call__` would give it (for a mixed policy
-  such as `mixed_bfloat16` at the top level, the compute dtype's, opened
-  as `__call__` opens it);
+  such as `mixed_bfloat16` at the top level, the compute dtype's; for a
+  layer that does not autocast, such as `LayerNormalization`, under a
+  scope, none), opened as `__call__` opens it;
 * every tensor argument is a concrete backend tensor (not symbolic, not a
   NumPy array, at most one container deep), carries no Keras mask (so
   `__call__` would have filled no mask argument and attached no mask to
@@ -175,8 +176,10 @@ def call_sublayer(parent, layer, *args, **kwargs):
     same (see the module's docstring for when).
 
     Args:
-        parent: the layer whose `call` is running (its autocast scope is
-            active), or None when called from outside any layer.
+        parent: the layer whose `call` is running (a direct call then
+            also needs `layer` to share its dtype policy), or None when
+            called from outside any layer (a decoding step). Either way the
+            direct call runs in the autocast scope `__call__` would use.
         layer: the layer to call.
         *args, **kwargs: its call arguments.
 
