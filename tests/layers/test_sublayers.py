@@ -288,3 +288,43 @@ def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
         through_call = steps()
     for a, b in zip(direct, through_call):
         np.testing.assert_array_equal(a, b)
+
+
+def test_concrete_index_reads_a_scalar_position_under_pytorch_only():
+    index = ops.convert_to_tensor(np.int32(5))
+    out = sublayers.concrete_index(index)
+    if TORCH:
+        assert type(out) is int and out == 5
+    else:  # a traced value in a compiled loop has nothing to read
+        assert out is index
+    assert sublayers.concrete_index(3) == 3
+    positions = ops.convert_to_tensor(np.array([1, 2], "int32"))
+    assert sublayers.concrete_index(positions) is positions
+
+
+def test_decoding_with_a_tensor_position_gives_what_an_int_gives(monkeypatch):
+    from zoo.models.gpt import gpt_causal_lm
+
+    keras.utils.set_random_seed(0)
+    backbone = GPTBackbone(11, num_layers=2, num_heads=2, hidden_dim=8,
+                           sequence_length=8)
+    gpt = GPT(backbone)
+    ids = ops.convert_to_tensor(
+        np.random.default_rng(0).integers(0, 11, (2, 8)).astype("int32"))
+
+    def steps():
+        _, cache = gpt._build_cache(ids)
+        out = []
+        for index in range(3, 6):
+            logits, _, cache = gpt.call_with_cache(
+                ids[:, index:index + 1], cache,
+                ops.convert_to_tensor(np.int32(index)))
+            out.append(logits)
+        return [to_numpy(t) for t in out + list(cache)]
+
+    read = steps()
+    # Without the read: the tensor goes to every op (slice_update's
+    # scatter path under PyTorch).
+    monkeypatch.setattr(gpt_causal_lm, "concrete_index", lambda index: index)
+    for a, b in zip(read, steps()):
+        np.testing.assert_array_equal(a, b)

@@ -202,3 +202,28 @@ def call_sublayer(parent, layer, *args, **kwargs):
         with scope:
             return layer.call(*args, **kwargs)
     return layer(*args, **kwargs)
+
+
+def concrete_index(index):
+    """A scalar position as a Python int where PyTorch runs eagerly.
+
+    A decoding loop carries its position as a scalar tensor. Under PyTorch
+    each op given that tensor pays for it: `ops.slice_update` of a cache
+    builds index tensors and scatters instead of assigning a slice, and
+    the length checks read the value back. Reading it once per step (what
+    the sampler's loop condition already does) spares that. Elsewhere
+    (JAX, TensorFlow: a traced value inside a compiled loop; a Python int
+    already) `index` is returned as it is.
+
+    Example (the top of a decoding step):
+
+    >>> index = concrete_index(index)
+    """
+    if (
+        keras.backend.backend() != "torch"
+        or isinstance(index, int)
+        or not keras.ops.is_tensor(index)
+        or len(index.shape) != 0
+    ):
+        return index
+    return int(index)

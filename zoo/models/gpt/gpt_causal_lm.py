@@ -22,6 +22,7 @@ from keras import ops
 
 from zoo.layers.checks import check_token_ids
 from zoo.layers.sublayers import call_sublayer
+from zoo.layers.sublayers import concrete_index
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import pad_rows
@@ -133,6 +134,7 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
             with the cache in the form it was given.
         """
         backbone = self.backbone
+        cache_update_index = concrete_index(cache_update_index)
         stacked = not isinstance(cache, (tuple, list))
         layer_caches = (
             [cache[:, i, ...] for i in range(backbone.num_layers)]

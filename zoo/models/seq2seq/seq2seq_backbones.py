@@ -28,6 +28,7 @@ from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerDecoder
 from zoo.layers import TransformerEncoder
 from zoo.layers.sublayers import call_sublayer
+from zoo.layers.sublayers import concrete_index
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general")
@@ -232,6 +233,7 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         `(hidden (batch, n, dim), cache[, cross-attention (batch, layers,
         heads, n, src_len)])`."""
         self_caches, cross_caches, source_mask = cache
+        index = concrete_index(index)
         x = call_sublayer(None, self.decoder_embedding, token_ids,
                           start_index=index, check_ids=False)
         new_caches, scores = [], []
