@@ -213,6 +213,27 @@ def test_direct_calls_only_where_they_change_nothing():
     assert not _same(parent, quantized, x)
 
 
+def test_an_explicit_mask_argument_goes_through_layer_call():
+    # __call__ takes `mask=` as the input's mask and attaches the layer's
+    # compute_mask of it to the output; a direct call would not.
+    class Doubling(keras.layers.Layer):
+        _same_when_called_directly = True  # opted in, as a zoo layer would
+
+        def __init__(self):
+            super().__init__()
+            self.supports_masking = True
+            self.built = True
+
+        def call(self, x, mask=None):
+            return x * 2
+
+    x = ops.convert_to_tensor(random_array((2, 4, 5), 3))
+    mask = ops.convert_to_tensor(np.array([[1, 1, 0, 0], [1, 1, 1, 0]], bool))
+    out = call_sublayer(None, Doubling(), x, mask=mask)
+    np.testing.assert_array_equal(
+        to_numpy(keras.src.backend.get_keras_mask(out)), to_numpy(mask))
+
+
 def test_zoo_layers_opt_in_and_subclasses_do_not_inherit_it():
     assert MultiHeadAttention.__dict__["_same_when_called_directly"]
     assert TransformerEncoder.__dict__["_same_when_called_directly"]

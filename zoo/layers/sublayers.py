@@ -24,10 +24,11 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
   layer that does not autocast, such as `LayerNormalization`, under a
   scope, none), opened as `__call__` opens it;
 * every tensor argument is a concrete backend tensor (not symbolic, not a
-  NumPy array, at most one container deep), carries no Keras mask (so
-  `__call__` would have filled no mask argument and attached no mask to
-  the output), and floating ones are in the layer's compute dtype (so
-  `__call__` would have cast or converted nothing);
+  NumPy array, at most one container deep), carries no Keras mask and no
+  argument is an explicit `mask=` (so `__call__` would have filled no mask
+  argument and attached no mask to the output), and floating ones are in
+  the layer's compute dtype (so `__call__` would have cast or converted
+  nothing);
 * the caller passes `training` explicitly where the layer takes it (the
   zoo's blocks do; without it the direct call sees `None`, which the zoo's
   layers read as inference).
@@ -35,6 +36,10 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
 Anywhere else it is `layer(*args, **kwargs)`; inside
 `with through_layer_calls():` it always is (to compare, or to rule the
 shortcut out when something looks wrong).
+
+`concrete_index` serves the same decoding steps: it reads the loop's
+position, a scalar tensor, once per step as a Python int under PyTorch,
+where every op given the tensor would pay for it.
 """
 
 import contextlib
@@ -194,6 +199,10 @@ def call_sublayer(parent, layer, *args, **kwargs):
     # The backend test comes first and alone: under TensorFlow this runs
     # inside autograph, which must not convert the checks.
     if keras.backend.backend() != "torch":
+        return layer(*args, **kwargs)
+    if kwargs.get("mask") is not None:
+        # __call__ treats an explicit `mask` as the input's and attaches
+        # the layer's compute_mask of it to the output.
         return layer(*args, **kwargs)
     scope = _direct_call_is_same(parent, layer, (*args, *kwargs.values()))
     if scope is _NO_SCOPE:
