@@ -251,28 +251,35 @@ def test_zoo_layers_opt_in_and_subclasses_do_not_inherit_it():
     assert not _same(None, layer, x, x)
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(
-        policy):
+def _tiny_gpt(policy="float32"):
+    """A 2-block GPT on 11 tokens and a (2, 8) batch of ids."""
     keras.utils.set_random_seed(0)
     backbone = GPTBackbone(11, num_layers=2, num_heads=2, hidden_dim=8,
                            sequence_length=8, dtype=policy)
-    gpt = GPT(backbone)
     ids = ops.convert_to_tensor(
         np.random.default_rng(0).integers(0, 11, (2, 8)).astype("int32"))
+    return GPT(backbone), ids
 
-    def steps():
-        _, cache = gpt._build_cache(ids)
-        out = []
-        for index in range(3, 6):
-            logits, hidden, cache = gpt.call_with_cache(
-                ids[:, index:index + 1], cache, index)
-            out += [logits, hidden]
-        return [to_numpy(ops.cast(t, "float32")) for t in out + list(cache)]
 
-    direct = steps()
+def _cached_steps(gpt, ids, position=lambda index: index):
+    """Logits and hidden states of cached steps 3-5 and the final cache,
+    as float32 NumPy arrays; `position(index)` is what the step is given."""
+    _, cache = gpt._build_cache(ids)
+    out = []
+    for index in range(3, 6):
+        logits, hidden, cache = gpt.call_with_cache(
+            ids[:, index:index + 1], cache, position(index))
+        out += [logits, hidden]
+    return [to_numpy(ops.cast(t, "float32")) for t in out + list(cache)]
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(
+        policy):
+    gpt, ids = _tiny_gpt(policy)
+    direct = _cached_steps(gpt, ids)
     with sublayers.through_layer_calls():
-        through_call = steps()
+        through_call = _cached_steps(gpt, ids)
     assert sublayers._STATE["direct"]  # restored
     for a, b in zip(direct, through_call):
         np.testing.assert_array_equal(a, b)
@@ -326,26 +333,14 @@ def test_concrete_index_reads_a_scalar_position_under_pytorch_only():
 def test_decoding_with_a_tensor_position_gives_what_an_int_gives(monkeypatch):
     from zoo.models.gpt import gpt_causal_lm
 
-    keras.utils.set_random_seed(0)
-    backbone = GPTBackbone(11, num_layers=2, num_heads=2, hidden_dim=8,
-                           sequence_length=8)
-    gpt = GPT(backbone)
-    ids = ops.convert_to_tensor(
-        np.random.default_rng(0).integers(0, 11, (2, 8)).astype("int32"))
+    gpt, ids = _tiny_gpt()
 
-    def steps():
-        _, cache = gpt._build_cache(ids)
-        out = []
-        for index in range(3, 6):
-            logits, _, cache = gpt.call_with_cache(
-                ids[:, index:index + 1], cache,
-                ops.convert_to_tensor(np.int32(index)))
-            out.append(logits)
-        return [to_numpy(t) for t in out + list(cache)]
+    def position(index):
+        return ops.convert_to_tensor(np.int32(index))
 
-    read = steps()
+    read = _cached_steps(gpt, ids, position)
     # Without the read: the tensor goes to every op (slice_update's
     # scatter path under PyTorch).
     monkeypatch.setattr(gpt_causal_lm, "concrete_index", lambda index: index)
-    for a, b in zip(read, steps()):
+    for a, b in zip(read, _cached_steps(gpt, ids, position)):
         np.testing.assert_array_equal(a, b)
