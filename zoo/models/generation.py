@@ -86,6 +86,8 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
         log_probs = ops.array([[0.0] + [-1e9] * (beams - 1)], dtype="float32")
         log_probs = flatten_beams(
             ops.broadcast_to(log_probs, (batch_size, beams)))
+        # Flat index of each row's first beam, for gather_beams below.
+        row_starts = ops.arange(batch_size)[:, None] * beams
 
         def finished(prompt):
             ended = any_equal(prompt, stop_token_ids, ops.logical_not(mask))
@@ -112,8 +114,7 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
             # Rows of the flat (batch * beams, ...) tensors to keep: one
             # gather along the first axis (a take_along_axis over the beam
             # axis broadcast its indices to the whole cache every step).
-            rows = ops.reshape(
-                beam_indices + ops.arange(batch_size)[:, None] * beams, (-1,))
+            rows = ops.reshape(beam_indices + row_starts, (-1,))
 
             def gather_beams(x):
                 return ops.take(x, rows, axis=0)
