@@ -141,6 +141,8 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
             if stacked else list(cache)
         )
         # Generation never trains: no dropout; it made the ids itself.
+        # Under PyTorch `call_sublayer` skips Keras' per-call work where it
+        # changes nothing (most of a small model's time per token).
         x = call_sublayer(
             None,
             backbone.embeddings,
@@ -148,8 +150,6 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
             start_index=cache_update_index,
             check_ids=False,
         )
-        # Under PyTorch `call_sublayer` skips Keras' per-call work where it
-        # changes nothing (most of a small model's time per token).
         for i, block in enumerate(backbone.transformer_layers):
             x, layer_caches[i] = call_sublayer(
                 None,
