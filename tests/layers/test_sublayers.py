@@ -8,7 +8,9 @@ from keras import ops
 
 from tests.helpers import random_array
 from tests.helpers import to_numpy
+from zoo.layers import BahdanauAttention
 from zoo.layers import LearnedPositionEmbedding
+from zoo.layers import LuongAttention
 from zoo.layers import MultiHeadAttention
 from zoo.layers import PositionalEmbedding
 from zoo.layers import SinusoidalPositionEncoding
@@ -19,6 +21,7 @@ from zoo.layers import sublayers
 from zoo.layers.sublayers import call_sublayer
 from zoo.models.gpt import GPT
 from zoo.models.gpt import GPTBackbone
+from zoo.models.seq2seq import RNNSeq2SeqBackbone
 from zoo.models.seq2seq import TransformerSeq2SeqBackbone
 
 TORCH = keras.backend.backend() == "torch"
@@ -59,6 +62,7 @@ def _layers():
     x = random_array((2, 5, 8), 0)
     ids = np.random.default_rng(0).integers(0, 11, (2, 5)).astype("int32")
     cache = np.zeros((2, 2, 5, 2, 4), "float32")
+    source_mask = np.arange(5)[None] < np.array([[5], [3]])
     return [
         ("dense", lambda dtype: keras.layers.Dense(
             6, activation="gelu", dtype=dtype), (x,), {}),
@@ -81,6 +85,18 @@ def _layers():
         ("sinusoidal_embedding", lambda dtype: PositionalEmbedding(
             11, 9, 8, positions="sinusoidal", mask_zero=False, dtype=dtype),
          (ids,), {"start_index": 2}),
+        ("keras_embedding", lambda dtype: keras.layers.Embedding(
+            11, 8, dtype=dtype), (ids,), {}),
+        ("dropout", lambda dtype: keras.layers.Dropout(
+            0.5, dtype=dtype), (x,), {"training": False}),
+        ("gru_cell", lambda dtype: keras.layers.GRUCell(6, dtype=dtype),
+         (x[:, 0], random_array((2, 6), 4)), {"training": False}),
+        # An explicit mask= whose compute_mask is None: a direct call.
+        ("bahdanau", lambda dtype: BahdanauAttention(6, dtype=dtype),
+         (x[:, :2], x), {"mask": source_mask,
+                         "return_attention_scores": True}),
+        ("luong_general", lambda dtype: LuongAttention(dtype=dtype),
+         (x[:, 0], x), {"mask": source_mask}),
         ("decoder_cached", lambda dtype: TransformerDecoder(
             2, 16, norm_first=True, dtype=dtype), (x[:, :1],),
          {"self_attention_cache": cache,
@@ -232,6 +248,17 @@ def test_an_explicit_mask_argument_goes_through_layer_call():
     out = call_sublayer(None, Doubling(), x, mask=mask)
     np.testing.assert_array_equal(
         to_numpy(keras.src.backend.get_keras_mask(out)), to_numpy(mask))
+    assert sublayers._attaches_a_mask(Doubling(), (x,), {"mask": mask})
+
+    class NotMasking(Doubling):
+        def __init__(self):
+            super().__init__()
+            self.supports_masking = False  # __call__ warns the mask is lost
+
+    assert sublayers._attaches_a_mask(NotMasking(), (x,), {"mask": mask})
+    # The alignment layers' compute_mask is None: nothing to attach.
+    attention = BahdanauAttention(4)
+    assert not sublayers._attaches_a_mask(attention, (x, x), {"mask": mask})
 
 
 def test_zoo_layers_opt_in_and_subclasses_do_not_inherit_it():
@@ -285,15 +312,24 @@ def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("tie_weights", [True, False])
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
-        policy, tie_weights):
-    keras.utils.set_random_seed(0)
-    backbone = TransformerSeq2SeqBackbone(
+def _seq2seq_backbone(kind, policy):
+    if kind == "rnn":
+        return RNNSeq2SeqBackbone(
+            13, embedding_dim=8, encoder_units=6, decoder_units=10,
+            attention_units=5, dropout=0.5, encoder_sequence_length=6,
+            decoder_sequence_length=6, dtype=policy)
+    return TransformerSeq2SeqBackbone(
         13, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
         encoder_sequence_length=6, decoder_sequence_length=6,
-        tie_weights=tie_weights, dtype=policy)
+        tie_weights=kind == "tied", dtype=policy)
+
+
+@pytest.mark.parametrize("kind", ["tied", "untied", "rnn"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
+        policy, kind):
+    keras.utils.set_random_seed(0)
+    backbone = _seq2seq_backbone(kind, policy)
     rng = np.random.default_rng(1)
     source = ops.convert_to_tensor(rng.integers(1, 13, (2, 6)).astype("int32"))
     source_mask = ops.convert_to_tensor(np.arange(6)[None] < [[6], [4]])
@@ -308,7 +344,7 @@ def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
                 target[:, index:index + 1], cache, index,
                 return_attention_scores=True)
             out += [hidden, backbone.token_logits(hidden), scores]
-        out += list(cache[0])
+        out += keras.tree.flatten(cache)
         return [to_numpy(ops.cast(t, "float32")) for t in out]
 
     direct = steps()
@@ -316,6 +352,23 @@ def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
         through_call = steps()
     for a, b in zip(direct, through_call):
         np.testing.assert_array_equal(a, b)
+
+
+def test_without_keras_mask_gives_a_cache_tensor_with_no_mask():
+    x = ops.convert_to_tensor(random_array((2, 4, 3), 5))
+    mask = ops.convert_to_tensor(np.array([[1, 1, 0, 0], [1, 1, 1, 0]], bool))
+    masked = keras.layers.Masking()(x * ops.cast(mask, "float32")[..., None])
+    plain = sublayers.without_keras_mask(masked)
+    np.testing.assert_array_equal(to_numpy(plain), to_numpy(masked))
+    get_mask = keras.src.backend.get_keras_mask
+    if TORCH:
+        assert get_mask(plain) is None
+        assert get_mask(masked) is not None  # the caller's tensor keeps it
+        attention = BahdanauAttention(4)
+        attention(x, x)
+        assert _same(None, attention, x, plain, mask=mask)
+        assert not _same(None, attention, x, masked, mask=mask)
+    assert sublayers.without_keras_mask(x) is x
 
 
 def test_concrete_index_reads_a_scalar_position_under_pytorch_only():

@@ -17,6 +17,7 @@ import keras
 from keras import ops
 
 from zoo.layers.attention import clone_initializer
+from zoo.layers.sublayers import call_sublayer
 
 _NEGATIVE_LOGIT = -1e30
 
@@ -125,6 +126,8 @@ class BahdanauAttention(_AlignmentAttention):
     ((2, 24), (2, 7))
     """
 
+    _same_when_called_directly = True  # see zoo.layers.sublayers
+
     def __init__(self, units, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
         self.units = int(units)
@@ -149,10 +152,10 @@ class BahdanauAttention(_AlignmentAttention):
 
     def compute_keys(self, values):
         """`W_h h_j + b`, `(batch, src_len, units)`."""
-        return self.key_dense(values)
+        return call_sublayer(self, self.key_dense, values)
 
     def _scores(self, query, keys):
-        projected = self.query_dense(query)[:, :, None, :]
+        projected = call_sublayer(self, self.query_dense, query)[:, :, None, :]
         hidden = ops.tanh(projected + keys[:, None, :, :])
         return ops.einsum("bqku,u->bqk", hidden,
                           ops.cast(self.score_vector, hidden.dtype))
@@ -194,6 +197,8 @@ class LuongAttention(_AlignmentAttention):
     (2, 5, 24)
     """
 
+    _same_when_called_directly = True  # see zoo.layers.sublayers
+
     def __init__(self, score="general", kernel_initializer="glorot_uniform",
                  **kwargs):
         super().__init__(**kwargs)
@@ -221,7 +226,9 @@ class LuongAttention(_AlignmentAttention):
 
     def compute_keys(self, values):
         """`h_j` ("dot") or `W_a h_j` ("general")."""
-        return values if self.score == "dot" else self.key_dense(values)
+        if self.score == "dot":
+            return values
+        return call_sublayer(self, self.key_dense, values)
 
     def _scores(self, query, keys):
         return ops.einsum("bqd,bkd->bqk", query, keys)

@@ -12,7 +12,8 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
   compiled graph, so there they cost nothing per step);
 * the layer is built and of a class known to need nothing from
   `__call__` beyond what is checked here: `keras.layers.Dense`,
-  `EinsumDense`, `LayerNormalization`, and the zoo layers that say so
+  `EinsumDense`, `LayerNormalization`, `Embedding`, `Dropout`, `GRUCell`,
+  and the zoo layers that say so
   (`_same_when_called_directly = True` in their class body; a subclass
   must say so again); not quantized, not rematerialised, no PyTorch hooks
   on it, no activity regulariser (whose loss `__call__` adds), no
@@ -39,7 +40,8 @@ shortcut out when something looks wrong).
 
 `concrete_index` serves the same decoding steps: it reads the loop's
 position, a scalar tensor, once per step as a Python int under PyTorch,
-where every op given the tensor would pay for it.
+where every op given the tensor would pay for it; `without_keras_mask`
+gives a decoding cache tensors that carry no Keras mask.
 """
 
 import contextlib
@@ -50,6 +52,9 @@ _KERAS_CLASSES = (
     keras.layers.Dense,
     keras.layers.EinsumDense,
     keras.layers.LayerNormalization,
+    keras.layers.Embedding,
+    keras.layers.Dropout,
+    keras.layers.GRUCell,
 )
 
 
@@ -176,6 +181,16 @@ def _autocast_scopes():
     return _STATE["scopes"]
 
 
+def _attaches_a_mask(layer, args, kwargs):
+    """Whether `__call__` would do something with an explicit `mask=`
+    beyond passing it on: it takes it as the first input's mask and
+    attaches the layer's `compute_mask` of it to the output (or, for a
+    layer that does not support masking, warns that the mask is lost)."""
+    if not args or not getattr(layer, "supports_masking", False):
+        return True
+    return layer.compute_mask(args[0], kwargs["mask"]) is not None
+
+
 def call_sublayer(parent, layer, *args, **kwargs):
     """`layer(*args, **kwargs)`, run as `layer.call(...)` where that is the
     same (see the module's docstring for when).
@@ -200,9 +215,7 @@ def call_sublayer(parent, layer, *args, **kwargs):
     # inside autograph, which must not convert the checks.
     if keras.backend.backend() != "torch":
         return layer(*args, **kwargs)
-    if kwargs.get("mask") is not None:
-        # __call__ treats an explicit `mask` as the input's and attaches
-        # the layer's compute_mask of it to the output.
+    if kwargs.get("mask") is not None and _attaches_a_mask(layer, args, kwargs):
         return layer(*args, **kwargs)
     scope = _direct_call_is_same(parent, layer, (*args, *kwargs.values()))
     if scope is _NO_SCOPE:
@@ -236,3 +249,26 @@ def concrete_index(index):
     ):
         return index
     return int(index)
+
+
+def without_keras_mask(x):
+    """`x` with no Keras mask attached, for a decoding cache.
+
+    Under PyTorch a layer called on padded inputs attaches a Keras mask to
+    its output tensor, and any later layer given that tensor goes through
+    `Layer.__call__` (which would read the mask). A cache that carries the
+    padding mask itself can hold a copy without it (made once per
+    sequence); the tensor given is left as it was. Elsewhere `x` is
+    returned as it is.
+
+    Example (building a decoder's cache):
+
+    >>> encoder_output = without_keras_mask(encoder_output)
+    """
+    if (
+        keras.backend.backend() != "torch"
+        or getattr(x, "_keras_mask", None) is None
+    ):
+        return x
+    return keras.ops.copy(x)
+

@@ -29,6 +29,7 @@ from zoo.layers import TransformerDecoder
 from zoo.layers import TransformerEncoder
 from zoo.layers.sublayers import call_sublayer
 from zoo.layers.sublayers import concrete_index
+from zoo.layers.sublayers import without_keras_mask
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general")
@@ -369,23 +370,29 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
         return self.initial_state_dense(mean)
 
     def _attentional(self, states, encoder_output, padding_mask,
-                     keys=None, return_attention_scores=False):
-        context = self.attention_layer(
-            states, encoder_output, keys=keys,
+                     keys=None, return_attention_scores=False, training=None):
+        # call_sublayer: direct calls in the decoding step (PyTorch), the
+        # layers themselves in the functional graph (see GPT.call_with_cache).
+        context = call_sublayer(
+            None, self.attention_layer, states, encoder_output, keys=keys,
             mask=ops.cast(padding_mask, "bool"),
             return_attention_scores=return_attention_scores)
         weights = None
         if return_attention_scores:
             context, weights = context
-        x = self.attentional_dense(ops.concatenate([states, context], -1))
-        x = self.output_dropout(x)
+        x = call_sublayer(None, self.attentional_dense,
+                          ops.concatenate([states, context], -1))
+        x = call_sublayer(None, self.output_dropout, x, training=training)
         return (x, weights) if return_attention_scores else x
 
     def token_logits(self, hidden):
-        return self.output_projection(hidden)
+        return call_sublayer(None, self.output_projection, hidden)
 
     def decoder_cache(self, encoder_output, encoder_padding_mask, max_length):
         """`(decoder state, encoder states, attention keys, source mask)`."""
+        # The source mask travels in the cache: the Keras mask the encoder
+        # attached to its states would send each step through __call__.
+        encoder_output = without_keras_mask(encoder_output)
         state = self._initial_state(encoder_output, encoder_padding_mask)
         keys = self.attention_layer.compute_keys(encoder_output)
         return state, encoder_output, keys, encoder_padding_mask
@@ -395,11 +402,13 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
         """One target position (`token_ids` `(batch, 1)`): `(hidden (batch,
         1, decoder_units), cache[, attention (batch, 1, 1, 1, src_len)])`."""
         state, encoder_output, keys, source_mask = cache
-        y = self.embedding(token_ids[:, 0])
-        output, new_state = self.decoder_rnn.cell(y, [state])
+        y = call_sublayer(None, self.embedding, token_ids[:, 0])
+        output, new_state = call_sublayer(
+            None, self.decoder_rnn.cell, y, [state], training=False)
         x = self._attentional(output[:, None], encoder_output, source_mask,
                               keys=keys,
-                              return_attention_scores=return_attention_scores)
+                              return_attention_scores=return_attention_scores,
+                              training=False)
         new_state = new_state[0] if isinstance(new_state, (list, tuple)) \
             else new_state
         cache = (new_state, encoder_output, keys, source_mask)
