@@ -271,4 +271,3 @@ def without_keras_mask(x):
     ):
         return x
     return keras.ops.copy(x)
-
