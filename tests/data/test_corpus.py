@@ -11,6 +11,7 @@ from zoo.data.corpus import consecutive_text_windows
 from zoo.data.corpus import load_text
 from zoo.data.corpus import make_synthetic_corpus
 from zoo.data.corpus import random_text_windows
+from zoo.data.corpus import TokenWindows
 from zoo.data.corpus import split_text
 from zoo.data.download import DataNotFoundError
 
@@ -108,6 +109,82 @@ def test_consecutive_text_windows_cover_the_split_once():
     assert "".join(w[1:] for w in windows) == text[1:49]
     with pytest.raises(ValueError, match="fewer than"):
         consecutive_text_windows("abc", 8)
+
+
+def _tokenised(text):
+    from zoo.data.tokenizers import CharacterTokenizer
+    from zoo.data.tokenizers import encode_corpus
+    from zoo.models.gpt import GPTPreprocessor
+
+    tokenizer = CharacterTokenizer.from_text(text)
+    return encode_corpus(tokenizer, text), GPTPreprocessor(tokenizer, 16)
+
+
+def test_token_windows_are_what_the_preprocessor_makes_of_the_text():
+    text = make_synthetic_corpus(3000, seed=3)
+    ids, preprocessor = _tokenised(text)
+    windows = TokenWindows(ids, 16, batch_size=4, steps=3, seed=7)
+    assert len(windows) == 3
+    epochs = []
+    for epoch in range(2):
+        windows.epoch = epoch
+        batches = [windows[i] for i in range(len(windows))]
+        epochs.append(np.stack([b[0]["token_ids"] for b in batches]))
+        for x, y, weight in batches:
+            assert x["token_ids"].shape == y.shape == weight.shape == (4, 16)
+            # Each row is a window of 17 characters of the text, as the
+            # preprocessor packs it: inputs, next-character targets.
+            starts = [text.find(preprocessor.tokenizer.detokenize(
+                list(row) + [int(t[-1])])) for row, t in zip(x["token_ids"], y)]
+            assert min(starts) >= 0
+            px, py, pw = preprocessor([text[s:s + 17] for s in starts])
+            np.testing.assert_array_equal(x["token_ids"], px["token_ids"])
+            np.testing.assert_array_equal(x["padding_mask"],
+                                          px["padding_mask"])
+            np.testing.assert_array_equal(y, py)
+            np.testing.assert_array_equal(weight, pw)
+    assert not np.array_equal(epochs[0], epochs[1])  # new every epoch
+    again = TokenWindows(ids, 16, 4, steps=3, seed=7)
+    again.epoch = 1  # a resumed run reads the same epoch
+    np.testing.assert_array_equal(again[2][0]["token_ids"], epochs[1][2])
+
+
+def test_token_windows_for_evaluation_are_the_consecutive_text_windows():
+    text = make_synthetic_corpus(1000, seed=4)
+    ids, preprocessor = _tokenised(text)
+    windows = TokenWindows(ids, 16, batch_size=8, shuffle=False)
+    texts = consecutive_text_windows(text, 16)
+    assert windows.windows == len(texts) and len(windows) == -(-len(texts)
+                                                                  // 8)
+    got = np.concatenate([windows[i][1] for i in range(len(windows))])
+    _, expected, _ = preprocessor(texts)
+    np.testing.assert_array_equal(got, expected)
+    assert len(windows[len(windows) - 1][1]) == (len(texts) % 8 or 8)
+
+
+def test_token_windows_move_on_only_after_a_whole_epoch():
+    ids, _ = _tokenised(make_synthetic_corpus(2000, seed=5))
+    windows = TokenWindows(ids, 16, 4, steps=3)
+    windows[0]
+    windows.on_epoch_end()  # Keras' first-batch pass before training
+    assert windows.epoch == 0
+    for i in range(3):
+        windows[i]
+    windows.on_epoch_end()
+    assert windows.epoch == 1
+
+
+def test_token_windows_refuse_bad_input():
+    with pytest.raises(ValueError, match="fewer than one window"):
+        TokenWindows(np.arange(10), 16, 4, steps=2)
+    with pytest.raises(ValueError, match="1-D integer"):
+        TokenWindows(np.zeros((4, 40), "int32"), 16, 4, steps=2)
+    with pytest.raises(ValueError, match="1-D integer"):
+        TokenWindows(np.zeros(40, "float32"), 16, 4, steps=2)
+    with pytest.raises(ValueError, match="steps"):
+        TokenWindows(np.arange(40), 16, 4)
+    with pytest.raises(IndexError):
+        TokenWindows(np.arange(40), 16, 4, steps=2)[2]
 
 
 def test_synthetic_corpus_is_play_shaped_and_seeded():

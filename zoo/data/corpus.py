@@ -136,6 +136,113 @@ def consecutive_text_windows(text, sequence_length):
             for k in range(count)]
 
 
+class TokenWindows(keras.utils.PyDataset):
+    """Windows of a tokenised corpus as model-ready GPT batches, in NumPy
+    (no TensorFlow): what `random_text_windows` and
+    `consecutive_text_windows` give after the preprocessor, without
+    tokenising at every step.
+
+    Each window is `sequence_length + 1` ids: the inputs are its first
+    `sequence_length`, the targets its last. Random windows are drawn from
+    `(seed, epoch)`, so every backend, and a resumed run, reads the same
+    ones; consecutive windows are the ones `consecutive_text_windows` cuts
+    (for a character tokenizer, the same batches).
+
+    Args:
+        token_ids: the corpus as a 1-D int array (`encode_corpus`).
+        sequence_length: the model's context length.
+        batch_size: windows per batch.
+        steps: batches per epoch (training windows); not used with
+            `shuffle=False`.
+        seed: seeds the offsets, a new draw every epoch (`.epoch` counts
+            the epochs served; `zoo.callbacks.ReproducibleEpochs` sets it,
+            e.g. for a resumed run).
+        shuffle: True: `steps` batches of random windows (training).
+            False: consecutive windows starting every `sequence_length`
+            ids, so every id after the first is predicted once, in order,
+            the last batch smaller (evaluation).
+
+    Returns (per batch):
+        `({"token_ids", "padding_mask"}, targets, sample_weight)`, each
+        `(batch, sequence_length)`.
+
+    Example:
+
+    >>> ids = encode_corpus(tokenizer, train_text)
+    >>> gpt.fit(TokenWindows(ids, 256, 64, steps=500), epochs=10)
+    """
+
+    def __init__(self, token_ids, sequence_length, batch_size, steps=None,
+                 seed=0, shuffle=True):
+        super().__init__(workers=1, use_multiprocessing=False)
+        self.token_ids = np.asarray(token_ids)
+        if self.token_ids.ndim != 1 or not np.issubdtype(
+                self.token_ids.dtype, np.integer):
+            raise ValueError(
+                "token_ids must be a 1-D integer array; got shape "
+                f"{self.token_ids.shape}, dtype {self.token_ids.dtype}.")
+        self.token_ids = self.token_ids.astype("int32")
+        self.sequence_length = int(sequence_length)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.shuffle = bool(shuffle)
+        if self.sequence_length < 1 or self.batch_size < 1:
+            raise ValueError("sequence_length and batch_size must be >= 1; "
+                             f"got {sequence_length} and {batch_size}.")
+        window = self.sequence_length + 1
+        if len(self.token_ids) < window:
+            raise ValueError(
+                f"the corpus has {len(self.token_ids)} tokens, fewer than "
+                f"one window of {window}.")
+        if self.shuffle:
+            if steps is None or int(steps) < 1:
+                raise ValueError(
+                    f"shuffle=True needs steps >= 1 per epoch; got {steps}.")
+            self.steps = int(steps)
+        else:
+            self.steps = -(-self.windows // self.batch_size)
+        self.epoch = 0
+        self._served = set()  # batch indices served since the last epoch end
+        self._offsets = (None, None)  # (epoch, its offsets)
+
+    @property
+    def windows(self):
+        """Consecutive windows in the corpus (`shuffle=False`)."""
+        return (len(self.token_ids) - 1) // self.sequence_length
+
+    def __len__(self):
+        return self.steps
+
+    def __getitem__(self, index):
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} of {len(self)}")
+        self._served.add(int(index))
+        if self.shuffle:
+            if self._offsets[0] != self.epoch:
+                high = len(self.token_ids) - self.sequence_length - 1
+                self._offsets = (self.epoch, np.random.default_rng(
+                    [self.seed, self.epoch]).integers(
+                        0, high + 1, size=(self.steps, self.batch_size)))
+            starts = self._offsets[1][index]
+        else:
+            first = index * self.batch_size
+            starts = np.arange(
+                first, min(first + self.batch_size, self.windows)
+            ) * self.sequence_length
+        windows = self.token_ids[
+            starts[:, None] + np.arange(self.sequence_length + 1)]
+        x = {"token_ids": windows[:, :-1],
+             "padding_mask": np.ones(windows[:, :-1].shape, bool)}
+        return x, windows[:, 1:], np.ones(windows[:, 1:].shape, bool)
+
+    def on_epoch_end(self):
+        # Keras also ends the pass that reads a first batch to build the
+        # model: only an epoch that served every batch moves the windows on.
+        if len(self._served) >= len(self):
+            self.epoch += 1
+        self._served.clear()
+
+
 _SPEAKERS = ("ROMEO", "JULIET", "NURSE", "FRIAR", "MERCUTIO", "CAPULET")
 _WORDS = (
     "the and to of my thou thee love night day sweet good fair death "

@@ -1,5 +1,7 @@
 """`fit`, `evaluate` and `predict` on raw strings, for keras-hub tasks."""
 
+import keras
+
 from zoo.data.text import fit_dataset
 from zoo.data.text import text_batch
 
@@ -13,10 +15,18 @@ class RawTextMixin:
     either; `fit` reshuffles arrays every epoch, as `keras.Model.fit` does
     (keras-hub's tasks turn them into a dataset in order). Datasets pass
     through unchanged.
+
+    A `keras.utils.PyDataset` is taken as model input already preprocessed
+    (e.g. `zoo.data.masked_lm.MaskedLMBatches`, `zoo.data.corpus.
+    TokenWindows`): `fit` and `evaluate` hand it to `keras.Model`'s, in its
+    own order, with no TensorFlow pipeline; `validation_data` must then be
+    one too.
     """
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
             shuffle=True, **kwargs):
+        if isinstance(x, keras.utils.PyDataset):
+            return keras.Model.fit(self, x, shuffle=False, **kwargs)
         x, y, sample_weight, batch_size = fit_dataset(
             text_batch(x, "fit"), y, sample_weight, batch_size, shuffle)
         return super().fit(x, y, batch_size=batch_size,
@@ -24,6 +34,8 @@ class RawTextMixin:
                            **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
+        if isinstance(x, keras.utils.PyDataset):
+            return keras.Model.evaluate(self, x, *args, **kwargs)
         return super().evaluate(text_batch(x, "evaluate"), y, *args,
                                 **kwargs)
 

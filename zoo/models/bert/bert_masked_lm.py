@@ -101,24 +101,6 @@ class BertMaskedLM(RawTextMixin, PortableCompileConfig,
         super().compile(optimizer=optimizer, loss=loss,
                         weighted_metrics=weighted_metrics, **kwargs)
 
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
-        """keras-hub's `fit` on raw strings (or a dataset of them), with
-        arrays reshuffled every epoch. A `keras.utils.PyDataset` of masked
-        batches (`zoo.data.masked_lm.MaskedLMBatches`) is already model
-        input: Keras' `fit` takes it as it is, in its own order (it
-        reshuffles itself, reproducibly)."""
-        if isinstance(x, keras.utils.PyDataset):
-            return keras.Model.fit(self, x, shuffle=False, **kwargs)
-        return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=shuffle,
-                           **kwargs)
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        if isinstance(x, keras.utils.PyDataset):  # masked batches
-            return keras.Model.evaluate(self, x, *args, **kwargs)
-        return super().evaluate(x, y, *args, **kwargs)
-
     def fill_mask(self, texts, top_k=5):
         """The most likely tokens for each `[MASK]` in each text.
 
