@@ -59,14 +59,6 @@ def parse_args(argv=None):
     return args
 
 
-def flops_per_token(model, num_layers, num_heads, hidden_dim, context):
-    """nanoGPT's estimate: 6 N + 12 L H Q T (N without the position
-    embedding, which is a lookup)."""
-    positions = context * hidden_dim
-    parameters = model.count_params() - positions
-    return 6 * parameters + 12 * num_layers * hidden_dim * context
-
-
 def time_training(model, x, y, batch_size, steps, jit_compile="auto"):
     import keras
 
@@ -120,9 +112,7 @@ def measure(args):
     result["device"] = device
     result["zoo"]["peak_memory_gib"] = (
         None if peak_bytes is None else round(peak_bytes / 2 ** 30, 2))
-    per_token = flops_per_token(zoo_model, size["num_layers"],
-                                size["num_heads"], size["hidden_dim"],
-                                context)
+    per_token = zoo_model.backbone.flops_per_token()
     peak = peak_tflops(device, dtype)
     result["zoo"]["model_tflops"] = round(
         per_token * result["zoo"]["tokens_per_second"] / 1e12, 2)

@@ -18,7 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from zoo.accelerator import PEAK_TFLOPS  # noqa: E402,F401
 from zoo.accelerator import accelerator  # noqa: E402,F401
+from zoo.accelerator import peak_tflops  # noqa: E402,F401
 from zoo.testing.backends import BACKENDS  # noqa: E402,F401
 from zoo.testing.backends import python_command  # noqa: E402
 from zoo.testing.backends import run_on_backend  # noqa: E402
@@ -140,22 +142,3 @@ def fastest_rounds(fns, repeats, calls=1, warmups=1):
             seconds = (time.perf_counter() - start) / calls
             best[key] = min(best.get(key, float("inf")), seconds)
     return best
-
-
-# Dense (no sparsity) tensor-core peaks, TFLOP/s, by device name and
-# compute dtype: NVIDIA's H100 SXM / H200 and A100 data sheets.
-PEAK_TFLOPS = {
-    "h100": {"bfloat16": 989.4, "float16": 989.4, "float32": 494.7},
-    "h200": {"bfloat16": 989.4, "float16": 989.4, "float32": 494.7},
-    "a100": {"bfloat16": 312.0, "float16": 312.0, "float32": 156.0},
-}
-
-
-def peak_tflops(device_name, dtype):
-    """The device's peak for `dtype` (float32 counts as TF32 tensor cores),
-    or None for a device not in `PEAK_TFLOPS`."""
-    name = str(device_name).lower()
-    for key, peaks in PEAK_TFLOPS.items():
-        if key in name:
-            return peaks.get(dtype)
-    return None

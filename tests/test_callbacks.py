@@ -126,8 +126,38 @@ def test_throughput_without_items_and_an_epoch_shorter_than_the_warm_up(
     assert "epoch 2: 1.00 steps/s" in capsys.readouterr().out
 
 
+def test_throughput_gives_model_flops_utilisation_against_the_peak(
+        monkeypatch, capsys):
+    clock = FakeClock(epoch_seconds=0)
+    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    import zoo.accelerator
+
+    # 1 step/s of 128 tokens at 2e12 FLOPs each: 256 TFLOP/s.
+    monkeypatch.setattr(zoo.accelerator, "accelerator",
+                        lambda: ("NVIDIA H100 80GB HBM3", 2**30))
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    speed = Throughput(items_per_step=128, unit="tokens", warmup_steps=0,
+                       flops_per_item=2e12)
+    model.fit(np.ones((16, 2)), np.ones((16, 1)), batch_size=8, epochs=1,
+              verbose=0, callbacks=[StepClock(clock), speed])
+    summary = speed.summary()
+    assert summary["model_tflops_per_second"] == pytest.approx(256)
+    assert summary["mfu"] == pytest.approx(256 / 494.7, abs=1e-4)  # float32
+    assert "model FLOPs utilisation 51.7% of its float32 peak" in (
+        speed.describe())
+    # A device without a known peak (a CPU): the TFLOP/s, no utilisation.
+    monkeypatch.setattr(zoo.accelerator, "accelerator", lambda: ("cpu", None))
+    speed.on_train_end()
+    assert speed.summary()["mfu"] is None
+    assert "utilisation" not in speed.describe()
+
+
 @pytest.mark.parametrize("kwargs", [{"items_per_step": 0},
-                                    {"warmup_steps": -1}])
+                                    {"warmup_steps": -1},
+                                    {"flops_per_item": 1e9},
+                                    {"items_per_step": 8,
+                                     "flops_per_item": 0}])
 def test_throughput_rejects_bad_arguments(kwargs):
-    with pytest.raises(ValueError, match=next(iter(kwargs))):
+    with pytest.raises(ValueError, match=list(kwargs)[-1]):
         Throughput(**kwargs)

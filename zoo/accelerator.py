@@ -1,4 +1,5 @@
-"""Which accelerator this backend runs on, and its peak memory.
+"""Which accelerator this backend runs on, its peak memory, and its
+data-sheet peak throughput (for model FLOPs utilisation).
 
 Reads each backend's own allocator statistics (imported lazily, here and
 nowhere in the layers or models): JAX's `Device.memory_stats()`, PyTorch's
@@ -51,3 +52,28 @@ def accelerator():
     except Exception:  # statistics are a bonus, never a failure
         return "unknown", None
     return "cpu", None
+
+
+# Dense (no sparsity) tensor-core peaks, TFLOP/s, by device name and
+# compute dtype: NVIDIA's H100 SXM / H200 and A100 data sheets.
+PEAK_TFLOPS = {
+    "h100": {"bfloat16": 989.4, "float16": 989.4, "float32": 494.7},
+    "h200": {"bfloat16": 989.4, "float16": 989.4, "float32": 494.7},
+    "a100": {"bfloat16": 312.0, "float16": 312.0, "float32": 156.0},
+}
+
+
+def peak_tflops(device_name, dtype):
+    """The device's data-sheet peak for `dtype` in TFLOP/s (float32 counts
+    as TF32 tensor cores), or None for a device not in `PEAK_TFLOPS`.
+
+    Example:
+
+    >>> peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16")
+    989.4
+    """
+    name = str(device_name).lower()
+    for key, peaks in PEAK_TFLOPS.items():
+        if key in name:
+            return peaks.get(dtype)
+    return None

@@ -144,6 +144,12 @@ class Throughput(keras.callbacks.Callback):
             or `batch_size` images (a nominal batch: a short last batch
             counts in full). `None`: steps per second only.
         unit: the name of those items ("tokens", "images", "examples").
+        flops_per_item: optional training FLOPs per item (e.g.
+            `GPTBackbone.flops_per_token()`): the summary then gives the
+            model's TFLOP/s and its FLOPs utilisation (`mfu`), a fraction
+            of the device's data-sheet peak for the model's compute dtype
+            (`zoo.accelerator.peak_tflops`; None for a device it does not
+            list, such as a CPU).
         warmup_steps: steps of the first epoch that are not timed.
         verbose: print one line per epoch.
 
@@ -162,11 +168,18 @@ class Throughput(keras.callbacks.Callback):
     """
 
     def __init__(self, items_per_step=None, unit="examples", warmup_steps=2,
-                 verbose=False):
+                 verbose=False, flops_per_item=None):
         super().__init__()
         if items_per_step is not None and items_per_step <= 0:
             raise ValueError(
                 f"items_per_step must be positive; got {items_per_step}.")
+        if flops_per_item is not None and (
+                flops_per_item <= 0 or items_per_step is None):
+            raise ValueError(
+                "flops_per_item must be positive and needs items_per_step; "
+                f"got {flops_per_item} and {items_per_step}.")
+        self.flops_per_item = flops_per_item
+        self.compute_dtype = None
         if warmup_steps < 0:
             raise ValueError(
                 f"warmup_steps must be >= 0; got {warmup_steps}.")
@@ -211,6 +224,7 @@ class Throughput(keras.callbacks.Callback):
         from zoo.accelerator import accelerator
 
         self.device, self.peak_memory_bytes = accelerator()
+        self.compute_dtype = self.model.dtype_policy.compute_dtype
 
     def _stop_clock(self):
         if self._start is None:
@@ -250,6 +264,17 @@ class Throughput(keras.callbacks.Callback):
         result["peak_memory_gib"] = (
             None if self.peak_memory_bytes is None
             else round(self.peak_memory_bytes / 2**30, 3))
+        rate = result.get(f"{self.unit}_per_second")
+        if self.flops_per_item is not None:
+            from zoo.accelerator import peak_tflops
+
+            tflops = (None if rate is None
+                      else rate * self.flops_per_item / 1e12)
+            peak = peak_tflops(self.device, self.compute_dtype)
+            result["model_tflops_per_second"] = (
+                None if tflops is None else round(tflops, 4))
+            result["mfu"] = (None if tflops is None or peak is None
+                             else round(tflops / peak, 4))
         return result
 
     def describe(self):
@@ -267,4 +292,7 @@ class Throughput(keras.callbacks.Callback):
         if summary["peak_memory_gib"] is not None:
             line += (f", peak memory {summary['peak_memory_gib']:.2f} GiB"
                      f" on {summary['device']}")
+        if summary.get("mfu") is not None:
+            line += (f", model FLOPs utilisation {summary['mfu']:.1%} of its "
+                     f"{self.compute_dtype} peak")
         return line

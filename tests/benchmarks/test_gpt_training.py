@@ -22,15 +22,6 @@ def test_tiny_measurement_reports_zoo_and_keras_hub():
     assert line.startswith("jax")
 
 
-def test_flops_follow_nanogpts_formula():
-    class Model:
-        def count_params(self):
-            return 1000 + 16 * 8  # 8 positions of width 16 excluded
-
-    assert gpt_training.flops_per_token(Model(), 2, 4, 16, 8) == (
-        6 * 1000 + 12 * 2 * 16 * 8)
-
-
 def test_peaks_by_device_and_dtype():
     assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16") == 989.4
     assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "float32") == 494.7

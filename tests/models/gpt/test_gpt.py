@@ -58,6 +58,15 @@ def test_parameter_count_matches_the_architecture():
     assert make_gpt(tie_weights=False).backbone.count_params() == expected + v * d
 
 
+def test_flops_per_token_follow_nanogpts_formula():
+    # 6 N (N without the t x d position table) + 12 L d T, 2 blocks.
+    backbone = make_gpt().backbone
+    d, t = 16, CONTEXT
+    n = backbone.count_params() - t * d
+    assert backbone.flops_per_token() == 6 * n + 12 * 2 * d * t
+    assert backbone.flops_per_token(context=4) == 6 * n + 12 * 2 * d * 4
+
+
 def test_logits_shape_and_float32():
     gpt = make_gpt()
     logits = logits_of(gpt, token_ids(gpt, TEXT, 10))

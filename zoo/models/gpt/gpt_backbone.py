@@ -12,6 +12,7 @@ direction is the language model's output projection (tied by default).
 
 import keras
 import keras_hub
+import numpy as np
 
 from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerDecoder
@@ -139,6 +140,24 @@ class GPTBackbone(keras_hub.models.Backbone):
         self.dropout = dropout
         self.tie_weights = tie_weights
         self.layer_norm_epsilon = layer_norm_epsilon
+
+    def flops_per_token(self, context=None):
+        """Training FLOPs per token, nanoGPT's estimate (PaLM's appendix B):
+        `6 N + 12 L d T`, N the parameters without the position table (a
+        lookup), L blocks of width d attending over T = `context` tokens
+        (default: `sequence_length`). Divide by the step time for model
+        FLOPs utilisation (`zoo.callbacks.Throughput(flops_per_item=...)`).
+
+        Example:
+
+        >>> GPTBackbone.from_preset("nanogpt", 65).flops_per_token()
+        71112960
+        """
+        context = self.sequence_length if context is None else int(context)
+        positions = sum(int(np.prod(w.shape)) for w in
+                        self.embeddings.position_embedding.weights)
+        return (6 * (self.count_params() - positions)
+                + 12 * self.num_layers * self.hidden_dim * context)
 
     @classmethod
     def from_preset(cls, preset, vocabulary_size, **kwargs):
