@@ -9,8 +9,11 @@ Character-level by default (`--tokenizer wordpiece` for a keras-hub subword
 vocabulary). The corpus is split 90/10 into train and validation as nanoGPT
 does. The `GPT` task trains on raw text through `fit`: random windows of
 `sequence_length + 1` characters, tokenised by its preprocessor inside
-`tf.data`; validation loss is in nats per token (per character for the
-character tokenizer). Sizes and schedules come from the presets in
+`tf.data`, or with `--pipeline ids` windows of the corpus tokenised once,
+cut in NumPy (`zoo.data.corpus.TokenWindows`; with the character
+tokenizer no TensorFlow, e.g. on an accelerator machine without it);
+validation loss is in nats per token (per character for the character
+tokenizer). Sizes and schedules come from the presets in
 `zoo.models.gpt.PRESETS` (`cpu_small`, `nanogpt`, `smoke`); flags override
 them. Writes `metrics.json`, `loss_curve.png`, samples and
 `gpt_<preset>.keras` to `--output-dir`; `--ship` also writes
@@ -47,6 +50,7 @@ from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
 from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
+from zoo.data.corpus import TokenWindows  # noqa: E402
 from zoo.data.corpus import consecutive_text_windows  # noqa: E402
 from zoo.data.corpus import load_text  # noqa: E402
 from zoo.data.corpus import make_synthetic_corpus  # noqa: E402
@@ -55,6 +59,7 @@ from zoo.data.corpus import split_text  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.text import text_dataset  # noqa: E402
 from zoo.data.tokenizers import TOKENIZER_KINDS  # noqa: E402
+from zoo.data.tokenizers import encode_corpus  # noqa: E402
 from zoo.data.tokenizers import train_tokenizer  # noqa: E402
 from zoo.models.gpt import GPT  # noqa: E402
 from zoo.models.gpt import GPTPreprocessor  # noqa: E402
@@ -92,6 +97,12 @@ def parse_args(argv=None):
                         "subwords for word corpora")
     parser.add_argument("--vocab-size", type=positive_int, default=2000,
                         help="wordpiece vocabulary size")
+    parser.add_argument("--pipeline", choices=("text", "ids"), default="text",
+                        help="text: windows of raw text, tokenised by the "
+                        "model's preprocessor in tf.data; ids: the corpus "
+                        "tokenised once and windows cut from the ids in "
+                        "NumPy (faster input; no TensorFlow with the "
+                        "character tokenizer)")
     for name, kind, help_text in (
         ("num-layers", positive_int, "Transformer blocks"),
         ("num-heads", positive_int, "attention heads"),
@@ -191,6 +202,29 @@ def window_characters(args, tokenizer, train_text):
     return int(np.ceil((args.sequence_length + 1) * per_token * 1.1))
 
 
+def make_datasets(args, tokenizer, train_text, val_text, strategy):
+    """(training, validation) data through --pipeline: random training
+    windows, new every epoch, and consecutive validation windows (every
+    token after the first predicted once), trimmed to the replicas."""
+    length = args.sequence_length
+    if args.pipeline == "ids":
+        val_ids = encode_corpus(tokenizer, val_text)
+        (starts,), _ = trim_to_replicas(
+            (np.arange((len(val_ids) - 1) // length),), strategy)
+        train = TokenWindows(encode_corpus(tokenizer, train_text), length,
+                             args.batch_size, steps=args.eval_interval,
+                             seed=args.seed)
+        val = TokenWindows(val_ids[:len(starts) * length + 1], length,
+                           args.batch_size, shuffle=False)
+        return train, val
+    window = window_characters(args, tokenizer, train_text)
+    train = random_text_windows(train_text, window, args.batch_size,
+                                args.eval_interval, seed=args.seed)
+    (val_windows,), _ = trim_to_replicas(
+        (consecutive_text_windows(val_text, window - 1),), strategy)
+    return train, text_dataset(val_windows, batch_size=args.batch_size)
+
+
 def build_model(args, tokenizer):
     """The preset's `GPT`, with the flags' overrides, compiled with AdamW on
     a warm-up + cosine schedule."""
@@ -210,13 +244,20 @@ def evaluate_saved(args):
     text = load_corpus(args)
     _, val_text = split_text(text, 0.9)
     length = gpt.backbone.sequence_length
-    windows = consecutive_text_windows(val_text, length)
-    scores = gpt.evaluate(text_dataset(windows, batch_size=args.batch_size),
-                          verbose=args.verbose, return_dict=True)
+    if args.pipeline == "ids":
+        windows = TokenWindows(
+            encode_corpus(gpt.preprocessor.tokenizer, val_text), length,
+            args.batch_size, shuffle=False)
+        count, unit = windows.windows, "tokens"
+    else:
+        windows = consecutive_text_windows(val_text, length)
+        count, unit = len(windows), "characters"
+        windows = text_dataset(windows, batch_size=args.batch_size)
+    scores = gpt.evaluate(windows, verbose=args.verbose, return_dict=True)
     loss = float(scores["loss"])
     print(f"RESULT gpt_text evaluate={args.evaluate} "
           f"backend={keras.backend.backend()} val_loss={loss:.4f} "
-          f"({len(windows)} windows of {length + 1} characters)")
+          f"({count} windows of {length + 1} {unit})")
     return {"validation_loss": round(loss, 4), "model": args.evaluate,
             "backend": keras.backend.backend()}
 
@@ -241,13 +282,10 @@ def run(args):
           f"{args.sequence_length})")
 
     epochs = max(args.steps // args.eval_interval, 1)
-    window = window_characters(args, tokenizer, train_text)
-    train = random_text_windows(train_text, window, args.batch_size,
-                                args.eval_interval, seed=args.seed)
-    (val_windows,), _ = trim_to_replicas(
-        (consecutive_text_windows(val_text, window - 1),), strategy)
-    val = text_dataset(val_windows, batch_size=args.batch_size)
-    speed = Throughput(args.batch_size * args.sequence_length, unit="tokens")
+    train, val = make_datasets(args, tokenizer, train_text, val_text,
+                               strategy)
+    speed = Throughput(args.batch_size * args.sequence_length, unit="tokens",
+                       flops_per_item=gpt.backbone.flops_per_token())
     callbacks = [speed]
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
@@ -275,6 +313,7 @@ def run(args):
         "backend": keras.backend.backend(),
         "preset": args.preset,
         "tokenizer": args.tokenizer,
+        "pipeline": args.pipeline,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "parameters": parameters,
         "config": {k: getattr(args, k) for k in MODEL_FLAGS + TRAINING_FLAGS},

@@ -111,6 +111,48 @@ def test_evaluate_reports_a_saved_models_validation_loss(tmp_path):
         metrics["validation_loss"], abs=2e-4)
 
 
+def test_smoke_on_token_windows_trains_and_evaluates_the_same(tmp_path):
+    metrics, out = smoke(tmp_path, "--pipeline", "ids")
+    assert metrics["pipeline"] == "ids"
+    assert metrics["history"]["val_loss"][-1] < 0.8 * np.log(
+        metrics["vocabulary_size"])
+    assert metrics["throughput"]["tokens_per_second"] > 0
+    data = str(tmp_path / "corpus.txt")
+    model = str(out / "gpt_smoke.keras")
+    # Consecutive validation windows: the same loss from ids and from text.
+    for pipeline in ("ids", "text"):
+        evaluated = gpt_text.main(["--smoke", "--data", data, "--verbose", "0",
+                                   "--evaluate", model,
+                                   "--pipeline", pipeline])
+        assert evaluated["validation_loss"] == pytest.approx(
+            metrics["validation_loss"], abs=2e-4), pipeline
+
+
+def test_token_windows_train_without_tensorflow(tmp_path):
+    """The accelerator path: a machine with JAX or PyTorch and no
+    TensorFlow trains, samples and saves from the character ids."""
+    import subprocess
+    import sys
+
+    if keras.backend.backend() == "tensorflow":
+        pytest.skip("needs a backend other than TensorFlow")
+    data = write_corpus(tmp_path / "corpus.txt")
+    script = (
+        "import sys, runpy\n"
+        "sys.modules['tensorflow'] = None  # an install without TensorFlow\n"
+        "sys.modules['tensorflow_text'] = None\n"
+        "sys.argv = ['gpt_text.py'] + sys.argv[1:]\n"
+        "runpy.run_path('recipes/gpt_text.py', run_name='__main__')\n")
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--smoke", "--pipeline", "ids",
+         "--data", data, "--verbose", "0", "--steps", "10",
+         "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RESULT gpt_text preset=smoke" in done.stdout
+    assert (tmp_path / "out" / "gpt_smoke.keras").exists()
+
+
 def test_missing_data_is_one_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         gpt_text.main(["--smoke", "--data", str(tmp_path / "nope.txt")])
