@@ -21,6 +21,7 @@
 #
 # Steps: the environment; what PyTorch's CUDA kernels give a query with
 # no key; GPT nanogpt training, tokens/s and MFU against keras-hub; the
+# nanogpt recipe on Tiny Shakespeare (JAX; .gpu_data/, see below); the
 # attention and Transformer tests on the GPU (fused cuDNN/flash kernels,
 # masks, empty rows; JAX's, slow to compile, after the next step);
 # attention time and memory against length, fused and explicit; BERT
@@ -93,6 +94,7 @@ if [ "$SMOKE" = 1 ]; then
     LAYERS="--layers mha --lengths 32 --batch-size 2 --steps 1 --repeats 1"
     GENERATION="--num-layers 1 --hidden-dim 16 --num-heads 2 --new-tokens 4 --repeats 1"
     TESTS="tests/layers/test_attention.py -k empty"
+    RECIPE="--smoke"
 else
     GPT="--preset nanogpt --steps 30"
     BERT="--preset small --sequence-length 256 --batch-size 128 --steps 20"
@@ -101,6 +103,7 @@ else
     LAYERS="--lengths 256,1024,4096 --batch-size 16"
     GENERATION="--repeats 2"
     TESTS="tests/layers/test_attention.py tests/layers/test_transformer.py"
+    RECIPE="--preset nanogpt --max-minutes 2"
 fi
 BF16="--mixed-precision bfloat16"
 
@@ -123,6 +126,22 @@ step "empty query rows in PyTorch's CUDA kernels" 20 60 "$PYTHON" \
 # shellcheck disable=SC2086
 step "GPT training" 120 240 "$PYTHON" benchmarks/gpt_training.py \
     --backends "$BACKENDS" $GPT $BF16 --json "$RESULTS/gpt_training.json"
+# The nanogpt recipe on Tiny Shakespeare under JAX: tokens/s, model FLOPs
+# utilisation and validation loss of a real run (NumPy windows: no
+# TensorFlow needed). The corpus travels gzipped in .gpu_data/.
+CORPUS=.gpu_data/tinyshakespeare.txt.gz
+if [ -f "$CORPUS" ]; then
+    gzip -dc "$CORPUS" >/tmp/tinyshakespeare.txt
+    # shellcheck disable=SC2086
+    step "GPT recipe (JAX)" 90 200 env KERAS_BACKEND=jax "$PYTHON" \
+        recipes/gpt_text.py $RECIPE --pipeline ids $BF16 --verbose 2 \
+        --data /tmp/tinyshakespeare.txt --output-dir /tmp/gpt_recipe
+    cp /tmp/gpt_recipe/metrics.json "$RESULTS/gpt_recipe_metrics.json" \
+        2>/dev/null
+else
+    say "== GPT recipe: skipped, no $CORPUS (gzip -c" \
+        "../shared/data/tinyshakespeare.txt > $CORPUS, and carry .gpu_data)"
+fi
 IFS=, read -r -a BACKEND_LIST <<<"$BACKENDS"
 for backend in "${BACKEND_LIST[@]}"; do
     [ "$backend" = jax ] || tests "$backend"  # JAX's compile: after
