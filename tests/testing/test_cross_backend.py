@@ -1,8 +1,9 @@
 """zoo.testing.cross_backend and its command line, recipes/check_backends.py:
 the comparisons, the report and the exit status (pure NumPy, under every
-backend), and once, under JAX (the GPT's under PyTorch), the fast
-cross-backend check itself as a subprocess, for the IMDB classifiers and
-for the GPT (generated text included)."""
+backend), and once, under JAX (the GPT's and the translators' under
+PyTorch), the fast cross-backend check itself as a subprocess, for the
+IMDB classifiers, the GPT (generated text included), the translators,
+BERT and ViT."""
 
 import json
 import math
@@ -347,7 +348,7 @@ def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
     assert all(all(row.values()) for row in result["generate"]["matrix"].values())
 
 
-@CROSS_BACKEND_ONLY_ONCE
+@CROSS_BACKEND_ONCE_IN_THE_TORCH_RUN
 def test_translation_agrees_across_backends_translations_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(

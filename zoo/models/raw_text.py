@@ -26,7 +26,10 @@ class RawTextMixin:
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
             shuffle=True, **kwargs):
         if isinstance(x, keras.utils.PyDataset):
-            return keras.Model.fit(self, x, shuffle=False, **kwargs)
+            # Keras refuses y, batch_size or sample_weight beside it.
+            return keras.Model.fit(self, x, y, batch_size=batch_size,
+                                   sample_weight=sample_weight,
+                                   shuffle=False, **kwargs)
         x, y, sample_weight, batch_size = fit_dataset(
             text_batch(x, "fit"), y, sample_weight, batch_size, shuffle)
         return super().fit(x, y, batch_size=batch_size,
