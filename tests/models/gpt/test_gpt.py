@@ -347,6 +347,24 @@ def test_fit_and_evaluate_on_raw_strings():
     assert np.isfinite(after["loss"]) and after["loss"] < before["loss"]
 
 
+def test_fit_and_evaluate_on_token_windows():
+    """Model-ready NumPy batches (a PyDataset) skip the preprocessor."""
+    from zoo.data.corpus import TokenWindows
+    from zoo.data.tokenizers import encode_corpus
+
+    gpt = make_gpt()
+    gpt.compile(optimizer=keras.optimizers.Adam(1e-2))
+    ids = encode_corpus(gpt.preprocessor.tokenizer, TEXT * 4)
+    train = TokenWindows(ids, CONTEXT, 4, steps=3, seed=1)
+    held_out = TokenWindows(ids, CONTEXT, 4, shuffle=False)
+    before = gpt.evaluate(held_out, verbose=0, return_dict=True)
+    gpt.fit(train, epochs=3, validation_data=held_out, verbose=0)
+    after = gpt.evaluate(held_out, verbose=0, return_dict=True)
+    assert np.isfinite(after["loss"]) and after["loss"] < before["loss"]
+    with pytest.raises(ValueError, match="PyDataset"):
+        gpt.fit(train, ids, verbose=0)  # the targets are in the batches
+
+
 def test_training_steps_on_raw_text_change_weights_and_are_finite():
     """The task trains itself on raw strings: no separate trainer model."""
     gpt = make_gpt(dropout=0.1)
