@@ -103,7 +103,7 @@ else
     LAYERS="--lengths 256,1024,4096 --batch-size 16"
     GENERATION="--repeats 2"
     TESTS="tests/layers/test_attention.py tests/layers/test_transformer.py"
-    RECIPE="--preset nanogpt --max-minutes 2"
+    RECIPE="--preset nanogpt --max-minutes 1.5"
 fi
 BF16="--mixed-precision bfloat16"
 
@@ -133,7 +133,7 @@ CORPUS=.gpu_data/tinyshakespeare.txt.gz
 if [ -f "$CORPUS" ]; then
     gzip -dc "$CORPUS" >/tmp/tinyshakespeare.txt
     # shellcheck disable=SC2086
-    step "GPT recipe (JAX)" 90 200 env KERAS_BACKEND=jax "$PYTHON" \
+    step "GPT recipe (JAX)" 90 180 env KERAS_BACKEND=jax "$PYTHON" \
         recipes/gpt_text.py $RECIPE --pipeline ids $BF16 --verbose 2 \
         --data /tmp/tinyshakespeare.txt --output-dir /tmp/gpt_recipe
     cp /tmp/gpt_recipe/metrics.json "$RESULTS/gpt_recipe_metrics.json" \
