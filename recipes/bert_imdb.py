@@ -58,6 +58,7 @@ from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
+from zoo.callbacks import read_history  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
 from zoo.data.imdb import DataNotFoundError  # noqa: E402
@@ -511,17 +512,6 @@ def pretrain(args):
           f"{accuracy:.4f} loss {loss:.4f} (held-out reviews) "
           f"train_time={seconds:.0f}s params={mlm.count_params()} -> {path}")
     return metrics
-
-
-def read_history(path):
-    """The whole run's curves from `CSVLogger`'s file, one value per epoch
-    (an epoch logged twice, redone after an interruption, counts once)."""
-    import csv
-
-    with open(path, newline="") as f:
-        rows = {int(row["epoch"]): row for row in csv.DictReader(f)}
-    keys = [k for k in next(iter(rows.values())) if k != "epoch"]
-    return {k: [float(rows[e][k]) for e in sorted(rows)] for k in keys}
 
 
 # --- fine-tuning --------------------------------------------------------------

@@ -18,7 +18,8 @@ tokenizer). Sizes and schedules come from the presets in
 them. Writes `metrics.json`, `loss_curve.png`, samples and
 `gpt_<preset>.keras` to `--output-dir`; `--ship` also writes
 `saved_models/gpt_shakespeare.keras`, which generates from strings after
-`import zoo`:
+`import zoo`. Run the same command again to resume an interrupted run from
+its last finished epoch (exactly with `--pipeline ids`). The shipped model:
 
     gpt = keras.saving.load_model("saved_models/gpt_shakespeare.keras")
     gpt.generate(["ROMEO:"], max_length=1000, sampler="top_k", seed=1)
@@ -46,7 +47,9 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
+from zoo.callbacks import read_history  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
 from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
@@ -286,16 +289,29 @@ def run(args):
                                strategy)
     speed = Throughput(args.batch_size * args.sequence_length, unit="tokens",
                        flops_per_item=gpt.backbone.flops_per_token())
-    callbacks = [speed]
+    # An interrupted run resumes from its last finished epoch (weights,
+    # optimizer, schedule step; the backup goes once training ends), its
+    # curves kept across the interruption. With --pipeline ids it continues
+    # exactly: windows and dropout follow (seed, epoch).
+    backup = os.path.join(args.output_dir, "backup")
+    history_path = os.path.join(args.output_dir, "history.csv")
+    resuming = os.path.isdir(backup)
+    callbacks = [
+        speed,
+        keras.callbacks.CSVLogger(history_path, append=resuming),
+        keras.callbacks.BackupAndRestore(backup, delete_checkpoint=True),
+    ]
+    if args.pipeline == "ids":
+        callbacks.append(ReproducibleEpochs(args.seed, [train]))
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
     start = time.perf_counter()
-    history = gpt.fit(train, epochs=epochs, validation_data=val,
-                      callbacks=callbacks, verbose=args.verbose)
+    this_run = gpt.fit(train, epochs=epochs, validation_data=val,
+                       callbacks=callbacks, verbose=args.verbose)
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
-    steps_done = len(history["loss"]) * args.eval_interval
+    history = read_history(history_path)
+    steps_done = int(keras.ops.convert_to_numpy(gpt.optimizer.iterations))
 
     val_loss = history["val_loss"][-1]
     samples = {}
@@ -318,6 +334,8 @@ def run(args):
         "parameters": parameters,
         "config": {k: getattr(args, k) for k in MODEL_FLAGS + TRAINING_FLAGS},
         "steps": steps_done,
+        "resumed_at_epoch": len(history["loss"]) - len(
+            this_run.history.get("loss", [])),
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(val_loss, 4),

@@ -161,3 +161,17 @@ def test_throughput_gives_model_flops_utilisation_against_the_peak(
 def test_throughput_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError, match=list(kwargs)[-1]):
         Throughput(**kwargs)
+
+
+def test_read_history_counts_an_epoch_redone_after_an_interruption_once(
+        tmp_path):
+    from zoo.callbacks import read_history
+
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,loss,val_loss\n0,2.0,2.5\n1,1.5,2.1\n"
+                    "1,1.4,2.0\n2,1.2,1.9\n")  # epoch 1 redone
+    assert read_history(path) == {"loss": [2.0, 1.4, 1.2],
+                                  "val_loss": [2.5, 2.0, 1.9]}
+    (tmp_path / "empty.csv").write_text("epoch,loss\n")
+    with pytest.raises(ValueError, match="no epoch"):
+        read_history(tmp_path / "empty.csv")

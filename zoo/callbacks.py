@@ -1,5 +1,6 @@
 """Keras callbacks used by the recipes."""
 
+import csv
 import time
 
 import keras
@@ -296,3 +297,24 @@ class Throughput(keras.callbacks.Callback):
             line += (f", model FLOPs utilisation {summary['mfu']:.1%} of its "
                      f"{self.compute_dtype} peak")
         return line
+
+
+def read_history(path):
+    """The whole run's curves from a `keras.callbacks.CSVLogger` file
+    (`append=True` across interruptions), one value per epoch: an epoch
+    logged twice, redone after an interruption, counts once.
+
+    Returns:
+        `{metric: [value per epoch]}`, epochs in order.
+
+    Example:
+
+    >>> history = read_history("runs/gpt/history.csv")
+    >>> history["val_loss"][-1]
+    """
+    with open(path, newline="") as f:
+        rows = {int(row["epoch"]): row for row in csv.DictReader(f)}
+    if not rows:
+        raise ValueError(f"{path} holds no epoch.")
+    keys = [k for k in next(iter(rows.values())) if k != "epoch"]
+    return {k: [float(rows[e][k]) for e in sorted(rows)] for k in keys}

@@ -123,6 +123,40 @@ def test_smoke_on_token_windows(tmp_path):
     assert (out / "gpt_smoke.keras").exists()
 
 
+def test_an_interrupted_run_on_token_windows_resumes_exactly(tmp_path,
+                                                            monkeypatch):
+    class Interrupted(Exception):
+        pass
+
+    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)  # the backup is written
+            raise Interrupted
+
+    data = write_corpus(tmp_path / "corpus.txt")
+
+    def run(out):
+        return gpt_text.main([
+            "--smoke", "--data", data, "--pipeline", "ids", "--steps", "10",
+            "--eval-interval", "5", "--verbose", "0",
+            "--output-dir", str(tmp_path / out)])
+
+    whole = run("whole")
+    with monkeypatch.context() as patch:
+        patch.setattr(keras.callbacks, "BackupAndRestore",
+                      StopAfterFirstEpoch)
+        with pytest.raises(Interrupted):
+            run("cut")
+    assert (tmp_path / "cut" / "backup").is_dir()
+    resumed = run("cut")
+    assert whole["resumed_at_epoch"] == 0 and resumed["resumed_at_epoch"] == 1
+    assert resumed["steps"] == whole["steps"] == 10
+    # The same windows, dropout and weights after the interruption: the
+    # same curves, the first epoch read back from the interrupted run's log.
+    assert resumed["history"] == whole["history"]
+    assert not (tmp_path / "cut" / "backup").exists()
+
+
 def test_token_windows_train_without_tensorflow(tmp_path):
     """The accelerator path: a machine with JAX or PyTorch and no
     TensorFlow trains, samples and saves from the character ids."""
