@@ -47,9 +47,11 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import HISTORY_FILE  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.callbacks import read_history  # noqa: E402
+from zoo.callbacks import resume_callbacks  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
 from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
@@ -293,14 +295,7 @@ def run(args):
     # optimizer, schedule step; the backup goes once training ends), its
     # curves kept across the interruption. With --pipeline ids it continues
     # exactly: windows and dropout follow (seed, epoch).
-    backup = os.path.join(args.output_dir, "backup")
-    history_path = os.path.join(args.output_dir, "history.csv")
-    resuming = os.path.isdir(backup)
-    callbacks = [
-        speed,
-        keras.callbacks.CSVLogger(history_path, append=resuming),
-        keras.callbacks.BackupAndRestore(backup, delete_checkpoint=True),
-    ]
+    callbacks = [speed, *resume_callbacks(args.output_dir)]
     if args.pipeline == "ids":
         callbacks.append(ReproducibleEpochs(args.seed, [train]))
     if args.max_minutes:
@@ -310,7 +305,7 @@ def run(args):
                        callbacks=callbacks, verbose=args.verbose)
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history = read_history(history_path)
+    history = read_history(os.path.join(args.output_dir, HISTORY_FILE))
     steps_done = int(keras.ops.convert_to_numpy(gpt.optimizer.iterations))
 
     val_loss = history["val_loss"][-1]

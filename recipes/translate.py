@@ -45,7 +45,10 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import HISTORY_FILE  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
+from zoo.callbacks import read_history  # noqa: E402
+from zoo.callbacks import resume_callbacks  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.multi30k import load_multi30k  # noqa: E402
 from zoo.data.multi30k import make_synthetic_pairs  # noqa: E402
@@ -275,19 +278,19 @@ def run(args):
     val_de, val_en = splits["validation"]
     validation = even_batches(pair_dataset(
         val_de, val_en, args.batch_size, bucket_boundaries=BUCKETS), strategy)
-    # An interrupted run resumes from its last finished epoch (weights,
-    # optimizer, schedule step); the backup goes once training ends.
-    backup = keras.callbacks.BackupAndRestore(
-        os.path.join(args.output_dir, "backup"), delete_checkpoint=True)
     # Batches come in length buckets: the speed counts sentence pairs.
     speed = Throughput(args.batch_size, unit="sentence_pairs")
     start = time.perf_counter()
-    history = translator.fit(train, validation_data=validation,
-                             epochs=args.epochs, callbacks=[speed, backup],
-                             verbose=args.verbose)
+    # An interrupted run resumes from its last finished epoch (weights,
+    # optimizer, schedule step; its curves kept); the backup goes once
+    # training ends.
+    this_run = translator.fit(
+        train, validation_data=validation, epochs=args.epochs,
+        callbacks=[speed, *resume_callbacks(args.output_dir)],
+        verbose=args.verbose)
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
+    history = read_history(os.path.join(args.output_dir, HISTORY_FILE))
 
     start = time.perf_counter()
     hypotheses = translate_all(translator, val_de, args)
@@ -298,7 +301,8 @@ def run(args):
         "backend": keras.backend.backend(), "parameters": parameters,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "epochs": args.epochs,
-        "resumed_at_epoch": args.epochs - len(history["loss"]),
+        "resumed_at_epoch": len(history["loss"]) - len(
+            this_run.history.get("loss", [])),
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(history["val_loss"][-1], 4),

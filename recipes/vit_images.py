@@ -45,7 +45,10 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import HISTORY_FILE  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
+from zoo.callbacks import read_history  # noqa: E402
+from zoo.callbacks import resume_callbacks  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.images import DATASETS  # noqa: E402
 from zoo.data.images import load_images  # noqa: E402
@@ -208,13 +211,17 @@ def run(args):
           f"{classifier.backbone.grid_size[1]} patches")
     speed = Throughput(args.batch_size, unit="images")
     start = time.perf_counter()
-    history = classifier.fit(train_dataset(x_train, y_train, args),
-                             validation_data=(x_val, y_val),
-                             epochs=args.epochs, callbacks=[speed],
-                             verbose=args.verbose)
+    # An interrupted run resumes from its last finished epoch when started
+    # again (weights, optimizer, schedule; its curves kept).
+    this_run = classifier.fit(train_dataset(x_train, y_train, args),
+                              validation_data=(x_val, y_val),
+                              epochs=args.epochs,
+                              callbacks=[speed,
+                                         *resume_callbacks(args.output_dir)],
+                              verbose=args.verbose)
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
+    history = read_history(os.path.join(args.output_dir, HISTORY_FILE))
     _, accuracy = classifier.evaluate(x_val, y_val, verbose=0)
     metrics = {
         "dataset": args.dataset, "preset": args.preset,
@@ -223,6 +230,8 @@ def run(args):
         "train_images": int(len(y_train)),
         "validation_images": int(len(y_val)),
         "epochs": args.epochs, "train_seconds": round(seconds, 1),
+        "resumed_at_epoch": len(history["loss"]) - len(
+            this_run.history.get("loss", [])),
         "throughput": speed.summary(),
         "validation_accuracy": round(float(accuracy), 4),
         "history": history, "smoke": args.smoke,

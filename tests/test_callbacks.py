@@ -175,3 +175,14 @@ def test_read_history_counts_an_epoch_redone_after_an_interruption_once(
     (tmp_path / "empty.csv").write_text("epoch,loss\n")
     with pytest.raises(ValueError, match="no epoch"):
         read_history(tmp_path / "empty.csv")
+
+
+def test_resume_callbacks_append_to_the_log_only_when_resuming(tmp_path):
+    from zoo.callbacks import resume_callbacks
+
+    logger, backup = resume_callbacks(str(tmp_path))
+    assert isinstance(backup, keras.callbacks.BackupAndRestore)
+    assert isinstance(logger, keras.callbacks.CSVLogger)
+    assert not logger.append  # a fresh run starts a fresh log
+    (tmp_path / "backup").mkdir()
+    assert resume_callbacks(str(tmp_path))[0].append

@@ -1,6 +1,7 @@
 """Keras callbacks used by the recipes."""
 
 import csv
+import os
 import time
 
 import keras
@@ -297,6 +298,35 @@ class Throughput(keras.callbacks.Callback):
             line += (f", model FLOPs utilisation {summary['mfu']:.1%} of its "
                      f"{self.compute_dtype} peak")
         return line
+
+
+HISTORY_FILE = "history.csv"
+
+
+def resume_callbacks(directory):
+    """Callbacks that let a recipe's `fit` resume where it was interrupted:
+    `keras.callbacks.BackupAndRestore` in `<directory>/backup` (weights,
+    optimizer, schedule step and epoch after every epoch; removed once
+    training ends) and a `keras.callbacks.CSVLogger` of every epoch's
+    figures in `<directory>/history.csv`, appended to when a backup is
+    there, so `read_history` gives the whole run's curves.
+
+    Run the same `fit` again after an interruption and it continues from
+    the last finished epoch. For the same batches and dropout as the
+    uninterrupted run, make them a function of the epoch
+    (`ReproducibleEpochs`).
+
+    Example:
+
+    >>> model.fit(data, epochs=10, callbacks=resume_callbacks("runs/x"))
+    >>> curves = read_history(os.path.join("runs/x", HISTORY_FILE))
+    """
+    backup = os.path.join(directory, "backup")
+    return [
+        keras.callbacks.CSVLogger(os.path.join(directory, HISTORY_FILE),
+                                  append=os.path.isdir(backup)),
+        keras.callbacks.BackupAndRestore(backup, delete_checkpoint=True),
+    ]
 
 
 def read_history(path):

@@ -38,6 +38,31 @@ def test_a_local_npz_with_a_test_split(tmp_path):
     assert "test_accuracy" in metrics and metrics["train_images"] == 52
 
 
+def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
+                                                        monkeypatch):
+    class Interrupted(Exception):
+        pass
+
+    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)  # the backup is written
+            raise Interrupted
+
+    path = write_npz(tmp_path / "digits.npz", count=40)
+    argv = ["--data", path, "--preset", "smoke", "--epochs", "2",
+            "--verbose", "0", "--output-dir", str(tmp_path / "out")]
+    with monkeypatch.context() as patch:
+        patch.setattr(keras.callbacks, "BackupAndRestore",
+                      StopAfterFirstEpoch)
+        with pytest.raises(Interrupted):
+            vit_images.main(argv)
+    assert (tmp_path / "out" / "backup").is_dir()
+    metrics = vit_images.main(argv)
+    assert metrics["resumed_at_epoch"] == 1
+    assert len(metrics["history"]["loss"]) == 2  # the whole run's curves
+    assert not (tmp_path / "out" / "backup").exists()
+
+
 def test_missing_data_is_one_clear_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         vit_images.main(["--data", str(tmp_path / "none.npz"),
