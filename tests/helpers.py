@@ -86,3 +86,23 @@ def config_round_trip(layer):
     """Recreates a layer from its serialized config."""
     config = keras.saving.serialize_keras_object(layer)
     return keras.saving.deserialize_keras_object(config)
+
+
+def run_interrupted_after_first_epoch(monkeypatch, run):
+    """Calls `run()` (a recipe's `main`) with `keras.callbacks.
+    BackupAndRestore` writing its backup after the first epoch and then
+    stopping the run, as an interruption would; the backup stays."""
+    import pytest
+
+    class Interrupted(Exception):
+        pass
+
+    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, logs)  # the backup is written
+            raise Interrupted
+
+    with monkeypatch.context() as patch:
+        patch.setattr(keras.callbacks, "BackupAndRestore", StopAfterFirstEpoch)
+        with pytest.raises(Interrupted):
+            run()

@@ -11,6 +11,7 @@ import pytest
 
 import zoo  # noqa: F401  (registers the layers for loading)
 from recipes import gpt_text
+from tests.helpers import run_interrupted_after_first_epoch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = os.path.join(ROOT, "saved_models", "gpt_shakespeare.keras")
@@ -125,14 +126,6 @@ def test_smoke_on_token_windows(tmp_path):
 
 def test_an_interrupted_run_on_token_windows_resumes_exactly(tmp_path,
                                                             monkeypatch):
-    class Interrupted(Exception):
-        pass
-
-    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            super().on_epoch_end(epoch, logs)  # the backup is written
-            raise Interrupted
-
     data = write_corpus(tmp_path / "corpus.txt")
 
     def run(out):
@@ -142,11 +135,7 @@ def test_an_interrupted_run_on_token_windows_resumes_exactly(tmp_path,
             "--output-dir", str(tmp_path / out)])
 
     whole = run("whole")
-    with monkeypatch.context() as patch:
-        patch.setattr(keras.callbacks, "BackupAndRestore",
-                      StopAfterFirstEpoch)
-        with pytest.raises(Interrupted):
-            run("cut")
+    run_interrupted_after_first_epoch(monkeypatch, lambda: run("cut"))
     assert (tmp_path / "cut" / "backup").is_dir()
     resumed = run("cut")
     assert whole["resumed_at_epoch"] == 0 and resumed["resumed_at_epoch"] == 1

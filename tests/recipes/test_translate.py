@@ -12,6 +12,7 @@ import pytest
 import zoo  # noqa: F401  (registers the layers for loading)
 from recipes import translate
 from tests.data.test_multi30k import write_split
+from tests.helpers import run_interrupted_after_first_epoch
 from zoo.data.multi30k import make_synthetic_pairs
 
 
@@ -112,21 +113,10 @@ def test_presets_flags_and_help(capsys):
 
 def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
                                                         monkeypatch):
-    class Interrupted(Exception):
-        pass
-
-    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            super().on_epoch_end(epoch, logs)  # the backup is written
-            raise Interrupted
-
     argv = ["--smoke", "--epochs", "2", "--beam", "1",
             "--verbose", "0", "--output-dir", str(tmp_path)]
-    with monkeypatch.context() as patch:
-        patch.setattr(keras.callbacks, "BackupAndRestore",
-                      StopAfterFirstEpoch)
-        with pytest.raises(Interrupted):
-            translate.main(argv)
+    run_interrupted_after_first_epoch(monkeypatch,
+                                      lambda: translate.main(argv))
     assert (tmp_path / "backup").is_dir()
     metrics = translate.main(argv)
     assert metrics["resumed_at_epoch"] == 1

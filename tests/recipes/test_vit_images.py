@@ -10,6 +10,7 @@ import pytest
 import zoo  # noqa: F401  (registers the classes for loading)
 from recipes import vit_images
 from tests.data.test_images import write_npz
+from tests.helpers import run_interrupted_after_first_epoch
 
 
 def test_smoke_trains_draws_and_the_saved_model_reads_uint8(tmp_path,
@@ -40,22 +41,11 @@ def test_a_local_npz_with_a_test_split(tmp_path):
 
 def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
                                                         monkeypatch):
-    class Interrupted(Exception):
-        pass
-
-    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            super().on_epoch_end(epoch, logs)  # the backup is written
-            raise Interrupted
-
     path = write_npz(tmp_path / "digits.npz", count=40)
     argv = ["--data", path, "--preset", "smoke", "--epochs", "2",
             "--verbose", "0", "--output-dir", str(tmp_path / "out")]
-    with monkeypatch.context() as patch:
-        patch.setattr(keras.callbacks, "BackupAndRestore",
-                      StopAfterFirstEpoch)
-        with pytest.raises(Interrupted):
-            vit_images.main(argv)
+    run_interrupted_after_first_epoch(monkeypatch,
+                                      lambda: vit_images.main(argv))
     assert (tmp_path / "out" / "backup").is_dir()
     metrics = vit_images.main(argv)
     assert metrics["resumed_at_epoch"] == 1
