@@ -266,10 +266,10 @@ class Throughput(keras.callbacks.Callback):
         result["peak_memory_gib"] = (
             None if self.peak_memory_bytes is None
             else round(self.peak_memory_bytes / 2**30, 3))
-        rate = result.get(f"{self.unit}_per_second")
         if self.flops_per_item is not None:
             from zoo.accelerator import peak_tflops
 
+            rate = result[f"{self.unit}_per_second"]
             tflops = (None if rate is None
                       else rate * self.flops_per_item / 1e12)
             peak = peak_tflops(self.device, self.compute_dtype)

@@ -25,11 +25,12 @@ model can cost more than its arithmetic. `call_sublayer` calls a layer's
   layer that does not autocast, such as `LayerNormalization`, under a
   scope, none), opened as `__call__` opens it;
 * every tensor argument is a concrete backend tensor (not symbolic, not a
-  NumPy array, at most one container deep), carries no Keras mask and no
-  argument is an explicit `mask=` (so `__call__` would have filled no mask
-  argument and attached no mask to the output), and floating ones are in
-  the layer's compute dtype (so `__call__` would have cast or converted
-  nothing);
+  NumPy array, at most one container deep) and carries no Keras mask (so
+  `__call__` would have filled no mask argument), an explicit `mask=` is
+  only given to a layer that supports masking and whose `compute_mask` of
+  it is None (so `__call__` would attach no mask to the output, nor warn),
+  and floating ones are in the layer's compute dtype (so `__call__` would
+  have cast or converted nothing);
 * the caller passes `training` explicitly where the layer takes it (the
   zoo's blocks do; without it the direct call sees `None`, which the zoo's
   layers read as inference).
