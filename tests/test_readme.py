@@ -41,3 +41,24 @@ def test_readme_example_runs(index, monkeypatch):
     monkeypatch.chdir(ROOT)
     code = compile(BLOCKS[index], f"README.md python example {index}", "exec")
     exec(code, {"__name__": f"readme_example_{index}"})
+
+
+def broken_tables(text):
+    """Line numbers of table rows that follow a blank line which follows a
+    table row: Markdown ends a table at a blank line, so such rows render
+    as a paragraph of pipes."""
+    lines = text.splitlines()
+    return [n + 1 for n in range(2, len(lines))
+            if lines[n].startswith("|") and not lines[n - 1].strip()
+            and lines[n - 2].startswith("|")]
+
+
+def test_broken_tables_finds_a_blank_line_inside_a_table():
+    assert broken_tables("| a |\n| --- |\n| 1 |\n\n| 2 |\n") == [5]
+    assert broken_tables("| a |\n| --- |\n| 1 |\n\ntext\n\n| b |\n") == []
+
+
+@pytest.mark.parametrize("path", ["README.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])
+def test_markdown_tables_have_no_blank_line_inside(path):
+    assert broken_tables((ROOT / path).read_text()) == []
