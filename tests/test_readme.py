@@ -18,6 +18,10 @@ BLOCKS = re.findall(
 )
 
 
+MARKDOWN = ["README.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
 def shipped_files_loaded_by_the_readme():
     """`saved_models/*.keras` paths that a README example loads."""
     return sorted(set(re.findall(r"saved_models/[\w.-]+\.keras",
@@ -58,7 +62,31 @@ def test_broken_tables_finds_a_blank_line_inside_a_table():
     assert broken_tables("| a |\n| --- |\n| 1 |\n\ntext\n\n| b |\n") == []
 
 
-@pytest.mark.parametrize("path", ["README.md", *sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))])
+@pytest.mark.parametrize("path", MARKDOWN)
 def test_markdown_tables_have_no_blank_line_inside(path):
     assert broken_tables((ROOT / path).read_text()) == []
+
+
+def missing_references(text, folder=ROOT):
+    """Relative links (from `folder`), and repository paths in backticks, of
+    a Markdown text that name no file of the repository."""
+    links = [m.group(1) for m in re.finditer(r"\]\(([^)#\s]+)[^)]*\)", text)
+             if not re.match(r"[a-z]+:", m.group(1))]
+    paths = re.findall(r"`((?:recipes|benchmarks|zoo|saved_models|docs|tests)"
+                       r"/[\w./-]+\.(?:py|keras|md|png|sh))`", text)
+    return ([l for l in links if not (folder / l).exists()]
+            + [p for p in paths if not (ROOT / p).exists()])
+
+
+def test_missing_references_finds_files_that_are_not_there():
+    text = ("[ok](docs/gpt.md), [gone](docs/nothing.md), "
+            "[web](https://keras.io), `saved_models/imdb_rnn.keras` and "
+            "`saved_models/imdb_attention_bigrams.keras`")
+    assert missing_references(text) == [
+        "docs/nothing.md", "saved_models/imdb_attention_bigrams.keras"]
+
+
+@pytest.mark.parametrize("path", MARKDOWN)
+def test_links_and_paths_in_the_documents_exist(path):
+    file = ROOT / path
+    assert missing_references(file.read_text(), file.parent) == []
