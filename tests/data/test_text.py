@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from zoo.data.text import fit_dataset
+from zoo.data.text import text_batch
 from zoo.data.text import text_dataset
+from zoo.data.text import texts_of
 
 
 def batches(dataset):
@@ -55,3 +57,24 @@ def test_fit_dataset_shuffles_arrays_and_leaves_datasets_alone():
     assert fit_dataset(dataset, None, None, None)[0] is dataset
     assert fit_dataset(texts, [1] * 12, None, 4, shuffle=False) == (
         texts, [1] * 12, None, 4)
+
+
+def test_text_batch_and_texts_of_take_strings_and_name_anything_else():
+    assert text_batch("one", "predict") == ["one"]
+    words = np.array(["a", "b"])
+    assert text_batch(words, "predict") is words
+    assert text_batch((["a", "b"], ["c", "d"]), "fit") == (["a", "b"], ["c", "d"])
+    for bad, shown in ((["a", 1], "int 1"), ([None], "NoneType None"),
+                       (np.array([0.5]), "float64 np.float64\\(0.5\\)")):
+        with pytest.raises(TypeError, match=f"evaluate\\(\\) reads text, but "
+                                            f"got {shown}: pass a string"):
+            text_batch(bad, "evaluate")
+    with pytest.raises(ValueError, match="no texts"):
+        text_batch([], "predict")
+    assert texts_of(b"caf\xc3\xa9", "generate") == (["café"], True)
+    assert texts_of(np.array([["a"], ["b"]]), "generate") == (["a", "b"], False)
+    with pytest.raises(TypeError, match="got NoneType None: pass a string or "
+                                        "a list of strings, or ids"):
+        texts_of(None, "generate", hint=", or ids")
+    with pytest.raises(ValueError, match="needs at least one prompt"):
+        texts_of([], "generate", "prompt")

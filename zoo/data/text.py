@@ -5,6 +5,7 @@ the datasets here hold raw strings: the tokenizer runs inside `tf.data`,
 on every backend, and the model file carries it.
 """
 
+import keras
 import numpy as np
 from zoo._tensorflow import is_dataset
 from zoo._tensorflow import tf
@@ -120,18 +121,62 @@ def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
     return dataset, None, None, None
 
 
+def _not_text(items, method, hint=""):
+    """A TypeError for the first item of `items` that is not a string, or
+    None when they all are."""
+    for item in items:
+        if not isinstance(item, (str, bytes)):
+            shown = repr(item)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            return TypeError(
+                f"{method}() reads text, but got {type(item).__name__} "
+                f"{shown}: pass a string or a list of strings{hint}.")
+    return None
+
+
 def text_batch(x, method):
     """What a task's `fit`, `evaluate` or `predict` (named `method`, for the
     message) reads: a lone string becomes a batch of one; an empty batch is
-    an error naming the call, before keras-hub's pipeline sees it."""
+    an error naming the call, and so is a list or array holding something
+    other than strings (a number, None), before keras-hub's pipeline sees
+    either. Datasets and tensors pass through unchanged."""
     if isinstance(x, (str, bytes)):
         return [x]
-    if isinstance(x, (list, tuple, np.ndarray)) and len(x) == 0:
-        raise ValueError(
-            f"{method}() got no texts: pass a list of strings, e.g. "
-            f'{method}(["an utterly wonderful film"]).'
-        )
+    if isinstance(x, (list, tuple, np.ndarray)):
+        if len(x) == 0:
+            raise ValueError(
+                f"{method}() got no texts: pass a list of strings, e.g. "
+                f'{method}(["an utterly wonderful film"]).'
+            )
+        if not (isinstance(x, np.ndarray) and x.dtype.kind in "US"):
+            items = (x.reshape(-1) if isinstance(x, np.ndarray)
+                     else keras.tree.flatten(x))
+            error = _not_text(items, method)
+            if error:
+                raise error
     return x
+
+
+def texts_of(inputs, method, what="text", hint=""):
+    """`(texts, scalar)`: `inputs` (a string, or a list or array of
+    strings or bytes) as a flat list of `str`, and whether it was a lone
+    string, for the tasks' `generate`-style methods.
+
+    Raises:
+        TypeError: an item that is not a string (named, with `hint`
+            appended to the message).
+        ValueError: no `what` at all (e.g. an empty list).
+    """
+    scalar = isinstance(inputs, (str, bytes))
+    items = ([inputs] if scalar
+             else np.asarray(inputs, dtype=object).reshape(-1).tolist())
+    error = _not_text(items, method, hint)
+    if error:
+        raise error
+    if not items:
+        raise ValueError(f"{method}() needs at least one {what}.")
+    return [t.decode("utf-8") if isinstance(t, bytes) else str(t)
+            for t in items], scalar
 
 
 def without_autotune(dataset):

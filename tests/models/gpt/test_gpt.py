@@ -283,6 +283,15 @@ def test_prompt_and_length_errors():
         gpt.generate("x" * CONTEXT, max_length=CONTEXT)
     with pytest.raises(ValueError, match="empty"):
         gpt.generate("", max_length=CONTEXT)
+    # Not text: one error naming the value (before, str() made "None" or
+    # "[1, 2]" into a prompt).
+    for prompt in (None, [1, 2], ["to be", None]):
+        with pytest.raises(TypeError, match="reads text, but got .*token_ids"):
+            gpt.generate(prompt, max_length=10)
+    assert gpt.generate(np.array(["to be"]), max_length=8, strip_prompt=True) \
+        == gpt.generate(["to be"], max_length=8, strip_prompt=True)
+    with pytest.raises(TypeError, match="predict\\(\\) reads text, but got int"):
+        gpt.predict(np.array([[1, 2, 3]]))
     with pytest.raises(ValueError, match="sampler must be one of"):
         gpt.generate("to be", max_length=10, sampler="nucleus")
     # A zero (or NaN) temperature divides the logits by zero: refused for

@@ -212,6 +212,15 @@ def test_generation_errors_and_truncation_warning():
         model.generate(GERMAN[:1], max_length=33)
     with pytest.raises(ValueError, match="num_beams"):
         model.generate(GERMAN[:1], sampler="beam", num_beams=0)
+    for bad in (None, 3, [GERMAN[0], None]):
+        with pytest.raises(TypeError, match="generate\\(\\) reads text"):
+            model.generate(bad)
+    with pytest.raises(TypeError, match="alignments\\(\\) reads text"):
+        model.alignments(None)
+    with pytest.raises(ValueError, match="one source sentence; got 2"):
+        model.alignments(GERMAN[:2])
+    with pytest.raises(ValueError, match="one target sentence; got 2"):
+        model.alignments(GERMAN[0], ENGLISH[:2])
     with pytest.warns(UserWarning, match="truncated"):
         model.generate(" ".join(GERMAN[:12]), max_length=8)
     with warnings.catch_warnings(record=True) as caught:

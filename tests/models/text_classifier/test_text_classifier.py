@@ -297,6 +297,11 @@ def test_errors_name_the_problem():
     for empty in ([], np.array([], dtype=object)):
         with pytest.raises(ValueError, match="no texts"):
             classifier.predict(empty)
+    for bad in ([3], [None], ["a dull film", 3.5], np.array([1, 2])):
+        with pytest.raises(TypeError, match="predict\\(\\) reads text, but got"):
+            classifier.predict(bad)
+    with pytest.raises(TypeError, match="fit\\(\\) reads text"):
+        classifier.fit([1, 2], np.array([0, 1]))
     # A lone string is a batch of one.
     assert np.asarray(classifier.predict("a dull film", verbose=0)).shape == (1, 1)
 

@@ -17,6 +17,7 @@ import keras_hub
 
 from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerEncoder
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_presets import PRESETS
 
 
@@ -91,6 +92,7 @@ class BertBackbone(keras_hub.models.Backbone):
         dtype=None,
         **kwargs,
     ):
+        check_model_kwargs(self, kwargs)
         if hidden_dim % num_heads:
             raise ValueError(
                 f"hidden_dim={hidden_dim} must be divisible by "

@@ -4,6 +4,7 @@
 import keras
 import keras_hub
 
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
@@ -75,6 +76,7 @@ class BertClassifier(RawTextMixin, PortableCompileConfig,
         pooled = backbone(inputs)["pooled_output"]
         outputs = self.output_dense(self.output_dropout(pooled))
         # keras_hub.models.TextClassifier.__init__ builds nothing itself.
+        check_model_kwargs(self, kwargs)
         keras_hub.models.Task.__init__(self, inputs=inputs, outputs=outputs,
                                        **kwargs)
 

@@ -5,6 +5,7 @@ import keras_hub
 import numpy as np
 
 from zoo.data.text import text_batch
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_masked_lm_head import MaskedLMHead
@@ -76,6 +77,7 @@ class BertMaskedLM(RawTextMixin, PortableCompileConfig,
         sequence_output = backbone(backbone.input)["sequence_output"]
         logits = self.masked_lm_head(sequence_output,
                                      inputs["mask_positions"])
+        check_model_kwargs(self, kwargs)
         super().__init__(inputs=inputs, outputs=self.logits_dtype(logits),
                          **kwargs)
 

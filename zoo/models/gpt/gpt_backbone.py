@@ -16,6 +16,7 @@ import numpy as np
 
 from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerDecoder
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.gpt.gpt_presets import PRESETS
 
 
@@ -73,6 +74,7 @@ class GPTBackbone(keras_hub.models.Backbone):
         dtype=None,
         **kwargs,
     ):
+        check_model_kwargs(self, kwargs)
         if hidden_dim % num_heads:
             raise ValueError(
                 f"hidden_dim={hidden_dim} must be divisible by "

@@ -20,9 +20,11 @@ import keras_hub
 import numpy as np
 from keras import ops
 
+from zoo.data.text import texts_of
 from zoo.layers.checks import check_token_ids
 from zoo.layers.sublayers import call_sublayer
 from zoo.layers.sublayers import concrete_index
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import pad_rows
@@ -73,6 +75,7 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         inputs = backbone.input
         hidden_states = backbone(inputs)["sequence_output"]
         logits = backbone.embeddings(hidden_states, reverse=True)
+        check_model_kwargs(self, kwargs)
         super().__init__(
             inputs=inputs, outputs=self.logits_dtype(logits), **kwargs
         )
@@ -367,17 +370,14 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
                 "This GPT has no preprocessor, so it cannot read strings; "
                 "pass {'token_ids': ..., 'padding_mask': ...}."
             )
-        scalar = isinstance(inputs, (str, bytes))
-        texts = [inputs] if scalar else list(np.asarray(inputs, dtype=object).reshape(-1))
-        if not texts:
-            raise ValueError("generate() needs at least one prompt.")
+        texts, scalar = texts_of(
+            inputs, "generate", "prompt",
+            ", or token ids as {'token_ids': ..., 'padding_mask': ...}")
         tokenizer = self.preprocessor.tokenizer
         start = getattr(tokenizer, "start_token_id", None)
         prompts = []
         for text in texts:
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            ids = np.asarray(tokenizer.tokenize(str(text)), "int32").reshape(-1)
+            ids = np.asarray(tokenizer.tokenize(text), "int32").reshape(-1)
             if len(ids) and self.preprocessor.add_start_token and start is not None:
                 ids = np.concatenate([[start], ids]).astype("int32")
             prompts.append(ids)

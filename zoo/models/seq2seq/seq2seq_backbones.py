@@ -30,6 +30,7 @@ from zoo.layers import TransformerEncoder
 from zoo.layers.sublayers import call_sublayer
 from zoo.layers.sublayers import concrete_index
 from zoo.layers.sublayers import without_keras_mask
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general")
@@ -50,6 +51,7 @@ class Seq2SeqBackbone(keras_hub.models.Backbone):
 
     def _finish(self, inputs, encoder_output, decoder_output, dtype, config,
                 **kwargs):
+        check_model_kwargs(self, kwargs)
         keras_hub.models.Backbone.__init__(
             self, inputs=inputs,
             outputs={"encoder_sequence_output": encoder_output,

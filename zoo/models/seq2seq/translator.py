@@ -19,6 +19,8 @@ import numpy as np
 from keras import ops
 
 from zoo.data.text import fit_dataset
+from zoo.data.text import texts_of
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
@@ -66,6 +68,7 @@ class Translator(GenerationMixin, PortableCompileConfig,
         inputs = backbone.input
         hidden = backbone(inputs)["decoder_sequence_output"]
         logits = self.logits_dtype(backbone.token_logits(hidden))
+        check_model_kwargs(self, kwargs)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 
     @classmethod
@@ -179,12 +182,7 @@ class Translator(GenerationMixin, PortableCompileConfig,
         if self.preprocessor is None:
             raise ValueError("This Translator has no preprocessor, so it "
                              "cannot read strings.")
-        scalar = isinstance(inputs, (str, bytes))
-        texts = [inputs] if scalar else [
-            t.decode("utf-8") if isinstance(t, bytes) else str(t)
-            for t in np.asarray(inputs, dtype=object).reshape(-1)]
-        if not texts:
-            raise ValueError("generate() needs at least one sentence.")
+        texts, scalar = texts_of(inputs, "generate", "sentence")
         limit = self.preprocessor.decoder_sequence_length
         max_length = limit if max_length is None else int(max_length)
         if not 2 <= max_length <= limit:
@@ -250,9 +248,13 @@ class Translator(GenerationMixin, PortableCompileConfig,
             `weights` `(layers, heads, target_len, source_len)` (the RNN:
             one layer, one head) and `mean` `(target_len, source_len)`,
             averaged over layers and heads.
+
+        Raises:
+            TypeError, ValueError: `source` or `target` is not one string.
         """
-        if target is None:
-            target = self.generate(source)
+        source = _one_sentence(source, "source")
+        target = (self.generate(source) if target is None
+                  else _one_sentence(target, "target"))
         tokenizer = self.preprocessor.tokenizer
         source_ids = self._source_ids([source])
         real = int(source_ids["encoder_padding_mask"][0].sum())
@@ -283,3 +285,11 @@ class Translator(GenerationMixin, PortableCompileConfig,
                 "target_tokens": pieces(target_ids[0]),
                 "weights": weights, "mean": weights.mean(axis=(0, 1))}
 
+
+def _one_sentence(text, name):
+    """`text`, a single sentence, as `str` (`alignments` reads one pair)."""
+    texts, _ = texts_of(text, "alignments", f"{name} sentence")
+    if len(texts) != 1:
+        raise ValueError(f"alignments() reads one {name} sentence; got "
+                         f"{len(texts)}.")
+    return texts[0]

@@ -5,6 +5,7 @@ import keras
 import keras_hub
 
 from zoo.data.text import text_batch
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 from zoo.models.text_classifier.text_classifier_backbones import (
@@ -88,6 +89,7 @@ class TextClassifier(RawTextMixin, PortableCompileConfig,
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         pooled = backbone(token_ids)["pooled_output"]
         outputs = self.output_dense(self.output_dropout(pooled))
+        check_model_kwargs(self, kwargs)
         super().__init__(inputs=token_ids, outputs=outputs, **kwargs)
 
     @classmethod

@@ -29,6 +29,7 @@ from zoo.layers import RandomTokenWindow
 from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerEncoder
 from zoo.layers import WordDropout
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 POOLING_LAYER_NAME = "attention_pooling"
@@ -104,6 +105,7 @@ class TextClassifierBackbone(keras_hub.models.Backbone):
                 config, **kwargs):
         """The functional model; `config` (the architecture's own
         arguments) joins the stem's in `get_config`."""
+        check_model_kwargs(self, kwargs)
         keras_hub.models.Backbone.__init__(
             self,
             inputs=token_ids,

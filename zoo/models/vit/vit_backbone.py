@@ -17,6 +17,7 @@ from zoo.layers import ClassToken
 from zoo.layers import LearnedPositionEmbedding
 from zoo.layers import PatchEmbedding
 from zoo.layers import TransformerEncoder
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.vit.vit_presets import PRESETS
 
 POOLINGS = ("class_token", "average")
@@ -79,6 +80,7 @@ class ViTBackbone(keras_hub.models.Backbone):
         dtype=None,
         **kwargs,
     ):
+        check_model_kwargs(self, kwargs)
         height, width = (int(n) for n in image_size)
         if height % patch_size or width % patch_size:
             raise ValueError(

@@ -4,6 +4,7 @@ import keras
 import keras_hub
 
 from zoo.data.text import fit_dataset
+from zoo.models.arguments import check_model_kwargs
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.vit.vit_backbone import ViTBackbone
@@ -59,6 +60,7 @@ class ViTImageClassifier(PortableCompileConfig, keras_hub.models.Task):
         inputs = backbone.input
         pooled = backbone(inputs)["pooled_output"]
         outputs = self.output_dense(self.output_dropout(pooled))
+        check_model_kwargs(self, kwargs)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
     @classmethod

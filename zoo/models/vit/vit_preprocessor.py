@@ -41,8 +41,9 @@ class ViTImageClassifierPreprocessor(
 
     Raises (in eager calls; inside `tf.data` only the shape checks run):
         ValueError: an empty batch, a rank that is not an image batch, a
-            channel count the model cannot read, or float images that look
-            scaled to [0, 1] already (at most 1.0, not all zero).
+            channel count the model cannot read, NaN or infinite pixel
+            values, or float images that look scaled to [0, 1] already (at
+            most 1.0, not all zero).
 
     Example:
 
@@ -101,6 +102,13 @@ class ViTImageClassifierPreprocessor(
             return
         if images.shape[0] == 0:
             raise ValueError("got an empty batch of images.")
+        if np.issubdtype(images.dtype, np.floating) and \
+                not np.isfinite(images).all():
+            where = np.argwhere(~np.isfinite(images))[0]
+            raise ValueError(
+                "images hold NaN or infinite pixel values (the first in "
+                f"image {int(where[0])}, row {int(where[1])}, column "
+                f"{int(where[2])}).")
         if np.issubdtype(images.dtype, np.floating) and self.scale is not None \
                 and abs(self.scale - 1 / 255) < 1e-12:
             top = float(images.max())
