@@ -76,6 +76,8 @@ from zoo.models.bert import BertMaskedLM  # noqa: E402
 from zoo.models.bert import BertMaskedLMPreprocessor  # noqa: E402
 from zoo.models.bert import strip_markup  # noqa: E402
 from zoo.distribute import trim_to_replicas  # noqa: E402
+from zoo.saving import ModelFileError  # noqa: E402
+from zoo.saving import load_model  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 from zoo.schedules import warmup_cosine  # noqa: E402
@@ -641,7 +643,7 @@ def finetune_fold(args, fold, strategy):
     # Loaded for each fold: the classifier fine-tunes the masked LM's own
     # backbone object, so a model shared by the folds would carry one
     # fold's fine-tuning into the next.
-    mlm = keras.saving.load_model(args.pretrained)
+    mlm = load_model(args.pretrained, expected=BertMaskedLM)
     preprocessor = BertClassifierPreprocessor(
         mlm.preprocessor.tokenizer,
         sequence_length=args.finetune_sequence_length)
@@ -872,7 +874,7 @@ def main(argv=None):
             return metrics
         args.pretrained = os.path.join(args.output_dir, "bert_imdb_mlm.keras")
         return {"pretrain": metrics, "finetune": finetune(args)}
-    except DataNotFoundError as error:
+    except (DataNotFoundError, ModelFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)
 

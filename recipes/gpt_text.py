@@ -69,6 +69,8 @@ from zoo.data.tokenizers import train_tokenizer  # noqa: E402
 from zoo.models.gpt import GPT  # noqa: E402
 from zoo.models.gpt import GPTPreprocessor  # noqa: E402
 from zoo.models.gpt import PRESETS  # noqa: E402
+from zoo.saving import ModelFileError  # noqa: E402
+from zoo.saving import load_model  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
@@ -245,7 +247,7 @@ def build_model(args, tokenizer):
 
 def evaluate_saved(args):
     """Validation loss of a saved GPT on --data's validation split."""
-    gpt = keras.saving.load_model(args.evaluate)
+    gpt = load_model(args.evaluate, expected=GPT)
     text = load_corpus(args)
     _, val_text = split_text(text, 0.9)
     length = gpt.backbone.sequence_length
@@ -404,7 +406,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return evaluate_saved(args) if args.evaluate else run(args)
-    except DataNotFoundError as error:
+    except (DataNotFoundError, ModelFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)
 

@@ -58,6 +58,8 @@ from zoo.models.seq2seq import PRESETS  # noqa: E402
 from zoo.models.seq2seq import TranslationPreprocessor  # noqa: E402
 from zoo.models.seq2seq import Translator  # noqa: E402
 from zoo.distribute import even_batches  # noqa: E402
+from zoo.saving import ModelFileError  # noqa: E402
+from zoo.saving import load_model  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 from zoo.schedules import InverseSquareRootSchedule  # noqa: E402
@@ -392,10 +394,7 @@ def split_bleu(translator, splits, args):
 
 def evaluate_saved(args):
     """BLEU of a saved translator (`--evaluate`), and `--ship` of it."""
-    translator = keras.saving.load_model(args.evaluate)
-    if not isinstance(translator, Translator):
-        raise SystemExit(f"error: {args.evaluate} holds a "
-                         f"{type(translator).__name__}, not a Translator.")
+    translator = load_model(args.evaluate, expected=Translator)
     splits = load_pairs(args)
     metrics = {"model": args.evaluate, "beam": args.beam,
                "backend": keras.backend.backend()}
@@ -450,7 +449,7 @@ def main(argv=None):
         if args.evaluate:
             return evaluate_saved(args)
         return run(args)
-    except DataNotFoundError as error:
+    except (DataNotFoundError, ModelFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)
 

@@ -1,11 +1,15 @@
-"""zoo.saving: atomic model and JSON files, float16 weight storage."""
+"""zoo.saving: atomic model and JSON files, float16 weight storage, and a
+checked load_model."""
 
 import os
+import zipfile
 
 import keras
 import numpy as np
 import pytest
 
+from zoo.saving import ModelFileError
+from zoo.saving import load_model
 from zoo.saving import save_model_atomic
 from zoo.saving import write_json_atomic
 
@@ -53,3 +57,42 @@ def test_bad_arguments_leave_nothing_behind(tmp_path):
 def test_json_is_written_whole(tmp_path):
     path = write_json_atomic({"b": 1, "a": [1.5]}, str(tmp_path / "x.json"))
     assert open(path).read() == '{\n  "a": [\n    1.5\n  ],\n  "b": 1\n}\n'
+
+
+def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
+    good = save_model_atomic(small_model(), str(tmp_path / "good.keras"))
+    data = open(good, "rb").read()
+    folder = tmp_path / "folder.keras"
+    folder.mkdir()
+    (tmp_path / "garbage.keras").write_bytes(b"not a model")
+    (tmp_path / "truncated.keras").write_bytes(data[:len(data) // 2])
+    (tmp_path / "model.h5").write_bytes(data)
+    with zipfile.ZipFile(tmp_path / "foreign.keras", "w") as archive:
+        archive.writestr("weights.bin", b"0" * 10)
+    # One flipped byte inside the (deflated) weights: the archive's
+    # directory still reads, the member does not.
+    with zipfile.ZipFile(good) as archive:
+        info = archive.getinfo("model.weights.h5")
+    damaged = bytearray(data)
+    middle = info.header_offset + 30 + len(info.filename) + \
+        info.compress_size // 2
+    damaged[middle] ^= 0xFF
+    (tmp_path / "damaged.keras").write_bytes(bytes(damaged))
+    cases = {
+        "missing.keras": "missing.keras: no such model file",
+        "folder.keras": "no such model file \\(it is a folder\\)",
+        "garbage.keras": "not a .keras archive \\(not a zip file\\)",
+        "truncated.keras": "not a .keras archive",
+        "model.h5": "model files end in .keras",
+        "foreign.keras": "has no config.json",
+        "damaged.keras": "damaged.keras is damaged",
+    }
+    for name, message in cases.items():
+        with pytest.raises(ModelFileError, match=message):
+            load_model(tmp_path / name)
+    model = load_model(good, expected=keras.Sequential)
+    assert isinstance(model, keras.Sequential)
+    with pytest.raises(ModelFileError, match="holds a Sequential, not a "
+                                             "Dense or LayerNormalization"):
+        load_model(good, expected=(keras.layers.Dense,
+                                   keras.layers.LayerNormalization))

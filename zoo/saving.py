@@ -1,10 +1,12 @@
 """Atomic writes: a crash or Ctrl-C mid-save never leaves a half-written file
-where a good one was."""
+where a good one was; and a checked `load_model` that says what is wrong
+with a missing, truncated or foreign model file."""
 
 import json
 import os
 import tempfile
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -112,3 +114,67 @@ def write_json_atomic(data, path):
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+class ModelFileError(ValueError):
+    """A model file that is missing, not a `.keras` archive, damaged, or
+    holds another kind of model than the caller needs."""
+
+
+def load_model(path, expected=None, **kwargs):
+    """`keras.saving.load_model` after checking the file, so a bad path is
+    one clear error (Keras says "File not found" for a corrupt file too).
+
+    Args:
+        path: a `.keras` file.
+        expected: a class (or tuple of classes) the model must be an
+            instance of, e.g. `zoo.models.seq2seq.Translator`; None: any.
+        **kwargs: passed to `keras.saving.load_model` (`compile`,
+            `safe_mode`, `custom_objects`).
+
+    Returns:
+        The model.
+
+    Raises:
+        ModelFileError: no such file, a name that does not end in `.keras`,
+            not a zip archive (truncated or another format), a damaged
+            archive (a member fails its checksum) or one without the
+            `config.json` every `.keras` file has, or a model that is not
+            `expected`.
+
+    Example:
+
+    >>> translator = load_model("saved_models/translate_de_en.keras",
+    ...                         expected=zoo.models.seq2seq.Translator)
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ModelFileError(
+            f"{path}: no such model file"
+            + (" (it is a folder)." if os.path.isdir(path) else "."))
+    if not path.endswith(".keras"):
+        raise ModelFileError(f"{path}: model files end in .keras.")
+    if not zipfile.is_zipfile(path):
+        raise ModelFileError(
+            f"{path} is not a .keras archive (not a zip file): it is "
+            "truncated or corrupt, or another format.")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if "config.json" not in archive.namelist():
+                raise ModelFileError(
+                    f"{path} has no config.json: not a Keras model file.")
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+        raise ModelFileError(f"{path} is damaged: {error}.") from None
+    if damaged is not None:
+        raise ModelFileError(
+            f"{path} is damaged: {damaged} fails its checksum.")
+    import keras
+
+    model = keras.saving.load_model(path, **kwargs)
+    if expected is not None and not isinstance(model, expected):
+        names = (expected if isinstance(expected, tuple) else (expected,))
+        raise ModelFileError(
+            f"{path} holds a {type(model).__name__}, not a "
+            f"{' or '.join(c.__name__ for c in names)}.")
+    return model

@@ -118,6 +118,14 @@ def test_flags_and_errors(tmp_path, capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "does not exist" in error[0]
+    (tmp_path / "mlm.keras").write_bytes(b"truncated")
+    with pytest.raises(SystemExit) as exit_info:
+        bert_imdb.main(["finetune", "--smoke", "--pretrained",
+                        str(tmp_path / "mlm.keras"), "--output-dir",
+                        str(tmp_path)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "not a .keras archive" in error[0], error
 
 
 NO_TENSORFLOW = """

@@ -180,6 +180,19 @@ def test_missing_data_is_one_clear_error(tmp_path, capsys):
     assert "Traceback" not in error
 
 
+def test_a_bad_model_file_is_one_clear_error(tmp_path, capsys):
+    data = tmp_path / "play.txt"
+    data.write_text("ROMEO: hello there\n" * 50)
+    (tmp_path / "garbage.keras").write_text("not a model")
+    for path, message in ((tmp_path / "none.keras", "no such model file"),
+                          (tmp_path / "garbage.keras", "not a .keras archive")):
+        with pytest.raises(SystemExit) as exit_info:
+            gpt_text.main(["--evaluate", str(path), "--data", str(data)])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err
+        assert message in error and "Traceback" not in error
+
+
 def test_shipped_model_generates_from_strings():
     gpt = keras.saving.load_model(SHIPPED)
     greedy = gpt.generate(["ROMEO:\n", "JULIET:\n"], max_length=40)

@@ -3,6 +3,7 @@ a local Multi30k-layout folder with a test split, the data errors and the
 flags."""
 
 import json
+import pathlib
 import shutil
 
 import keras
@@ -83,6 +84,21 @@ def test_missing_data_is_one_clear_line(tmp_path, capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "does not exist" in error[0]
+
+
+def test_a_bad_model_file_is_one_clear_line(tmp_path, capsys):
+    (tmp_path / "cut.keras").write_bytes(b"PK\x03\x04 half a file")
+    shipped_gpt = (pathlib.Path(__file__).parents[2] / "saved_models"
+                   / "gpt_shakespeare.keras")
+    for path, message in ((tmp_path / "none.keras", "no such model file"),
+                          (tmp_path / "cut.keras", "not a .keras archive"),
+                          (shipped_gpt, "holds a GPT, not a Translator")):
+        with pytest.raises(SystemExit) as exit_info:
+            translate.main(["--evaluate", str(path), "--data-dir",
+                            str(tmp_path)])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and message in error[0], error
 
 
 def test_presets_flags_and_help(capsys):

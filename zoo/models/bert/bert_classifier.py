@@ -11,6 +11,7 @@ from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
+from zoo.saving import load_model
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -109,7 +110,7 @@ class BertClassifier(RawTextMixin, PortableCompileConfig,
         copied again); the tokenizer is the masked LM's.
         """
         if isinstance(masked_lm, str):
-            masked_lm = keras.saving.load_model(masked_lm)
+            masked_lm = load_model(masked_lm)
         backbone = getattr(masked_lm, "backbone", None)
         if not isinstance(backbone, BertBackbone):
             raise ValueError(
