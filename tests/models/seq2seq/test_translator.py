@@ -202,6 +202,41 @@ def test_alignments_are_distributions_over_the_source_tokens():
     assert rnn["weights"].shape[:2] == (1, 1)
 
 
+def stepwise_cross_attention(backbone, source, source_mask, target):
+    """The reference: the decoder fed one target token at a time through its
+    cache, each step's attention over the source kept."""
+    encoder_output = backbone.encode(source, source_mask)
+    cache = backbone.decoder_cache(encoder_output, source_mask,
+                                   target.shape[1])
+    steps = []
+    for i in range(target.shape[1]):
+        _, cache, weights = backbone.decode_step(
+            target[:, i:i + 1], cache, i, return_attention_scores=True)
+        steps.append(keras.ops.convert_to_numpy(weights)[:, :, :, 0])
+    return np.stack(steps, axis=3)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cross_attention_in_one_pass_equals_decoding_step_by_step(kind):
+    model = translator(kind)
+    batch = ids_batch(target_length=9)
+    source = batch["encoder_token_ids"]
+    mask = batch["encoder_padding_mask"]
+    target = batch["decoder_token_ids"]
+    one_pass = keras.ops.convert_to_numpy(
+        model.backbone.cross_attention(source, mask, target))
+    expected = stepwise_cross_attention(model.backbone, source, mask, target)
+    assert one_pass.shape == expected.shape
+    assert one_pass.shape[3:] == (9, source.shape[1])
+    np.testing.assert_allclose(one_pass, expected, atol=2e-6)
+    # Each target position sees the targets before it only: a longer target
+    # leaves the first rows as they were.
+    longer = np.concatenate([target, target[:, :4]], axis=1)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(
+        model.backbone.cross_attention(source, mask, longer))[:, :, :, :9],
+        one_pass, atol=2e-6)
+
+
 def test_generation_errors_and_truncation_warning():
     model = translator("transformer")
     with pytest.raises(ValueError, match="at least one sentence"):

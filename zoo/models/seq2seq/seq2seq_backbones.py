@@ -261,6 +261,34 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
             return x, cache, ops.stack(scores, axis=1)
         return x, cache
 
+    def cross_attention(self, encoder_token_ids, encoder_padding_mask,
+                        decoder_token_ids):
+        """Every decoder layer's attention over the source when the decoder
+        reads `decoder_token_ids` (teacher forcing, inference mode), in one
+        pass: `(batch, layers, heads, tgt_len, src_len)`.
+
+        A shorter target is padded to `decoder_sequence_length` and the
+        result cut back (target position i sees targets 0..i only, so the
+        padding changes nothing): every sentence then has the same shapes,
+        and JAX, which compiles each eager op per shape, compiles once.
+
+        Example:
+
+        >>> weights = backbone.cross_attention(src, src_mask, tgt)
+        >>> weights.shape   # (1, 3, 8, tgt_len, src_len) for 3 x 8 heads
+        """
+        length = decoder_token_ids.shape[1]
+        if length is not None and length < self.decoder_sequence_length:
+            decoder_token_ids = ops.pad(
+                decoder_token_ids,
+                [[0, 0], [0, self.decoder_sequence_length - length]])
+        encoder_output = self.encode(encoder_token_ids, encoder_padding_mask)
+        cache = self.decoder_cache(encoder_output, encoder_padding_mask,
+                                   ops.shape(decoder_token_ids)[1])
+        weights = self.decode_step(decoder_token_ids, cache, 0,
+                                   return_attention_scores=True)[2]
+        return weights[:, :, :, :length]
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class RNNSeq2SeqBackbone(Seq2SeqBackbone):
@@ -418,3 +446,26 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
             x, weights = x
             return x, cache, weights[:, None, None]
         return x, cache
+
+    def cross_attention(self, encoder_token_ids, encoder_padding_mask,
+                        decoder_token_ids):
+        """The alignment a_ij of every target position i over the source
+        tokens j when the decoder reads `decoder_token_ids` (teacher
+        forcing, inference mode), in one pass: `(batch, 1, 1, tgt_len,
+        src_len)` (one layer, one head).
+
+        Example:
+
+        >>> weights = backbone.cross_attention(src, src_mask, tgt)
+        >>> weights.shape   # (1, 1, 1, tgt_len, src_len)
+        """
+        encoder_output = without_keras_mask(
+            self.encode(encoder_token_ids, encoder_padding_mask))
+        initial_state = self._initial_state(encoder_output,
+                                            encoder_padding_mask)
+        states = self.decoder_rnn(self.embedding(decoder_token_ids),
+                                  initial_state=initial_state)
+        _, weights = self._attentional(states, encoder_output,
+                                       encoder_padding_mask,
+                                       return_attention_scores=True)
+        return weights[:, None, None]

@@ -258,31 +258,22 @@ class Translator(GenerationMixin, PortableCompileConfig,
         tokenizer = self.preprocessor.tokenizer
         source_ids = self._source_ids([source])
         real = int(source_ids["encoder_padding_mask"][0].sum())
+        length = self.preprocessor.decoder_sequence_length
         target_ids = [tokenizer.start_token_id] + list(
             np.asarray(tokenizer.tokenize(target)).reshape(-1))
-        target_ids = np.asarray(target_ids, "int32")[
-            :self.preprocessor.decoder_sequence_length][None]
-        backbone = self.backbone
-        encoder_output = backbone.encode(
-            source_ids["encoder_token_ids"], source_ids["encoder_padding_mask"])
-        cache = backbone.decoder_cache(
-            encoder_output, source_ids["encoder_padding_mask"],
-            target_ids.shape[1])
-        steps = []
-        for index in range(target_ids.shape[1]):
-            _, cache, weights = backbone.decode_step(
-                target_ids[:, index:index + 1], cache, index,
-                return_attention_scores=True)
-            steps.append(np.asarray(ops.convert_to_numpy(
-                ops.cast(weights, "float32")))[0, :, :, 0, :real])
-        weights = np.stack(steps, axis=2)  # (layers, heads, tgt, src)
+        target_ids = np.asarray(target_ids, "int32")[:length]
+        weights = self.backbone.cross_attention(
+            source_ids["encoder_token_ids"],
+            source_ids["encoder_padding_mask"], target_ids[None])
+        weights = np.asarray(ops.convert_to_numpy(ops.cast(
+            weights, "float32")))[0, :, :, :, :real]
         ids = source_ids["encoder_token_ids"][0, :real]
 
         def pieces(ids):
             return [tokenizer.id_to_token(int(i)) for i in ids]
 
         return {"source_tokens": pieces(ids),
-                "target_tokens": pieces(target_ids[0]),
+                "target_tokens": pieces(target_ids),
                 "weights": weights, "mean": weights.mean(axis=(0, 1))}
 
 
