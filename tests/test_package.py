@@ -130,7 +130,7 @@ def test_import_zoo_alone_registers_everything_and_loads_shipped_models():
         "           if keras.saving.get_registered_object('zoo>' + n) is None]\n"
         "assert not missing, f'not registered by import zoo: {missing}'\n"
         "for path in sys.argv[2:]:\n"
-        "    keras.saving.load_model(path)\n"
+        "    zoo.saving.load_model(path)  # checked, then Keras' loader\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", script, ",".join(names), *shipped],
