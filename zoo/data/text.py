@@ -148,13 +148,22 @@ def text_batch(x, method):
                 f"{method}() got no texts: pass a list of strings, e.g. "
                 f'{method}(["an utterly wonderful film"]).'
             )
-        if not (isinstance(x, np.ndarray) and x.dtype.kind in "US"):
-            items = (x.reshape(-1) if isinstance(x, np.ndarray)
-                     else keras.tree.flatten(x))
-            error = _not_text(items, method)
-            if error:
-                raise error
+        error = _not_text(_items(x), method)
+        if error:
+            raise error
     return x
+
+
+def _items(x):
+    """The leaves of `x` (lists, tuples and arrays of them; a tuple is a
+    pair of segments for a pair classifier) that may not be strings: an
+    array of a string dtype has none."""
+    for leaf in keras.tree.flatten(x):
+        if isinstance(leaf, np.ndarray):
+            if leaf.dtype.kind not in "US":
+                yield from leaf.reshape(-1)
+        else:
+            yield leaf
 
 
 def texts_of(inputs, method, what="text", hint=""):

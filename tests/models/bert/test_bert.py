@@ -277,6 +277,16 @@ def test_predict_on_no_texts_is_a_clear_error():
                                 BertClassifierPreprocessor(tokenizer(), 24))
     with pytest.raises(ValueError, match="no texts"):
         classifier.predict([])
+    with pytest.raises(TypeError, match="predict\\(\\) reads text, but got int"):
+        classifier.predict(["a fine film", 7])
+    # Pairs of segments (a tuple of two batches) are text too, as arrays or
+    # lists, and give the same probabilities either way.
+    first, second = ["a fine film", "dull"], ["truly", "and too long"]
+    from_lists = classifier.predict((first, second), verbose=0)
+    from_arrays = classifier.predict((np.array(first), np.array(second)),
+                                     verbose=0)
+    np.testing.assert_allclose(from_lists, from_arrays, atol=1e-6)
+    assert from_lists.shape == (2, 1)
 
 
 # ---- pretraining -> fine-tuning, saving -------------------------------------------
