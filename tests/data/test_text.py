@@ -1,6 +1,8 @@
 """zoo.data.text: raw-text datasets for the tasks' fit, and fit's shuffling
 of arrays."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,18 @@ def test_text_batch_and_texts_of_take_strings_and_name_anything_else():
         texts_of(None, "generate", hint=", or ids")
     with pytest.raises(ValueError, match="needs at least one prompt"):
         texts_of([], "generate", "prompt")
+
+
+def test_empty_or_blank_texts_are_a_warning_naming_how_many():
+    with pytest.warns(UserWarning, match=r"predict\(\): 2 of 3 texts are "
+                                         r"empty or blank \(the first at "
+                                         r"index 1\)"):
+        assert text_batch(["fine", "", " \n"], "predict") == ["fine", "", " \n"]
+    with pytest.warns(UserWarning, match="1 of 1 texts"):
+        assert text_batch("", "predict") == [""]
+    with pytest.warns(UserWarning, match="1 of 2 texts .* index 0"):
+        text_batch(np.array(["", "fine"]), "evaluate")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        text_batch(["fine", "dull"], "predict")
+        text_batch(np.array(["fine"]), "fit")

@@ -5,6 +5,8 @@ the datasets here hold raw strings: the tokenizer runs inside `tf.data`,
 on every backend, and the model file carries it.
 """
 
+import warnings
+
 import keras
 import numpy as np
 from zoo._tensorflow import is_dataset
@@ -139,29 +141,41 @@ def text_batch(x, method):
     message) reads: a lone string becomes a batch of one; an empty batch is
     an error naming the call, and so is a list or array holding something
     other than strings (a number, None), before keras-hub's pipeline sees
-    either. Datasets and tensors pass through unchanged."""
+    either; empty or blank texts are a warning. Datasets and tensors pass
+    through unchanged."""
     if isinstance(x, (str, bytes)):
-        return [x]
+        x = [x]
     if isinstance(x, (list, tuple, np.ndarray)):
         if len(x) == 0:
             raise ValueError(
                 f"{method}() got no texts: pass a list of strings, e.g. "
                 f'{method}(["an utterly wonderful film"]).'
             )
-        error = _not_text(_items(x), method)
+        items = list(_items(x))
+        error = _not_text(items, method)
         if error:
             raise error
+        _warn_if_empty(items, method)
     return x
 
 
+def _warn_if_empty(texts, method):
+    """A warning when some of `texts` hold no text at all: a model's output
+    for them reflects no input (e.g. a classifier's bias)."""
+    empty = [i for i, text in enumerate(texts) if not text.strip()]
+    if empty:
+        warnings.warn(
+            f"{method}(): {len(empty)} of {len(texts)} texts are empty or "
+            f"blank (the first at index {empty[0]}); what the model gives "
+            "for them reflects no text.", stacklevel=4)
+
+
 def _items(x):
-    """The leaves of `x` (lists, tuples and arrays of them; a tuple is a
-    pair of segments for a pair classifier) that may not be strings: an
-    array of a string dtype has none."""
+    """The leaves of `x`: lists, tuples and arrays of texts (a tuple is a
+    pair of segments for a pair classifier)."""
     for leaf in keras.tree.flatten(x):
         if isinstance(leaf, np.ndarray):
-            if leaf.dtype.kind not in "US":
-                yield from leaf.reshape(-1)
+            yield from leaf.reshape(-1)
         else:
             yield leaf
 
