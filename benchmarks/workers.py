@@ -18,7 +18,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from zoo.accelerator import PEAK_TFLOPS  # noqa: E402,F401
 from zoo.accelerator import accelerator  # noqa: E402,F401
 from zoo.accelerator import peak_tflops  # noqa: E402,F401
 from zoo.testing.backends import BACKENDS  # noqa: E402,F401
