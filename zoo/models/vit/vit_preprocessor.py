@@ -102,14 +102,14 @@ class ViTImageClassifierPreprocessor(
             return
         if images.shape[0] == 0:
             raise ValueError("got an empty batch of images.")
-        if np.issubdtype(images.dtype, np.floating) and \
-                not np.isfinite(images).all():
+        floating = np.issubdtype(images.dtype, np.floating)
+        if floating and not np.isfinite(images).all():
             where = np.argwhere(~np.isfinite(images))[0]
             raise ValueError(
                 "images hold NaN or infinite pixel values (the first in "
                 f"image {int(where[0])}, row {int(where[1])}, column "
                 f"{int(where[2])}).")
-        if np.issubdtype(images.dtype, np.floating) and self.scale is not None \
+        if floating and self.scale is not None \
                 and abs(self.scale - 1 / 255) < 1e-12:
             top = float(images.max())
             if 0.0 < top <= 1.0:
