@@ -47,11 +47,10 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
-from zoo.callbacks import HISTORY_FILE  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
-from zoo.callbacks import read_history  # noqa: E402
 from zoo.callbacks import resume_callbacks  # noqa: E402
+from zoo.callbacks import resumed_history  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
 from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
@@ -307,7 +306,8 @@ def run(args):
                        callbacks=callbacks, verbose=args.verbose)
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history = read_history(os.path.join(args.output_dir, HISTORY_FILE))
+    history, resumed_at_epoch = resumed_history(args.output_dir,
+                                                this_run)
     steps_done = int(keras.ops.convert_to_numpy(gpt.optimizer.iterations))
 
     val_loss = history["val_loss"][-1]
@@ -331,8 +331,7 @@ def run(args):
         "parameters": parameters,
         "config": {k: getattr(args, k) for k in MODEL_FLAGS + TRAINING_FLAGS},
         "steps": steps_done,
-        "resumed_at_epoch": len(history["loss"]) - len(
-            this_run.history.get("loss", [])),
+        "resumed_at_epoch": resumed_at_epoch,
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(val_loss, 4),

@@ -45,10 +45,9 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
-from zoo.callbacks import HISTORY_FILE  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
-from zoo.callbacks import read_history  # noqa: E402
 from zoo.callbacks import resume_callbacks  # noqa: E402
+from zoo.callbacks import resumed_history  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.multi30k import load_multi30k  # noqa: E402
 from zoo.data.multi30k import make_synthetic_pairs  # noqa: E402
@@ -292,7 +291,8 @@ def run(args):
         verbose=args.verbose)
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history = read_history(os.path.join(args.output_dir, HISTORY_FILE))
+    history, resumed_at_epoch = resumed_history(args.output_dir,
+                                                this_run)
 
     start = time.perf_counter()
     hypotheses = translate_all(translator, val_de, args)
@@ -303,8 +303,7 @@ def run(args):
         "backend": keras.backend.backend(), "parameters": parameters,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "epochs": args.epochs,
-        "resumed_at_epoch": len(history["loss"]) - len(
-            this_run.history.get("loss", [])),
+        "resumed_at_epoch": resumed_at_epoch,
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(history["val_loss"][-1], 4),

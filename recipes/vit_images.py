@@ -45,10 +45,9 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
-from zoo.callbacks import HISTORY_FILE  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
-from zoo.callbacks import read_history  # noqa: E402
 from zoo.callbacks import resume_callbacks  # noqa: E402
+from zoo.callbacks import resumed_history  # noqa: E402
 from zoo.data.download import DataNotFoundError  # noqa: E402
 from zoo.data.images import DATASETS  # noqa: E402
 from zoo.data.images import load_images  # noqa: E402
@@ -221,7 +220,8 @@ def run(args):
                               verbose=args.verbose)
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history = read_history(os.path.join(args.output_dir, HISTORY_FILE))
+    history, resumed_at_epoch = resumed_history(args.output_dir,
+                                                this_run)
     _, accuracy = classifier.evaluate(x_val, y_val, verbose=0)
     metrics = {
         "dataset": args.dataset, "preset": args.preset,
@@ -230,8 +230,7 @@ def run(args):
         "train_images": int(len(y_train)),
         "validation_images": int(len(y_val)),
         "epochs": args.epochs, "train_seconds": round(seconds, 1),
-        "resumed_at_epoch": len(history["loss"]) - len(
-            this_run.history.get("loss", [])),
+        "resumed_at_epoch": resumed_at_epoch,
         "throughput": speed.summary(),
         "validation_accuracy": round(float(accuracy), 4),
         "history": history, "smoke": args.smoke,

@@ -186,3 +186,17 @@ def test_resume_callbacks_append_to_the_log_only_when_resuming(tmp_path):
     assert not logger.append  # a fresh run starts a fresh log
     (tmp_path / "backup").mkdir()
     assert resume_callbacks(str(tmp_path))[0].append
+
+
+def test_resumed_history_gives_the_whole_curves_and_where_this_fit_began(
+        tmp_path):
+    from zoo.callbacks import resumed_history
+
+    (tmp_path / "history.csv").write_text(
+        "epoch,loss\n0,2.0\n1,1.5\n1,1.4\n2,1.2\n")
+    this_run = keras.callbacks.History()
+    this_run.history = {"loss": [1.4, 1.2]}  # epochs 1 and 2, after a stop
+    assert resumed_history(tmp_path, this_run) == ({"loss": [2.0, 1.4, 1.2]},
+                                                   1)
+    this_run.history = {}  # a fit with nothing left to do
+    assert resumed_history(tmp_path, this_run)[1] == 3

@@ -329,6 +329,22 @@ def resume_callbacks(directory):
     ]
 
 
+def resumed_history(directory, this_run):
+    """`(curves, resumed_at_epoch)` after a `fit` with `resume_callbacks(
+    directory)`: the whole run's curves (`read_history` of its log) and
+    the epoch this `fit` started at (0 for a run never interrupted), from
+    the `keras.callbacks.History` that `fit` returned (`this_run`).
+
+    Example:
+
+    >>> this_run = model.fit(data, epochs=10,
+    ...                      callbacks=resume_callbacks("runs/x"))
+    >>> curves, resumed_at = resumed_history("runs/x", this_run)
+    """
+    curves = read_history(os.path.join(directory, HISTORY_FILE))
+    return curves, len(curves["loss"]) - len(this_run.history.get("loss", []))
+
+
 def read_history(path):
     """The whole run's curves from a `keras.callbacks.CSVLogger` file
     (`append=True` across interruptions), one value per epoch: an epoch
