@@ -4,6 +4,8 @@ so every test here runs under whichever backend KERAS_BACKEND names."""
 import keras
 import pytest
 
+from zoo.precision import set_tf32
+
 
 def pytest_report_header(config):
     return f"keras {keras.__version__}, backend: {keras.backend.backend()}"
@@ -13,6 +15,10 @@ def pytest_report_header(config):
 def _fresh_keras_state():
     """Every test starts from float32, a fixed seed and a clean name scope."""
     keras.config.set_dtype_policy("float32")
+    # Full float32 matrix products on a GPU too (the backends' defaults
+    # differ, and TF32's 1e-3 relative error fails NumPy comparisons); no
+    # effect on a CPU.
+    set_tf32(False)
     keras.utils.set_random_seed(1234)
     # free_memory=False skips a full garbage collection (0.3 s a test).
     keras.backend.clear_session(free_memory=False)

@@ -127,7 +127,7 @@ def _gradient(fn, x):
 
     x = x.detach().clone().requires_grad_(True)
     fn(x).backward()
-    return x.grad.numpy()
+    return to_numpy(x.grad)  # on the CPU or a GPU
 
 
 @pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "explicit"])
