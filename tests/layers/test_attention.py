@@ -319,6 +319,18 @@ def test_dropout_only_in_training():
     assert np.abs(trained - inference[0]).max() > 1e-4
 
 
+def test_dropout_path_zeroes_a_query_with_no_key():
+    # Training with attention dropout takes the explicit path, which zeroes
+    # key-less rows on its outputs (the output projection's bias is zero).
+    layer = MultiHeadAttention(2, 4, dropout=0.5, seed=3)
+    x = random_array((2, 5, 8), 0)
+    mask = np.ones((2, 5, 5), bool)
+    mask[0, 1] = False  # query 1 of sample 0 may see no key
+    out = to_numpy(layer(x, x, attention_mask=mask, training=True))
+    assert np.isfinite(out).all()
+    assert np.all(out[0, 1] == 0) and np.abs(out[0, 0]).sum() > 0
+
+
 def test_mha_functional_model_scores_and_round_trip(tmp_path):
     inputs = keras.Input((None, 8))
     out, scores = MultiHeadAttention(2, 4, value_dim=3, output_shape=6)(

@@ -118,22 +118,36 @@ def _rows_with_a_key(mask):
     return ops.logical_or(mask, ops.logical_not(row_valid)), row_valid
 
 
-def _explicit_attention(query, key, value, mask, scale, weights_dropout=None):
-    """Softmax path on (batch, seq, heads, dim) tensors; returns (out, weights)."""
-    logits = ops.einsum("btnh,bsnh->bnts", query, key)
+def _explicit_attention(query, key, value, mask, scale, weights_dropout=None,
+                        return_weights=False):
+    """Softmax path on (batch, seq, heads, dim) tensors; returns (outputs,
+    weights), weights None unless `return_weights`.
+
+    Where ops run one at a time (PyTorch eager), every elementwise pass over
+    the (batch, heads, q, k) logits is a round trip through memory, so the
+    scale goes on the query and the zeroing of key-less rows on the outputs,
+    both (batch, seq, heads, dim)."""
+    logits = ops.einsum("btnh,bsnh->bnts", query * scale, key)
     # Softmax in float32: bfloat16/float16 logits lose the small differences
     # that matter, and float16 cannot hold a large negative mask value.
-    logits = ops.cast(logits, "float32") * scale
+    logits = ops.cast(logits, "float32")
     if mask is not None:
         open_mask, row_valid = _rows_with_a_key(mask)
         logits = ops.where(open_mask, logits, _NEGATIVE_LOGIT)
-    weights = ops.softmax(logits, axis=-1)
-    if mask is not None:
-        weights = weights * ops.cast(row_valid, "float32")
-    weights = ops.cast(weights, value.dtype)
+    weights = ops.cast(ops.softmax(logits, axis=-1), value.dtype)
     attended = weights if weights_dropout is None else weights_dropout(weights)
     outputs = ops.einsum("bnts,bsnh->btnh", attended, value)
-    return outputs, weights
+    if mask is not None:
+        outputs = _zero_rows_without_a_key(outputs, row_valid)
+        if return_weights:
+            weights = weights * ops.cast(row_valid, weights.dtype)
+    return outputs, (weights if return_weights else None)
+
+
+def _zero_rows_without_a_key(outputs, row_valid):
+    """outputs (b, q, h, d) times row_valid (b, h, q, 1), transposed to match."""
+    row_valid = ops.transpose(row_valid, (0, 2, 1, 3))
+    return outputs * ops.cast(row_valid, outputs.dtype)
 
 
 _ZEROES_EMPTY_ROWS = {}  # device type -> what the probe found
@@ -142,8 +156,10 @@ _ZEROES_EMPTY_ROWS = {}  # device type -> what the probe found
 def _sdpa_zeroes_empty_rows(query):
     """Whether the backend's fused kernel gives zeros for an all -inf row:
     PyTorch's CPU kernels do (since PyTorch 2.5; a one-off probe asks the
-    installed version). Its CUDA kernels and the other backends give NaN or
-    the mean of the values, or have not been asked, so they keep zoo's row
+    installed version). On CUDA, PyTorch 2.11's cuDNN kernel gives such a
+    bfloat16 row non-zero values under a boolean mask (its other kernels
+    give zeros; `benchmarks/sdpa_empty_rows.py` asks each), and the other
+    backends give NaN or the mean of the values, so they keep zoo's row
     check."""
     if keras.backend.backend() != "torch":
         return False
@@ -195,9 +211,7 @@ def _fused_attention(query, key, value, mask, scale, is_causal):
         query, key, value, mask=mask, scale=scale, is_causal=is_causal
     )
     if row_valid is not None:
-        # row_valid is (b, h, q, 1); outputs are (b, q, h, d).
-        row_valid = ops.transpose(row_valid, (0, 2, 1, 3))
-        outputs = outputs * ops.cast(row_valid, outputs.dtype)
+        outputs = _zero_rows_without_a_key(outputs, row_valid)
     return outputs
 
 
@@ -245,7 +259,8 @@ def _attend(
     fused_ok = _static_dim(value.shape, -1) == _static_dim(key.shape, -1)
     if return_weights or weights_dropout is not None or not fused_ok:
         outputs, weights = _explicit_attention(
-            query, key, value, full_mask, scale, weights_dropout
+            query, key, value, full_mask, scale, weights_dropout,
+            return_weights,
         )
     else:
         outputs = _fused_attention(
