@@ -23,7 +23,9 @@ backend's way (jit on JAX, XLA on TensorFlow; PyTorch eager); a training
 step is `train_on_batch` with SGD on a mean-squared loss. After a warm-up,
 zoo and the peer are timed in `--repeats` interleaved rounds of `--steps`
 steps and the fastest round of each is kept. `peer / zoo` above 1 means zoo
-is faster. Under PyTorch the encoder cell also times
+is faster. `--dropout` gives every layer that dropout, attention weights
+included, so training takes the explicit softmax path on both sides
+(prediction stays fused). Under PyTorch the encoder cell also times
 `torch.nn.TransformerEncoderLayer` (eager, `batch_first`), as `torch / zoo`.
 Timings are only compared within one run on one machine.
 """
@@ -63,14 +65,18 @@ def parse_args(argv=None):
     parser.add_argument("--hidden-dim", type=int, default=128)
     parser.add_argument("--num-heads", type=int, default=4)
     parser.add_argument("--intermediate-dim", type=int, default=512)
+    parser.add_argument("--dropout", type=float, default=0.0,
+                        help="dropout of every layer (attention weights "
+                             "too: the explicit softmax path in training)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     if min(args.batch_size, args.steps, args.repeats, *args.lengths) < 1 \
-            or args.hidden_dim % args.num_heads:
-        parser.error("sizes must be positive and --num-heads must divide "
-                     "--hidden-dim")
+            or args.hidden_dim % args.num_heads \
+            or not 0 <= args.dropout < 1:
+        parser.error("sizes must be positive, --num-heads must divide "
+                     "--hidden-dim and --dropout lie in [0, 1)")
     return args
 
 
@@ -81,11 +87,14 @@ def _layers(name, args):
 
     import zoo
 
-    heads, width = args.num_heads, args.hidden_dim
+    heads, width, dropout = args.num_heads, args.hidden_dim, args.dropout
     if name == "mha":
-        return (zoo.layers.MultiHeadAttention(heads, width // heads),
-                keras.layers.MultiHeadAttention(heads, width // heads))
-    block = dict(num_heads=heads, intermediate_dim=args.intermediate_dim)
+        return (zoo.layers.MultiHeadAttention(heads, width // heads,
+                                              dropout=dropout),
+                keras.layers.MultiHeadAttention(heads, width // heads,
+                                                dropout=dropout))
+    block = dict(num_heads=heads, intermediate_dim=args.intermediate_dim,
+                 dropout=dropout)
     if name == "encoder":
         return (zoo.layers.TransformerEncoder(**block),
                 keras_hub.layers.TransformerEncoder(**block))
@@ -194,7 +203,7 @@ def _torch_encoder(x, mask, args, dtype):
 
     device = get_device()
     layer = torch.nn.TransformerEncoderLayer(
-        args.hidden_dim, args.num_heads, args.intermediate_dim, dropout=0.0,
+        args.hidden_dim, args.num_heads, args.intermediate_dim, dropout=args.dropout,
         batch_first=True).to(device)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.01)
     xt = torch.as_tensor(x, device=device)
@@ -251,7 +260,8 @@ def _measure_cells(cells, args):
 
 def header(args):
     return (f"batch {args.batch_size}, width {args.hidden_dim}, "
-            f"{args.num_heads} heads, MLP {args.intermediate_dim}; "
+            f"{args.num_heads} heads, MLP {args.intermediate_dim}, "
+            f"dropout {args.dropout:g}; "
             "peer / zoo time (above 1: zoo faster)\n"
             f"{'backend':<11} {'layer':<15} {'len':>5} {'pad':>4} "
             f"{'dtype':<9} {'train':>7} {'predict':>8} {'torch/zoo':>10}")

@@ -33,3 +33,13 @@ def test_bad_flags_are_refused():
         layers.parse_args(["--layers", "lstm"])
     with pytest.raises(SystemExit):
         layers.parse_args(["--hidden-dim", "10", "--num-heads", "4"])
+    with pytest.raises(SystemExit):
+        layers.parse_args(["--dropout", "1"])
+
+
+def test_dropout_reaches_every_layer_of_the_cell():
+    args = layers.parse_args(["--dropout", "0.25", "--num-heads", "2",
+                              "--hidden-dim", "8"])
+    for name in ("mha", "encoder", "decoder"):
+        for layer in layers._layers(name, args):
+            assert layer.dropout == 0.25, (name, layer)
