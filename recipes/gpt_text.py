@@ -132,6 +132,12 @@ def parse_args(argv=None):
                         "the token embedding)")
     parser.add_argument("--max-minutes", type=positive_float, default=None,
                         help="stop training after this many minutes")
+    parser.add_argument("--keep-best", default=True,
+                        action=argparse.BooleanOptionalAction,
+                        help="save the weights of the epoch with the lowest "
+                        "validation loss, not the last (nanoGPT keeps its "
+                        "best checkpoint too: the model overfits the small "
+                        "corpus)")
     add_accelerator_flags(parser)
     parser.add_argument("--sample-length", type=at_least(2), default=None,
                         help="length of the printed samples (default: the "
@@ -301,6 +307,11 @@ def run(args):
         callbacks.append(ReproducibleEpochs(args.seed, [train]))
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
+    # patience=epochs: never stops, only remembers and restores the best.
+    best = keras.callbacks.EarlyStopping(
+        "val_loss", patience=epochs, restore_best_weights=True)
+    if args.keep_best:
+        callbacks.append(best)
     start = time.perf_counter()
     this_run = gpt.fit(train, epochs=epochs, validation_data=val,
                        callbacks=callbacks, verbose=args.verbose)
@@ -310,7 +321,11 @@ def run(args):
                                                 this_run)
     steps_done = int(keras.ops.convert_to_numpy(gpt.optimizer.iterations))
 
-    val_loss = history["val_loss"][-1]
+    val_loss, kept_epoch = history["val_loss"][-1], len(history["val_loss"])
+    if args.keep_best and best.best_weights is not None:
+        val_loss, kept_epoch = float(best.best), best.best_epoch + 1
+        print(f"kept the weights of epoch {kept_epoch} of "
+              f"{len(history['val_loss'])} (validation loss {val_loss:.4f})")
     samples = {}
     sample_length = args.sample_length or args.sequence_length
     for name, options in (("greedy", {}),
@@ -336,6 +351,7 @@ def run(args):
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(val_loss, 4),
         "validation_loss_unit": f"nats/{unit}",
+        "kept_epoch": kept_epoch,
         "best_validation_loss": round(min(history["val_loss"]), 4),
         "history": history,
         "samples": samples,

@@ -220,3 +220,24 @@ def test_shipped_model_writes_a_page_the_same_on_every_backend():
     page = gpt.generate("ROMEO:", max_length=400)
     assert len(page) == 400
     assert page == expected[:400]
+
+
+def test_the_saved_model_is_the_best_epochs_not_the_last(tmp_path):
+    # A learning rate far too high: the loss jumps after the first epochs.
+    flags = ("--pipeline", "ids", "--steps", "12", "--eval-interval", "2",
+             "--learning-rate", "0.3")
+    metrics, out = smoke(tmp_path, *flags)
+    curve = metrics["history"]["val_loss"]
+    assert metrics["kept_epoch"] == int(np.argmin(curve)) + 1
+    assert metrics["validation_loss"] == pytest.approx(min(curve), abs=1e-4)
+    evaluated = gpt_text.main([
+        "--smoke", "--data", str(tmp_path / "corpus.txt"), "--verbose", "0",
+        "--pipeline", "ids", "--evaluate", str(out / "gpt_smoke.keras")])
+    assert evaluated["validation_loss"] == pytest.approx(
+        metrics["validation_loss"], abs=2e-4)
+
+    (tmp_path / "last").mkdir()
+    last, _ = smoke(tmp_path / "last", *flags, "--no-keep-best")
+    assert last["history"]["val_loss"] == curve  # the same run
+    assert last["kept_epoch"] == len(curve)
+    assert last["validation_loss"] == pytest.approx(curve[-1], abs=1e-4)
