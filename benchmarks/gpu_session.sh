@@ -19,15 +19,16 @@
 # PyTorch (a machine without TensorFlow skips it; ZOO_GPU_BACKENDS
 # overrides the list).
 #
-# Steps: the environment; what PyTorch's CUDA kernels give a query with
-# no key; GPT nanogpt training, tokens/s and MFU against keras-hub; the
-# nanogpt recipe on Tiny Shakespeare (JAX; .gpu_data/, see below); the
-# attention and Transformer tests on the GPU (fused cuDNN/flash kernels,
-# masks, empty rows; JAX's, slow to compile, after the next step);
-# attention time and memory against length, fused and explicit; BERT
-# masked-LM pretraining; ViT training and inference; cached GPT generation
-# in bfloat16 against keras-hub (PyTorch: the per-token call cost on a
-# GPU); GPT training under torch.compile; the layers grid.
+# Steps, what is still unmeasured on a GPU first: the environment; cached
+# GPT generation in bfloat16 against recomputing the prefix (PyTorch: the
+# per-token call cost on a GPU); GPT training under torch.compile; the
+# layers grid; BERT masked-LM pretraining; GPT nanogpt training, tokens/s
+# and MFU against keras-hub; what PyTorch's CUDA kernels give a query with
+# no key; the attention and Transformer tests on the GPU (fused
+# cuDNN/flash kernels, masks, empty rows; JAX's, slow to compile, after
+# the next step); attention time and memory against length, fused and
+# explicit; ViT training and inference; the nanogpt recipe on Tiny
+# Shakespeare (JAX; .gpu_data/, see below).
 
 set -u
 SMOKE=0
@@ -121,11 +122,41 @@ tests() {  # tests BACKEND: the attention and Transformer tests there
         "$PYTHON" -m pytest -q -p no:cacheprovider -x $TESTS
 }
 
-step "empty query rows in PyTorch's CUDA kernels" 20 60 "$PYTHON" \
-    benchmarks/sdpa_empty_rows.py --json "$RESULTS/sdpa_empty_rows.json"
+# Still unmeasured on a GPU first (docs/performance.md), then what was
+# measured before, to compare.
+# shellcheck disable=SC2086
+step "GPT generation" 60 240 "$PYTHON" benchmarks/gpt_generation.py \
+    --backends "$BACKENDS" $GENERATION --dtype bfloat16 \
+    --torch-compile-backend none --json "$RESULTS/gpt_generation.json"
+# shellcheck disable=SC2086
+step "GPT training, torch.compile" 120 240 "$PYTHON" \
+    benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
+    --json "$RESULTS/gpt_training_torch_compile.json"
+# shellcheck disable=SC2086
+step "layers grid" 120 300 "$PYTHON" benchmarks/layers.py \
+    --backends "$BACKENDS" $LAYERS --dtypes bfloat16 \
+    --json "$RESULTS/layers.json"
+# shellcheck disable=SC2086
+step "BERT pretraining" 90 180 "$PYTHON" benchmarks/bert_pretraining.py \
+    --backends "$BACKENDS" $BERT $BF16 --json "$RESULTS/bert_pretraining.json"
 # shellcheck disable=SC2086
 step "GPT training" 120 240 "$PYTHON" benchmarks/gpt_training.py \
     --backends "$BACKENDS" $GPT $BF16 --json "$RESULTS/gpt_training.json"
+step "empty query rows in PyTorch's CUDA kernels" 20 60 "$PYTHON" \
+    benchmarks/sdpa_empty_rows.py --json "$RESULTS/sdpa_empty_rows.json"
+IFS=, read -r -a BACKEND_LIST <<<"$BACKENDS"
+for backend in "${BACKEND_LIST[@]}"; do
+    [ "$backend" = jax ] || tests "$backend"  # JAX's compile: after
+done
+# shellcheck disable=SC2086
+step "attention scaling" 90 180 "$PYTHON" benchmarks/attention_scaling.py \
+    --backends "$BACKENDS" $SCALING --dtype bfloat16 \
+    --plot "$RESULTS/attention_scaling_gpu.png" \
+    --json "$RESULTS/attention_scaling.json"
+case ",$BACKENDS," in *,jax,*) tests jax ;; esac
+# shellcheck disable=SC2086
+step "ViT images" 90 180 "$PYTHON" benchmarks/vit_images.py \
+    --backends "$BACKENDS" $VIT $BF16 --json "$RESULTS/vit_images.json"
 # The nanogpt recipe on Tiny Shakespeare under JAX: tokens/s, model FLOPs
 # utilisation and validation loss of a real run (NumPy windows: no
 # TensorFlow needed). The corpus travels gzipped in .gpu_data/.
@@ -142,32 +173,4 @@ else
     say "== GPT recipe: skipped, no $CORPUS (gzip -c" \
         "../shared/data/tinyshakespeare.txt > $CORPUS, and carry .gpu_data)"
 fi
-IFS=, read -r -a BACKEND_LIST <<<"$BACKENDS"
-for backend in "${BACKEND_LIST[@]}"; do
-    [ "$backend" = jax ] || tests "$backend"  # JAX's compile: after
-done
-# shellcheck disable=SC2086
-step "attention scaling" 90 180 "$PYTHON" benchmarks/attention_scaling.py \
-    --backends "$BACKENDS" $SCALING --dtype bfloat16 \
-    --plot "$RESULTS/attention_scaling_gpu.png" \
-    --json "$RESULTS/attention_scaling.json"
-case ",$BACKENDS," in *,jax,*) tests jax ;; esac
-# shellcheck disable=SC2086
-step "BERT pretraining" 90 180 "$PYTHON" benchmarks/bert_pretraining.py \
-    --backends "$BACKENDS" $BERT $BF16 --json "$RESULTS/bert_pretraining.json"
-# shellcheck disable=SC2086
-step "ViT images" 90 180 "$PYTHON" benchmarks/vit_images.py \
-    --backends "$BACKENDS" $VIT $BF16 --json "$RESULTS/vit_images.json"
-# shellcheck disable=SC2086
-step "GPT generation" 60 180 "$PYTHON" benchmarks/gpt_generation.py \
-    --backends "$BACKENDS" $GENERATION --dtype bfloat16 \
-    --torch-compile-backend none --json "$RESULTS/gpt_generation.json"
-# shellcheck disable=SC2086
-step "GPT training, torch.compile" 120 240 "$PYTHON" \
-    benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
-    --json "$RESULTS/gpt_training_torch_compile.json"
-# shellcheck disable=SC2086
-step "layers grid" 120 300 "$PYTHON" benchmarks/layers.py \
-    --backends "$BACKENDS" $LAYERS --dtypes bfloat16 \
-    --json "$RESULTS/layers.json"
 say "== done after $(($(date +%s) - START)) s of ${BUDGET}"
