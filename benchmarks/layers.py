@@ -203,8 +203,8 @@ def _torch_encoder(x, mask, args, dtype):
 
     device = get_device()
     layer = torch.nn.TransformerEncoderLayer(
-        args.hidden_dim, args.num_heads, args.intermediate_dim, dropout=args.dropout,
-        batch_first=True).to(device)
+        args.hidden_dim, args.num_heads, args.intermediate_dim,
+        dropout=args.dropout, batch_first=True).to(device)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.01)
     xt = torch.as_tensor(x, device=device)
     pad = torch.as_tensor(~mask, device=device)

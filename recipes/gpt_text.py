@@ -137,7 +137,8 @@ def parse_args(argv=None):
                         help="save the weights of the epoch with the lowest "
                         "validation loss, not the last (nanoGPT keeps its "
                         "best checkpoint too: the model overfits the small "
-                        "corpus)")
+                        "corpus); after a resumed run, the best of the "
+                        "epochs since it resumed")
     add_accelerator_flags(parser)
     parser.add_argument("--sample-length", type=at_least(2), default=None,
                         help="length of the printed samples (default: the "
