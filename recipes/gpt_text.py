@@ -47,6 +47,7 @@ from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
+from zoo.callbacks import KeepBest  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.callbacks import resume_callbacks  # noqa: E402
@@ -137,8 +138,8 @@ def parse_args(argv=None):
                         help="save the weights of the epoch with the lowest "
                         "validation loss, not the last (nanoGPT keeps its "
                         "best checkpoint too: the model overfits the small "
-                        "corpus); after a resumed run, the best of the "
-                        "epochs since it resumed")
+                        "corpus); kept in the output folder, so a resumed "
+                        "run keeps the best of all its epochs")
     add_accelerator_flags(parser)
     parser.add_argument("--sample-length", type=at_least(2), default=None,
                         help="length of the printed samples (default: the "
@@ -303,16 +304,15 @@ def run(args):
     # optimizer, schedule step; the backup goes once training ends), its
     # curves kept across the interruption. With --pipeline ids it continues
     # exactly: windows and dropout follow (seed, epoch).
-    callbacks = [speed, *resume_callbacks(args.output_dir)]
+    # The best epoch's weights (nanoGPT keeps its best checkpoint: the model
+    # overfits the small corpus), on disk before each epoch's backup.
+    keep = KeepBest(args.output_dir)
+    callbacks = [speed, *([keep] if args.keep_best else []),
+                 *resume_callbacks(args.output_dir)]
     if args.pipeline == "ids":
         callbacks.append(ReproducibleEpochs(args.seed, [train]))
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
-    # patience=epochs: never stops, only remembers and restores the best.
-    best = keras.callbacks.EarlyStopping(
-        "val_loss", patience=epochs, restore_best_weights=True)
-    if args.keep_best:
-        callbacks.append(best)
     start = time.perf_counter()
     this_run = gpt.fit(train, epochs=epochs, validation_data=val,
                        callbacks=callbacks, verbose=args.verbose)
@@ -323,8 +323,8 @@ def run(args):
     steps_done = int(keras.ops.convert_to_numpy(gpt.optimizer.iterations))
 
     val_loss, kept_epoch = history["val_loss"][-1], len(history["val_loss"])
-    if args.keep_best and best.best_weights is not None:
-        val_loss, kept_epoch = float(best.best), best.best_epoch + 1
+    if args.keep_best and keep.best_epoch is not None:
+        val_loss, kept_epoch = keep.best, keep.best_epoch
         print(f"kept the weights of epoch {kept_epoch} of "
               f"{len(history['val_loss'])} (validation loss {val_loss:.4f})")
     samples = {}

@@ -3,6 +3,8 @@ StopAfterMinutes stops when the next epoch would overrun the budget,
 counting only the epochs a resumed run trains; Throughput times the
 training steps of each epoch, not the warm-up steps or validation."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -200,3 +202,52 @@ def test_resumed_history_gives_the_whole_curves_and_where_this_fit_began(
                                                    1)
     this_run.history = {}  # a fit with nothing left to do
     assert resumed_history(tmp_path, this_run)[1] == 3
+
+
+def _model_with_weight(value):
+    model = keras.Sequential([keras.Input((1,)),
+                              keras.layers.Dense(1, use_bias=False)])
+    model.set_weights([np.full((1, 1), value, "float32")])
+    return model
+
+
+def _epochs(keep, model, losses):
+    """Runs `keep` through epochs whose weight is the epoch number and whose
+    val_loss is `losses[epoch]`, as `fit` would call it."""
+    keep.set_model(model)
+    keep.on_train_begin()
+    for epoch, loss in losses.items():
+        model.set_weights([np.full((1, 1), epoch, "float32")])
+        keep.on_epoch_end(epoch, {"val_loss": loss})
+    keep.on_train_end()
+    return float(model.get_weights()[0][0, 0])
+
+
+def test_keep_best_gives_back_the_best_epochs_weights(tmp_path):
+    keep = callbacks.KeepBest(str(tmp_path))
+    weight = _epochs(keep, _model_with_weight(-1.0),
+                     {0: 3.0, 1: 2.0, 2: float("nan"), 3: 2.5})
+    assert weight == 1.0  # the weights of epoch index 1
+    assert keep.best_epoch == 2 and keep.best == 2.0
+    assert (tmp_path / "best.weights.h5").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+def test_keep_best_resumes_with_the_best_of_the_interrupted_part(tmp_path):
+    keep = callbacks.KeepBest(str(tmp_path))
+    _epochs(keep, _model_with_weight(-1.0), {0: 3.0, 1: 1.0})
+    (tmp_path / "backup").mkdir()  # resume_callbacks' backup: resuming
+    resumed = callbacks.KeepBest(str(tmp_path))
+    weight = _epochs(resumed, _model_with_weight(-1.0), {2: 1.5, 3: 2.0})
+    assert weight == 1.0 and resumed.best_epoch == 2 and resumed.best == 1.0
+    # Without a backup the run is a fresh one: the old best is dropped.
+    (tmp_path / "backup").rmdir()
+    fresh = callbacks.KeepBest(str(tmp_path))
+    weight = _epochs(fresh, _model_with_weight(-1.0), {0: 5.0, 1: 6.0})
+    assert weight == 0.0 and fresh.best_epoch == 1 and fresh.best == 5.0
+
+
+def test_keep_best_without_the_figure_keeps_the_last_weights(tmp_path):
+    keep = callbacks.KeepBest(str(tmp_path), monitor="val_accuracy")
+    weight = _epochs(keep, _model_with_weight(-1.0), {0: 3.0, 1: 2.0})
+    assert weight == 1.0 and keep.best_epoch is None and keep.best is None

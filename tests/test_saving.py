@@ -11,6 +11,7 @@ import pytest
 from zoo.saving import ModelFileError
 from zoo.saving import load_model
 from zoo.saving import save_model_atomic
+from zoo.saving import save_weights_atomic
 from zoo.saving import write_json_atomic
 
 
@@ -51,7 +52,21 @@ def test_bad_arguments_leave_nothing_behind(tmp_path):
     with pytest.raises(ValueError, match="weights_dtype"):
         save_model_atomic(small_model(), str(tmp_path / "m.keras"),
                           weights_dtype="int8")
+    with pytest.raises(ValueError, match=".weights.h5"):
+        save_weights_atomic(small_model(), str(tmp_path / "w.h5"))
     assert os.listdir(tmp_path) == []
+
+
+def test_weights_are_written_through_a_temporary_file(tmp_path):
+    model, other = small_model(), small_model()
+    other.set_weights([w * 0 for w in model.get_weights()])
+    path = str(tmp_path / "sub" / "best.weights.h5")
+    save_weights_atomic(other, path)
+    save_weights_atomic(model, path)  # replaces the first
+    other.load_weights(path)
+    for mine, original in zip(other.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(mine, original)
+    assert os.listdir(tmp_path / "sub") == ["best.weights.h5"]
 
 
 def test_json_is_written_whole(tmp_path):

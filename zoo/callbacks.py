@@ -1,6 +1,7 @@
 """Keras callbacks used by the recipes."""
 
 import csv
+import json
 import os
 import time
 
@@ -8,6 +9,8 @@ import keras
 import numpy as np
 
 from zoo.layers import attention_entropy
+from zoo.saving import save_weights_atomic
+from zoo.saving import write_json_atomic
 
 
 class AttentionEntropyHistory(keras.callbacks.Callback):
@@ -301,6 +304,79 @@ class Throughput(keras.callbacks.Callback):
 
 
 HISTORY_FILE = "history.csv"
+BACKUP_FOLDER = "backup"
+
+
+class KeepBest(keras.callbacks.Callback):
+    """Keeps the weights of the best epoch on disk and gives them back to
+    the model when training ends, across interruptions.
+
+    `keras.callbacks.EarlyStopping(restore_best_weights=True)` without the
+    stopping, but the best weights and their figure live in `directory`
+    (`best.weights.h5`, `best.json`, each written atomically), so a run
+    resumed from `resume_callbacks(directory)`'s backup still ends with the
+    best epoch of the whole run. Put it before those callbacks: an epoch's
+    best is then on disk before its backup is.
+
+    Args:
+        directory: where the files go (a recipe's output folder).
+        monitor: the logged figure to minimise, "val_loss" by default.
+        resume: whether `fit` continues an interrupted run, reading the best
+            so far from `best.json`; a fresh run removes an earlier run's
+            files. None: resuming when `<directory>/backup` (the backup of
+            `resume_callbacks`) exists as training starts.
+
+    After training, `best_epoch` (counted from 1) and `best` hold the kept
+    epoch and its figure, None if the figure was never logged (the model
+    then keeps its last weights).
+
+    Example:
+
+    >>> keep = KeepBest("runs/gpt")
+    >>> model.fit(data, validation_data=val, epochs=20,
+    ...           callbacks=[keep, *resume_callbacks("runs/gpt")])
+    >>> keep.best_epoch, keep.best
+    """
+
+    WEIGHTS, RECORD = "best.weights.h5", "best.json"
+
+    def __init__(self, directory, monitor="val_loss", resume=None):
+        super().__init__()
+        self.directory, self.monitor, self.resume = directory, monitor, resume
+        self.best = self.best_epoch = None
+
+    def _path(self, name):
+        return os.path.join(self.directory, name)
+
+    def on_train_begin(self, logs=None):
+        self.best = self.best_epoch = None
+        resume = self.resume
+        if resume is None:
+            resume = os.path.isdir(self._path(BACKUP_FOLDER))
+        record, weights = self._path(self.RECORD), self._path(self.WEIGHTS)
+        if resume and os.path.exists(record) and os.path.exists(weights):
+            with open(record) as f:
+                saved = json.load(f)
+            self.best, self.best_epoch = saved["best"], saved["epoch"]
+        elif not resume:
+            for path in (record, weights):
+                if os.path.exists(path):
+                    os.remove(path)
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or not np.isfinite(value):
+            return
+        if self.best is None or value < self.best:
+            save_weights_atomic(self.model, self._path(self.WEIGHTS))
+            self.best, self.best_epoch = float(value), epoch + 1
+            write_json_atomic({"monitor": self.monitor, "best": self.best,
+                               "epoch": self.best_epoch},
+                              self._path(self.RECORD))
+
+    def on_train_end(self, logs=None):
+        if self.best_epoch is not None:
+            self.model.load_weights(self._path(self.WEIGHTS))
 
 
 def resume_callbacks(directory):
@@ -321,7 +397,7 @@ def resume_callbacks(directory):
     >>> model.fit(data, epochs=10, callbacks=resume_callbacks("runs/x"))
     >>> curves = read_history(os.path.join("runs/x", HISTORY_FILE))
     """
-    backup = os.path.join(directory, "backup")
+    backup = os.path.join(directory, BACKUP_FOLDER)
     return [
         keras.callbacks.CSVLogger(os.path.join(directory, HISTORY_FILE),
                                   append=os.path.isdir(backup)),

@@ -58,6 +58,25 @@ def save_model_atomic(model, path, weights_dtype=None):
     return path
 
 
+def save_weights_atomic(model, path):
+    """`model.save_weights(path)` through a temporary file and an atomic
+    rename (`path` ends in `.weights.h5`, as Keras requires)."""
+    if not path.endswith(".weights.h5"):
+        raise ValueError(f"weights files end in .weights.h5; got {path!r}.")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-",
+                                   suffix=".weights.h5")
+    os.close(handle)
+    try:
+        model.save_weights(tmp, overwrite=True)
+        _publish(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
 def _store_float16(keras_file):
     """Rewrites the float32 arrays of a `.keras` file's weights as float16."""
     import h5py

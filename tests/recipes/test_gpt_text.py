@@ -222,7 +222,8 @@ def test_shipped_model_writes_a_page_the_same_on_every_backend():
     assert page == expected[:400]
 
 
-def test_the_saved_model_is_the_best_epochs_not_the_last(tmp_path):
+def test_the_saved_model_is_the_best_epochs_not_the_last(tmp_path,
+                                                        monkeypatch):
     # A learning rate far too high: the loss jumps after the first epochs.
     flags = ("--pipeline", "ids", "--steps", "12", "--eval-interval", "2",
              "--learning-rate", "0.3")
@@ -236,7 +237,18 @@ def test_the_saved_model_is_the_best_epochs_not_the_last(tmp_path):
     assert evaluated["validation_loss"] == pytest.approx(
         metrics["validation_loss"], abs=2e-4)
 
-    (tmp_path / "last").mkdir()
+    # Interrupted after the first epoch and resumed: the best of all the
+    # epochs, the first included, from the files in the output folder.
+    for name in ("cut", "last"):
+        (tmp_path / name).mkdir()
+    run_interrupted_after_first_epoch(
+        monkeypatch, lambda: smoke(tmp_path / "cut", *flags))
+    resumed, _ = smoke(tmp_path / "cut", *flags)
+    assert resumed["resumed_at_epoch"] == 1
+    assert resumed["kept_epoch"] == metrics["kept_epoch"]
+    assert resumed["validation_loss"] == pytest.approx(
+        metrics["validation_loss"], abs=1e-4)
+
     last, _ = smoke(tmp_path / "last", *flags, "--no-keep-best")
     assert last["history"]["val_loss"] == curve  # the same run
     assert last["kept_epoch"] == len(curve)
