@@ -307,6 +307,12 @@ HISTORY_FILE = "history.csv"
 BACKUP_FOLDER = "backup"
 
 
+def _resuming(directory):
+    """Whether a `fit` with `resume_callbacks(directory)` continues an
+    interrupted run: its backup is there."""
+    return os.path.isdir(os.path.join(directory, BACKUP_FOLDER))
+
+
 class KeepBest(keras.callbacks.Callback):
     """Keeps the weights of the best epoch on disk and gives them back to
     the model when training ends, across interruptions.
@@ -352,7 +358,7 @@ class KeepBest(keras.callbacks.Callback):
         self.best = self.best_epoch = None
         resume = self.resume
         if resume is None:
-            resume = os.path.isdir(self._path(BACKUP_FOLDER))
+            resume = _resuming(self.directory)
         record, weights = self._path(self.RECORD), self._path(self.WEIGHTS)
         if resume and os.path.exists(record) and os.path.exists(weights):
             with open(record) as f:
@@ -397,11 +403,11 @@ def resume_callbacks(directory):
     >>> model.fit(data, epochs=10, callbacks=resume_callbacks("runs/x"))
     >>> curves = read_history(os.path.join("runs/x", HISTORY_FILE))
     """
-    backup = os.path.join(directory, BACKUP_FOLDER)
     return [
         keras.callbacks.CSVLogger(os.path.join(directory, HISTORY_FILE),
-                                  append=os.path.isdir(backup)),
-        keras.callbacks.BackupAndRestore(backup, delete_checkpoint=True),
+                                  append=_resuming(directory)),
+        keras.callbacks.BackupAndRestore(
+            os.path.join(directory, BACKUP_FOLDER), delete_checkpoint=True),
     ]
 
 

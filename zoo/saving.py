@@ -2,6 +2,7 @@
 where a good one was; and a checked `load_model` that says what is wrong
 with a missing, truncated or foreign model file."""
 
+import contextlib
 import json
 import os
 import tempfile
@@ -11,15 +12,25 @@ import zlib
 import numpy as np
 
 
-def _atomic_path(path):
+@contextlib.contextmanager
+def _atomically(path, suffix=None):
+    """Yields a temporary file's path beside `path`: what is written there
+    replaces `path` when the block ends without an error, and the temporary
+    file is gone either way. `suffix` (default ".tmp" + `path`'s extension)
+    ends the temporary name, for writers that check it."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    suffix = os.path.splitext(path)[1]
-    handle, tmp = tempfile.mkstemp(
-        dir=directory, prefix=".tmp-", suffix=".tmp" + suffix
-    )
+    if suffix is None:
+        suffix = ".tmp" + os.path.splitext(path)[1]
+    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-",
+                                   suffix=suffix)
     os.close(handle)
-    return tmp
+    try:
+        yield tmp
+        _publish(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def _publish(tmp, path):
@@ -46,15 +57,10 @@ def save_model_atomic(model, path, weights_dtype=None):
     if weights_dtype not in (None, "float16"):
         raise ValueError(f"weights_dtype must be None or 'float16'; got "
                          f"{weights_dtype!r}.")
-    tmp = _atomic_path(path)
-    try:
+    with _atomically(path) as tmp:
         model.save(tmp)
         if weights_dtype == "float16":
             _store_float16(tmp)
-        _publish(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 
@@ -63,17 +69,8 @@ def save_weights_atomic(model, path):
     rename (`path` ends in `.weights.h5`, as Keras requires)."""
     if not path.endswith(".weights.h5"):
         raise ValueError(f"weights files end in .weights.h5; got {path!r}.")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-",
-                                   suffix=".weights.h5")
-    os.close(handle)
-    try:
+    with _atomically(path, suffix=".weights.h5") as tmp:
         model.save_weights(tmp, overwrite=True)
-        _publish(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 
@@ -123,15 +120,10 @@ def _copy_float16(source, target):
 
 def write_json_atomic(data, path):
     """Writes `data` as indented JSON through a temporary file."""
-    tmp = _atomic_path(path)
-    try:
+    with _atomically(path) as tmp:
         with open(tmp, "w") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")
-        _publish(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 
