@@ -157,6 +157,10 @@ def _pretrain_flags(parser):
     group.add_argument("--dropout", type=rate, default=None,
                        help="backbone dropout while pretraining (the "
                        "saved model keeps it for fine-tuning)")
+    group.add_argument("--attention-dropout", type=rate, default=None,
+                       help="dropout on the attention weights alone "
+                       "(default: --dropout); 0 trains on the fused "
+                       "attention kernel (flash/cuDNN on a GPU)")
     group.add_argument("--norm-first", action="store_true", default=None,
                        help="pre-LN blocks and a final LayerNorm instead of "
                        "BERT's post-LN")
@@ -415,6 +419,7 @@ def pretrain(args):
     with strategy.scope():
         mlm = BertMaskedLM.from_preset(
             args.preset, preprocessor, backbone_dropout=args.dropout,
+            backbone_attention_dropout=args.attention_dropout,
             backbone_norm_first=args.norm_first, name="bert_masked_lm")
     mask_options = dict(mask_rate=args.mask_rate,
                         mask_selection_length=preprocessor.mask_selection_length)
@@ -474,6 +479,7 @@ def pretrain(args):
         "epochs": args.epochs, "steps_per_epoch": len(batches),
         "batch_size": args.batch_size, "learning_rate": args.learning_rate,
         "warmup_fraction": args.warmup_fraction, "dropout": args.dropout,
+        "attention_dropout": mlm.backbone.attention_dropout,
         "norm_first": args.norm_first,
         "passes": round(total_steps * args.batch_size / len(token_ids), 3),
         "train_seconds_this_run": round(seconds, 1),

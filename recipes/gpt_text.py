@@ -128,6 +128,11 @@ def parse_args(argv=None):
     ):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{help_text}; default from --preset")
+    parser.add_argument("--attention-dropout", type=rate, default=None,
+                        help="dropout on the attention weights alone "
+                        "(default: --dropout); 0 trains on the fused "
+                        "attention kernel (flash/cuDNN on a GPU), which has "
+                        "no dropout")
     parser.add_argument("--untied", action="store_true",
                         help="separate output projection (default: tied to "
                         "the token embedding)")
@@ -247,6 +252,7 @@ def build_model(args, tokenizer):
         args.preset, preprocessor, name="gpt",
         **{f"backbone_{k}": getattr(args, k) for k in MODEL_FLAGS},
         backbone_tie_weights=not args.untied,
+        backbone_attention_dropout=args.attention_dropout,
     )
     gpt.compile(optimizer=make_optimizer(args))
     return gpt

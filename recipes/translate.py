@@ -66,7 +66,8 @@ from zoo.schedules import InverseSquareRootSchedule  # noqa: E402
 MODELS = ("transformer", "rnn")
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
 TRANSFORMER_FLAGS = ("num_layers", "num_heads", "hidden_dim",
-                     "intermediate_dim", "positions", "norm_first")
+                     "intermediate_dim", "positions", "norm_first",
+                     "attention_dropout")
 RNN_FLAGS = ("embedding_dim", "encoder_units", "decoder_units", "attention",
              "attention_units")
 TRAINING_FLAGS = ("epochs", "batch_size", "learning_rate", "warmup_steps",
@@ -123,6 +124,10 @@ def parse_args(argv=None):
     ):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{text}; default from the preset")
+    parser.add_argument("--attention-dropout", type=rate, default=None,
+                        help="transformer: dropout on the attention weights "
+                        "alone (default: --dropout); 0 trains on the fused "
+                        "attention kernel (flash/cuDNN on a GPU)")
     parser.add_argument("--schedule", choices=SCHEDULES, default=None,
                         help="learning rate after the warm-up: inverse "
                         "square root, cosine to 0, or constant; default from "

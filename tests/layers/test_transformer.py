@@ -250,8 +250,14 @@ def test_block_config_round_trip(layer_class):
     layer = layer_class(
         num_heads=2, intermediate_dim=24, dropout=0.1, activation="gelu", norm_first=True,
         layer_norm_epsilon=1e-6, kernel_initializer="he_normal", name="block",
+        attention_dropout=0.0,
     )
     assert config_round_trip(layer).get_config() == layer.get_config()
+    assert layer.get_config()["attention_dropout"] == 0.0
+    # A config saved before attention_dropout existed: the same as dropout.
+    config = layer.get_config()
+    del config["attention_dropout"]
+    assert layer_class.from_config(config).attention_dropout == 0.1
 
 
 def test_one_training_step_on_seq2seq():
@@ -282,7 +288,33 @@ def test_dropout_is_active_only_in_training():
     assert np.abs(to_numpy(encoder(x, training=True)) - to_numpy(encoder(x))).max() > 1e-3
 
 
+@pytest.mark.parametrize("layer_class", [TransformerEncoder, TransformerDecoder])
+def test_attention_dropout_zero_trains_on_the_fused_kernel(layer_class, monkeypatch):
+    """Attention-weight dropout needs the explicit softmax; without it a
+    training call takes the fused kernel, and the residual dropout stays."""
+    from zoo.layers import attention
+
+    paths = []
+    for name in ("_fused_attention", "_explicit_attention"):
+        original = getattr(attention, name)
+        monkeypatch.setattr(attention, name, lambda *a, _f=original, _n=name, **k: (
+            paths.append(_n), _f(*a, **k))[1])
+    x = random_array((2, 5, HIDDEN), 0)
+    fused = layer_class(HEADS, INTERMEDIATE, dropout=0.5, attention_dropout=0.0)
+    assert fused.attention_dropout == 0.0 and fused.dropout == 0.5
+    train_a, train_b = to_numpy(fused(x, training=True)), to_numpy(fused(x, training=True))
+    assert paths == ["_fused_attention"] * 2
+    assert np.abs(train_a - train_b).max() > 1e-3  # residual dropout
+    paths.clear()
+    layer_class(HEADS, INTERMEDIATE, dropout=0.5)(x, training=True)
+    assert paths == ["_explicit_attention"]  # default: dropout on the weights too
+
+
 def test_clear_errors():
+    with pytest.raises(ValueError, match=r"attention_dropout must be in \[0, 1\); got 1.0"):
+        TransformerEncoder(2, 8, attention_dropout=1.0)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\); got -0.1"):
+        TransformerDecoder(2, 8, dropout=-0.1)
     with pytest.raises(ValueError, match="multiple of num_heads"):
         TransformerEncoder(3, 8)(random_array((1, 4, 16)))
     with pytest.raises(ValueError, match=r"\(batch, seq, hidden_dim\)"):

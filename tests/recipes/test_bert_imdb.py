@@ -23,6 +23,7 @@ def smoke_all(tmp_path_factory):
         patch.setattr(keras.utils, "get_file",
                       lambda *a, **k: pytest.fail("--smoke downloads"))
         result = bert_imdb.main(["all", "--smoke", "--verbose", "0",
+                                 "--attention-dropout", "0",
                                  "--output-dir", str(folder)])
     return folder, result
 
@@ -43,6 +44,7 @@ def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all, capsys):
                     "head_view.png"):
         assert (tmp_path / picture).read_bytes()[:4] == b"\x89PNG"
     mlm = keras.saving.load_model(tmp_path / "bert_imdb_mlm.keras")
+    assert mlm.backbone.attention_dropout == pretrain["attention_dropout"] == 0
     (candidates,) = mlm.fill_mask("this movie was [MASK] good")
     assert len(candidates) == 5
     classifier = keras.saving.load_model(tmp_path / "imdb_bert.keras")

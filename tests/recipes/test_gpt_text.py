@@ -117,11 +117,13 @@ def test_evaluate_reports_a_saved_models_validation_loss(tmp_path):
 
 def test_smoke_on_token_windows(tmp_path):
     metrics, out = smoke(tmp_path, "--pipeline", "ids", "--steps", "10",
-                         "--eval-interval", "5")
+                         "--eval-interval", "5", "--dropout", "0.1",
+                         "--attention-dropout", "0")
     assert metrics["pipeline"] == "ids" and metrics["steps"] == 10
     assert metrics["history"]["loss"][-1] < metrics["history"]["loss"][0]
     assert metrics["throughput"]["tokens_per_second"] > 0
-    assert (out / "gpt_smoke.keras").exists()
+    backbone = keras.saving.load_model(str(out / "gpt_smoke.keras")).backbone
+    assert (backbone.dropout, backbone.attention_dropout) == (0.1, 0.0)
 
 
 def test_an_interrupted_run_on_token_windows_resumes_exactly(tmp_path,

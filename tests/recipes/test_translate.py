@@ -113,6 +113,10 @@ def test_presets_flags_and_help(capsys):
     assert args.preset == "rnn_base" and args.encoder_units == 512
     assert translate.parse_args(["--preset", "cpu-small"]).preset == (
         "transformer_cpu_small")
+    overrides = translate.backbone_overrides(translate.parse_args(
+        ["--dropout", "0.2", "--attention-dropout", "0"]))
+    assert (overrides["backbone_dropout"],
+            overrides["backbone_attention_dropout"]) == (0.2, 0.0)
     with pytest.raises(SystemExit):
         translate.parse_args(["--model", "rnn", "--preset", "smoke"])
     assert "disagree" in capsys.readouterr().err
@@ -123,7 +127,7 @@ def test_presets_flags_and_help(capsys):
                  "--batch-size", "--learning-rate", "--schedule",
                  "--warmup-steps", "--beam", "--length-penalty", "--seed",
                  "--output-dir", "--smoke", "--num-layers", "--hidden-dim",
-                 "--attention", "--vocab-size"):
+                 "--attention", "--vocab-size", "--attention-dropout"):
         assert flag in text, flag
 
 

@@ -65,12 +65,21 @@ class _TransformerBlock(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         drop_path_rate=0.0,
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = int(num_heads)
         self.intermediate_dim = int(intermediate_dim)
         self.dropout = float(dropout)
+        self.attention_dropout = float(
+            dropout if attention_dropout is None else attention_dropout
+        )
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(
+                    f"{name} must be in [0, 1); got {getattr(self, name)}."
+                )
         self.activation = keras.activations.get(activation)
         self.norm_first = bool(norm_first)
         self.layer_norm_epsilon = layer_norm_epsilon
@@ -95,7 +104,7 @@ class _TransformerBlock(keras.layers.Layer):
         return MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=self._key_dim(hidden_dim),
-            dropout=self.dropout,
+            dropout=self.attention_dropout,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
@@ -176,6 +185,7 @@ class _TransformerBlock(keras.layers.Layer):
                 self.bias_initializer
             ),
             "drop_path_rate": self.drop_path_rate,
+            "attention_dropout": self.attention_dropout,
         }
 
 
@@ -189,7 +199,8 @@ class TransformerEncoder(_TransformerBlock):
     Args:
         num_heads: number of attention heads; must divide `hidden_dim`.
         intermediate_dim: hidden size of the MLP.
-        dropout: dropout on attention weights and on each residual branch.
+        dropout: dropout on each residual branch, and on the attention
+            weights unless `attention_dropout` is given.
         activation: MLP activation.
         norm_first: pre-LN instead of post-LN.
         layer_norm_epsilon: LayerNormalization epsilon.
@@ -197,6 +208,11 @@ class TransformerEncoder(_TransformerBlock):
         drop_path_rate: stochastic depth: while training, each residual
             branch of each example is dropped with this probability
             (`zoo.layers.StochasticDepth`); 0 disables it.
+        attention_dropout: dropout on the attention weights; default
+            `dropout`. With 0, training takes the fused attention kernel
+            (`keras.ops.dot_product_attention`: flash/cuDNN on a GPU),
+            which has no dropout of its own; with more, the explicit
+            softmax path.
 
     Call arguments:
         inputs: `(batch, seq, hidden_dim)`. A Keras mask on it (e.g. from
@@ -303,7 +319,7 @@ class TransformerDecoder(_TransformerBlock):
     Args:
         num_heads, intermediate_dim, dropout, activation, norm_first,
         layer_norm_epsilon, kernel_initializer, bias_initializer,
-        drop_path_rate: as in `TransformerEncoder`.
+        drop_path_rate, attention_dropout: as in `TransformerEncoder`.
 
     Call arguments:
         decoder_sequence: `(batch, tgt_len, hidden_dim)`; its Keras mask is

@@ -44,6 +44,9 @@ class BertBackbone(keras_hub.models.Backbone):
         intermediate_dim: MLP width (BERT: `4 * hidden_dim`).
         dropout: dropout on the embeddings, attention weights and residual
             branches.
+        attention_dropout: dropout on the attention weights alone; default
+            `dropout`. 0 keeps training on the fused attention kernel
+            (flash/cuDNN on a GPU), which has no dropout.
         max_sequence_length: number of learned positions; inputs may be
             shorter.
         num_segments: number of segment ids (2: sentence A and B).
@@ -89,6 +92,7 @@ class BertBackbone(keras_hub.models.Backbone):
         num_segments=2,
         layer_norm_epsilon=1e-12,
         norm_first=False,
+        attention_dropout=None,
         dtype=None,
         **kwargs,
     ):
@@ -132,6 +136,7 @@ class BertBackbone(keras_hub.models.Backbone):
                 num_heads=num_heads,
                 intermediate_dim=intermediate_dim,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 activation=gelu_approximate,
                 norm_first=norm_first,  # BERT: post-LN
                 layer_norm_epsilon=layer_norm_epsilon,
@@ -190,6 +195,9 @@ class BertBackbone(keras_hub.models.Backbone):
         self.num_segments = num_segments
         self.layer_norm_epsilon = layer_norm_epsilon
         self.norm_first = norm_first
+        self.attention_dropout = (
+            dropout if attention_dropout is None else attention_dropout
+        )
 
     def attention_scores(self, inputs, layer_index=-1):
         """The self-attention weights of one block, for head views.
@@ -238,6 +246,7 @@ class BertBackbone(keras_hub.models.Backbone):
                 "num_segments": self.num_segments,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "norm_first": self.norm_first,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

@@ -36,7 +36,11 @@ class GPTBackbone(keras_hub.models.Backbone):
         hidden_dim: model width (embedding size); divisible by `num_heads`.
         intermediate_dim: MLP width; default `4 * hidden_dim`.
         sequence_length: context length (number of learned positions).
-        dropout: dropout on the embeddings, attention and residual branches.
+        dropout: dropout on the embeddings, attention weights and residual
+            branches.
+        attention_dropout: dropout on the attention weights alone; default
+            `dropout`. 0 keeps training on the fused attention kernel
+            (flash/cuDNN on a GPU), which has no dropout.
         tie_weights: share the token embedding with the output projection.
         layer_norm_epsilon: LayerNorm epsilon.
         dtype: dtype policy, e.g. "mixed_bfloat16".
@@ -71,6 +75,7 @@ class GPTBackbone(keras_hub.models.Backbone):
         dropout=0.0,
         tie_weights=True,
         layer_norm_epsilon=1e-5,
+        attention_dropout=None,
         dtype=None,
         **kwargs,
     ):
@@ -104,6 +109,7 @@ class GPTBackbone(keras_hub.models.Backbone):
                 num_heads=num_heads,
                 intermediate_dim=intermediate_dim,
                 dropout=dropout,
+                attention_dropout=attention_dropout,
                 activation="gelu",
                 norm_first=True,
                 layer_norm_epsilon=layer_norm_epsilon,
@@ -142,6 +148,9 @@ class GPTBackbone(keras_hub.models.Backbone):
         self.dropout = dropout
         self.tie_weights = tie_weights
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_dropout = (
+            dropout if attention_dropout is None else attention_dropout
+        )
 
     def flops_per_token(self, context=None):
         """Training FLOPs per token, nanoGPT's estimate (PaLM's appendix B):
@@ -182,6 +191,7 @@ class GPTBackbone(keras_hub.models.Backbone):
                 "dropout": self.dropout,
                 "tie_weights": self.tie_weights,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
             }
         )
         return config

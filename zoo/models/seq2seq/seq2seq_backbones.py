@@ -107,6 +107,9 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         share_embeddings: one token table for source and target.
         tie_weights: the target table is the output projection.
         layer_norm_epsilon: LayerNorm epsilon.
+        attention_dropout: dropout on the attention weights alone; default
+            `dropout`. 0 keeps training on the fused attention kernel
+            (flash/cuDNN on a GPU), which has no dropout.
         dtype: dtype policy, e.g. "mixed_bfloat16".
 
     Inputs:
@@ -132,7 +135,8 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
                  encoder_sequence_length=64, decoder_sequence_length=64,
                  positions="sinusoidal", dropout=0.1, norm_first=False,
                  share_embeddings=True, tie_weights=True,
-                 layer_norm_epsilon=1e-5, dtype=None, **kwargs):
+                 layer_norm_epsilon=1e-5, attention_dropout=None, dtype=None,
+                 **kwargs):
         if hidden_dim % num_heads:
             raise ValueError(f"hidden_dim={hidden_dim} must be divisible by "
                              f"num_heads={num_heads}.")
@@ -161,7 +165,8 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         self.decoder_dropout = keras.layers.Dropout(
             dropout, dtype=dtype, name="decoder_embedding_dropout")
         block = dict(num_heads=num_heads, intermediate_dim=intermediate_dim,
-                     dropout=dropout, norm_first=norm_first,
+                     dropout=dropout, attention_dropout=attention_dropout,
+                     norm_first=norm_first,
                      layer_norm_epsilon=layer_norm_epsilon, dtype=dtype)
         self.encoder_layers = [TransformerEncoder(name=f"encoder_{i}", **block)
                                for i in range(num_layers)]
@@ -197,7 +202,9 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
             decoder_sequence_length=decoder_sequence_length,
             positions=positions, dropout=dropout, norm_first=norm_first,
             share_embeddings=share_embeddings, tie_weights=tie_weights,
-            layer_norm_epsilon=layer_norm_epsilon), **kwargs)
+            layer_norm_epsilon=layer_norm_epsilon,
+            attention_dropout=dropout if attention_dropout is None
+            else attention_dropout), **kwargs)
 
     def encode(self, token_ids, padding_mask, check_ids=True):
         """The encoder: `(batch, src_len, hidden_dim)`."""

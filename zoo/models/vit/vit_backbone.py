@@ -46,6 +46,9 @@ class ViTBackbone(keras_hub.models.Backbone):
             state is the pooled vector) or "average" (no class token; the
             mean of the patch states).
         layer_norm_epsilon: LayerNorm epsilon.
+        attention_dropout: dropout on the attention weights alone; default
+            `dropout`. 0 keeps training on the fused attention kernel
+            (flash/cuDNN on a GPU), which has no dropout.
         dtype: dtype policy, e.g. "mixed_bfloat16".
 
     Inputs:
@@ -77,6 +80,7 @@ class ViTBackbone(keras_hub.models.Backbone):
         drop_path_rate=0.0,
         pooling="class_token",
         layer_norm_epsilon=1e-6,
+        attention_dropout=None,
         dtype=None,
         **kwargs,
     ):
@@ -112,7 +116,8 @@ class ViTBackbone(keras_hub.models.Backbone):
         self.transformer_layers = [
             TransformerEncoder(
                 num_heads=num_heads, intermediate_dim=intermediate_dim,
-                dropout=dropout, activation="gelu", norm_first=True,
+                dropout=dropout, attention_dropout=attention_dropout,
+                activation="gelu", norm_first=True,
                 layer_norm_epsilon=layer_norm_epsilon,
                 drop_path_rate=drop_path_rate * i / max(num_layers - 1, 1),
                 dtype=dtype,
@@ -152,6 +157,8 @@ class ViTBackbone(keras_hub.models.Backbone):
         self.drop_path_rate = drop_path_rate
         self.pooling = pooling
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_dropout = (
+            dropout if attention_dropout is None else attention_dropout)
         self.grid_size = grid
 
     def embed(self, images):
@@ -201,6 +208,7 @@ class ViTBackbone(keras_hub.models.Backbone):
             "drop_path_rate": self.drop_path_rate,
             "pooling": self.pooling,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "attention_dropout": self.attention_dropout,
         })
         return config
 
