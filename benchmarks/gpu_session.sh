@@ -21,14 +21,17 @@
 #
 # Steps, what is still unmeasured on a GPU first: the environment; cached
 # GPT generation in bfloat16 against recomputing the prefix (PyTorch: the
-# per-token call cost on a GPU); GPT training under torch.compile; the
+# per-token call cost on a GPU), and PyTorch's decode step compiled with
+# CUDA graphs; GPT training at GPT-2 small's size (MFU
+# where nanoGPT quotes it); GPT training under torch.compile; the
 # layers grid; BERT masked-LM pretraining; GPT nanogpt training, tokens/s
 # and MFU against keras-hub; what PyTorch's CUDA kernels give a query with
 # no key; the attention and Transformer tests on the GPU (fused
 # cuDNN/flash kernels, masks, empty rows; JAX's, slow to compile, after
 # the next step); attention time and memory against length, fused and
 # explicit; ViT training and inference; the nanogpt recipe on Tiny
-# Shakespeare (JAX; .gpu_data/, see below).
+# Shakespeare (JAX; .gpu_data/, see below), then again with attention
+# dropout off (the fused kernel in training).
 
 set -u
 SMOKE=0
@@ -89,6 +92,7 @@ if [ -z "${ZOO_GPU_BACKENDS:-}" ] && installed tensorflow; then
 fi
 if [ "$SMOKE" = 1 ]; then
     GPT="--preset smoke --batch-size 4 --steps 2"
+    GPT2="--preset smoke --vocabulary-size 512 --batch-size 2 --steps 2"
     BERT="--preset smoke --vocabulary-size 50 --sequence-length 16 --batch-size 4 --steps 2"
     VIT="--preset smoke --batch-size 4 --steps 2 --repeats 1 --no-task"
     SCALING="--lengths 64,128 --steps 1 --repeats 1"
@@ -98,6 +102,9 @@ if [ "$SMOKE" = 1 ]; then
     RECIPE="--smoke"
 else
     GPT="--preset nanogpt --steps 30"
+    # GPT-2 small's shape and nanoGPT's padded vocabulary: the size its
+    # 37% MFU (A100) is quoted at.
+    GPT2="--preset gpt2 --vocabulary-size 50304 --batch-size 16 --steps 10"
     BERT="--preset small --sequence-length 256 --batch-size 128 --steps 20"
     VIT="--preset cifar --batch-size 256 --steps 20 --no-task"
     SCALING="--lengths 1024,2048,4096,8192,16384,32768 --batch-size 4"
@@ -128,6 +135,15 @@ tests() {  # tests BACKEND: the attention and Transformer tests there
 step "GPT generation" 60 240 "$PYTHON" benchmarks/gpt_generation.py \
     --backends "$BACKENDS" $GENERATION --dtype bfloat16 \
     --torch-compile-backend none --json "$RESULTS/gpt_generation.json"
+# PyTorch's decode step under torch.compile, CUDA graphs replayed
+# shellcheck disable=SC2086
+step "GPT generation, torch.compile" 90 180 "$PYTHON" \
+    benchmarks/gpt_generation.py --backends torch $GENERATION \
+    --dtype bfloat16 --torch-compile-mode reduce-overhead \
+    --json "$RESULTS/gpt_generation_torch_compile.json"
+# shellcheck disable=SC2086
+step "GPT training, GPT-2 size" 120 240 "$PYTHON" benchmarks/gpt_training.py \
+    --backends "$BACKENDS" $GPT2 $BF16 --json "$RESULTS/gpt_training_gpt2.json"
 # shellcheck disable=SC2086
 step "GPT training, torch.compile" 120 240 "$PYTHON" \
     benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
@@ -169,6 +185,15 @@ if [ -f "$CORPUS" ]; then
         --data /tmp/tinyshakespeare.txt --output-dir /tmp/gpt_recipe
     cp /tmp/gpt_recipe/metrics.json "$RESULTS/gpt_recipe_metrics.json" \
         2>/dev/null
+    # The same with attention dropout off: the fused kernel in training
+    # (the residual and embedding dropout stay).
+    # shellcheck disable=SC2086
+    step "GPT recipe, fused attention (JAX)" 90 180 env KERAS_BACKEND=jax \
+        "$PYTHON" recipes/gpt_text.py $RECIPE --pipeline ids $BF16 \
+        --attention-dropout 0 --verbose 2 --data /tmp/tinyshakespeare.txt \
+        --output-dir /tmp/gpt_recipe_fused
+    cp /tmp/gpt_recipe_fused/metrics.json \
+        "$RESULTS/gpt_recipe_fused_metrics.json" 2>/dev/null
 else
     say "== GPT recipe: skipped, no $CORPUS (gzip -c" \
         "../shared/data/tinyshakespeare.txt > $CORPUS, and carry .gpu_data)"

@@ -14,8 +14,8 @@ cut in NumPy (`zoo.data.corpus.TokenWindows`; with the character
 tokenizer no TensorFlow, e.g. on an accelerator machine without it);
 validation loss is in nats per token (per character for the character
 tokenizer). Sizes and schedules come from the presets in
-`zoo.models.gpt.PRESETS` (`cpu_small`, `nanogpt`, `smoke`); flags override
-them. Writes `metrics.json`, `loss_curve.png`, samples and
+`zoo.models.gpt.PRESETS` (`cpu_small`, `nanogpt`, `gpt2`, `smoke`);
+flags override them. Writes `metrics.json`, `loss_curve.png`, samples and
 `gpt_<preset>.keras` to `--output-dir`; `--ship` also writes
 `saved_models/gpt_shakespeare.keras`, which generates from strings after
 `import zoo`. Run the same command again to resume an interrupted run from

@@ -32,7 +32,9 @@ def test_a_short_budget_skips_the_long_steps(tmp_path):
     steps = ["environment", "tests on the GPU (torch)",
              "empty query rows in PyTorch's CUDA kernels", "GPT training",
              "attention scaling", "BERT pretraining", "ViT images",
-             "GPT generation", "GPT training, torch.compile", "layers grid"]
+             "GPT generation", "GPT generation, torch.compile",
+             "GPT training, GPT-2 size",
+             "GPT training, torch.compile", "layers grid"]
     for name in steps:  # each step ran to an exit status or was skipped
         assert (f"== {name}: exit " in log) != (f"== {name}: skipped" in log)
     assert "== environment: exit 0" in log

@@ -394,6 +394,10 @@ def test_presets_build_their_sizes():
     assert (backbone.num_layers, backbone.hidden_dim,
             backbone.sequence_length) == (4, 128, 128)
     assert backbone.count_params() == 818048
+    # GPT-2 small's published size (keras-hub's gpt2_base_en: 124,439,808)
+    gpt2 = GPTBackbone.from_preset("gpt2", vocabulary_size=50257)
+    assert gpt2.count_params() == 124439808
+    del gpt2
     gpt = GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 32),
                           backbone_num_layers=1)
     assert gpt.backbone.num_layers == 1 and gpt.backbone.hidden_dim == 32

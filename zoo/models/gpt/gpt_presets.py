@@ -23,6 +23,18 @@ PRESETS = Presets("gpt", {
                          learning_rate=1e-3, min_learning_rate=1e-4,
                          warmup_steps=100, weight_decay=0.1),
     },
+    "gpt2": {
+        "description": "GPT-2 small's shape (nanoGPT's "
+                       "config/train_gpt2.py): 12 layers, 12 heads, 768 "
+                       "wide, context 1024 (124.4M parameters at GPT-2's "
+                       "50,257 tokens); the size nanoGPT's model FLOPs "
+                       "utilisation is quoted at; for a GPU",
+        "backbone": dict(num_layers=12, num_heads=12, hidden_dim=768,
+                         sequence_length=1024, dropout=0.0),
+        "training": dict(batch_size=16, steps=5000, eval_interval=250,
+                         learning_rate=6e-4, min_learning_rate=6e-5,
+                         warmup_steps=200, weight_decay=0.1),
+    },
     "smoke": {
         "description": "2 layers, 32 wide, context 32: the same code path "
                        "in seconds (tests, --smoke)",
