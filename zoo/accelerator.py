@@ -63,6 +63,27 @@ PEAK_TFLOPS = {
 }
 
 
+def compiling():
+    """Whether this call is being traced by `torch.compile` (TorchDynamo).
+
+    Tensors have no values to read there: reading one back (an input
+    check, a position as a Python int) would split the compiled graph at
+    that point. The layers skip such reads while compiling, as they do
+    inside a JAX or TensorFlow function. Always False on JAX and
+    TensorFlow.
+
+    Example:
+
+    >>> compiling()   # in an eager call
+    False
+    """
+    if keras.backend.backend() != "torch":
+        return False
+    import torch
+
+    return bool(torch.compiler.is_compiling())
+
+
 def peak_tflops(device_name, dtype):
     """The device's data-sheet peak for `dtype` in TFLOP/s (float32 counts
     as TF32 tensor cores), or None for a device not in `PEAK_TFLOPS`.

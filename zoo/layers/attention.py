@@ -177,18 +177,35 @@ def _sdpa_zeroes_empty_rows(query):
     return _ZEROES_EMPTY_ROWS[device]
 
 
-def _fused_attention(query, key, value, mask, scale, is_causal):
-    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors."""
-    row_valid = None
-    if mask is not None and _sdpa_zeroes_empty_rows(query):
+def _torch_masked_attention(query, key, value, mask, scale):
+    """PyTorch's fused attention with a mask, flash not asked for."""
+    if _sdpa_zeroes_empty_rows(query):
         # PyTorch's CPU kernels give a query whose keys are all -inf zeros
         # (and zero gradients), so an additive -inf bias replaces the
         # row check, a pass over the mask, and Keras' own bool-to-float
         # conversion of it.
         bias = ops.where(mask, 0.0, float("-inf"))
         return ops.dot_product_attention(
-            query, key, value, bias=ops.cast(bias, query.dtype), scale=scale
+            query, key, value, bias=ops.cast(bias, query.dtype), scale=scale,
+            flash_attention=False,
         )
+    mask, row_valid = _rows_with_a_key(mask)
+    outputs = ops.dot_product_attention(
+        query, key, value, mask=mask, scale=scale, flash_attention=False
+    )
+    return _zero_rows_without_a_key(outputs, row_valid)
+
+
+def _fused_attention(query, key, value, mask, scale, is_causal):
+    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors."""
+    row_valid = None
+    if mask is not None and keras.backend.backend() == "torch":
+        # Unless told, Keras' PyTorch attention asks PyTorch whether its
+        # flash kernel could run, every call (a pybind object per call, and
+        # a graph break under torch.compile). That kernel takes no mask, so
+        # with one the answer is always no; PyTorch's own dispatch still
+        # picks its best kernel for the call.
+        return _torch_masked_attention(query, key, value, mask, scale)
     if mask is not None and keras.backend.backend() == "tensorflow":
         # Keras' TensorFlow attention fills masked logits with a finite
         # large negative (it has no fused kernel): an empty row comes out

@@ -2,15 +2,19 @@
 sequences no longer than the positions a layer has.
 
 Ids and start indices are only visible in eager calls (and in every call on
-PyTorch); inside compiled functions there is nothing to read, and the checks
-pass silently there.
+PyTorch outside `torch.compile`); inside compiled functions there is nothing
+to read, and the checks pass silently there.
 """
 
 from keras import ops
 
+from zoo.accelerator import compiling
+
 
 def _concrete(x):
     """NumPy value of `x`, or None inside a traced/compiled function."""
+    if compiling():  # torch.compile: reading a value would split the graph
+        return None
     try:
         return ops.convert_to_numpy(x)
     except Exception:  # a tracer or a symbolic tensor: no value to check
