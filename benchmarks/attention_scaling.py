@@ -124,8 +124,9 @@ def measure_length(path, length, args):
         for _ in range(3))
     fn = _compiled(_attention(path))
 
-    def run():
-        keras.ops.convert_to_numpy(keras.ops.sum(fn(q, k, v)))
+    def run():  # a float32 scalar: TensorFlow gives no 0-d bfloat16 array
+        keras.ops.convert_to_numpy(
+            keras.ops.cast(keras.ops.sum(fn(q, k, v)), "float32"))
 
     run()  # compiles
     best = float("inf")

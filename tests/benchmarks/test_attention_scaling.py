@@ -7,10 +7,12 @@ import pytest
 from benchmarks import attention_scaling
 
 
-def test_tiny_lengths_are_timed_on_both_paths(tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_tiny_lengths_are_timed_on_both_paths(tmp_path, dtype):
     args = attention_scaling.parse_args(
         ["--lengths", "8,16", "--batch-size", "1", "--num-heads", "2",
-         "--head-dim", "4", "--steps", "1", "--repeats", "1"])
+         "--head-dim", "4", "--steps", "1", "--repeats", "1",
+         "--dtype", dtype])
     result = attention_scaling.measure(args)
     assert result["backend"] == keras.backend.backend()
     for path in ("fused", "explicit"):
