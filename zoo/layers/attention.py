@@ -17,6 +17,7 @@ import math
 import keras
 from keras import ops
 
+from zoo.accelerator import compiling
 from zoo.layers.sublayers import call_sublayer
 
 _NEGATIVE_LOGIT = -1e30  # float32 "minus infinity" that stays finite (no NaN)
@@ -224,8 +225,16 @@ def _fused_attention(query, key, value, mask, scale, is_causal):
             mask = ops.broadcast_to(mask, (
                 ops.shape(query)[0], ops.shape(mask)[1], ops.shape(query)[1],
                 ops.shape(key)[1]))
+    flash = {}
+    if mask is None and compiling():
+        # Under torch.compile Keras' per-call flash question would split
+        # the graph; unasked, PyTorch's dispatch still takes its flash
+        # kernel where the call allows it. (Eager calls keep asking: the
+        # answer spares Keras' contiguous copies of q, k and v.)
+        flash = {"flash_attention": False}
     outputs = ops.dot_product_attention(
-        query, key, value, mask=mask, scale=scale, is_causal=is_causal
+        query, key, value, mask=mask, scale=scale, is_causal=is_causal,
+        **flash,
     )
     if row_valid is not None:
         outputs = _zero_rows_without_a_key(outputs, row_valid)

@@ -321,49 +321,6 @@ def test_out_of_range_token_ids_are_an_error():
                      max_length=CONTEXT, stop_token_ids=None)
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch",
-                    reason="torch.compile: PyTorch only")
-def test_torch_compile_traces_training_and_a_decode_step_whole():
-    """Under torch.compile nothing in the zoo splits the graph: the input
-    checks read no values, and masked attention asks nothing of PyTorch
-    per call (before, each embedding and attention call split it: 15
-    graphs for this forward pass)."""
-    import torch
-
-    from zoo.accelerator import compiling
-
-    backbone = GPTBackbone(40, num_layers=2, num_heads=2, hidden_dim=16,
-                           sequence_length=CONTEXT, dropout=0.1,
-                           attention_dropout=0.0)
-    ids = torch.randint(1, 40, (2, 12))
-    mask = torch.ones((2, 12), dtype=torch.int32)
-    mask[1, 8:] = 0
-
-    def forward(ids, mask):
-        return backbone({"token_ids": ids, "padding_mask": mask},
-                        training=True)["sequence_output"]
-
-    def whole(function, *args):
-        explained = torch._dynamo.explain(function)(*args)
-        return explained.graph_count, [b.reason.splitlines()[0]
-                                       for b in explained.break_reasons]
-
-    forward(ids, mask)
-    assert whole(forward, ids, mask) == (1, [])
-
-    gpt = GPT(backbone, preprocessor=None)
-    steps = []
-    step = gpt.call_with_cache
-    gpt.call_with_cache = lambda *a: steps.append(a) or step(*a)
-    gpt.generate({"token_ids": np.ones((1, 12), "int32"),
-                  "padding_mask": np.arange(12)[None] < 6},
-                 stop_token_ids=None)
-    assert len(steps) > 2
-    assert whole(step, *steps[2]) == (1, [])
-    assert torch.compile(lambda: compiling(), backend="eager")()
-    assert not compiling()
-
-
 def test_save_load_generate(tmp_path):
     gpt = make_gpt(tie_weights=False)
     path = str(tmp_path / "gpt.keras")

@@ -1,0 +1,89 @@
+"""Under `torch.compile` nothing in the zoo splits a model's graph: the
+input checks read no values while TorchDynamo traces, and attention asks
+nothing of PyTorch per call. Before, each embedding and attention call split
+it (with two blocks: 15 graphs for the GPT's forward pass, 11 for a decode
+step, 14 for the ViT's)."""
+
+import keras
+import numpy as np
+import pytest
+
+from zoo.accelerator import compiling
+from zoo.models.bert import BertBackbone
+from zoo.models.gpt import GPT
+from zoo.models.gpt import GPTBackbone
+from zoo.models.seq2seq import TransformerSeq2SeqBackbone
+from zoo.models.vit import ViTBackbone
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "torch",
+                                reason="torch.compile: PyTorch only")
+SMALL = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32)
+
+
+def _graphs(function, *args):
+    """(graphs, break reasons) of `function(*args)` under TorchDynamo."""
+    import torch
+
+    function(*args)
+    explained = torch._dynamo.explain(function)(*args)
+    return explained.graph_count, [b.reason.splitlines()[0]
+                                   for b in explained.break_reasons]
+
+
+def _ids_and_mask():
+    import torch
+
+    ids = torch.randint(1, 40, (2, 8))
+    mask = torch.ones((2, 8), dtype=torch.int32)
+    mask[1, 5:] = 0  # one padded row
+    return ids, mask
+
+
+def _forward(family):
+    import torch
+
+    ids, mask = _ids_and_mask()
+    if family == "gpt":
+        model = GPTBackbone(40, sequence_length=8, dropout=0.1,
+                            attention_dropout=0.0, **SMALL)
+        inputs = {"token_ids": ids, "padding_mask": mask}
+    elif family == "bert":
+        model = BertBackbone(40, max_sequence_length=8, attention_dropout=0.0,
+                             **SMALL)
+        inputs = {"token_ids": ids, "segment_ids": torch.zeros_like(ids),
+                  "padding_mask": mask}
+    elif family == "vit":  # no mask: the unmasked attention path
+        model = ViTBackbone(image_size=(8, 8), patch_size=4, **SMALL)
+        inputs = torch.rand(2, 8, 8, 1)
+    else:
+        model = TransformerSeq2SeqBackbone(
+            40, encoder_sequence_length=8, decoder_sequence_length=8,
+            attention_dropout=0.0, **SMALL)
+        inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask,
+                  "decoder_token_ids": ids, "decoder_padding_mask": mask}
+    return lambda: model(inputs, training=True)
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert", "vit", "seq2seq"])
+def test_a_training_forward_pass_is_one_graph(family):
+    assert _graphs(_forward(family)) == (1, [])
+
+
+def test_a_cached_decode_step_is_one_graph():
+    gpt = GPT(GPTBackbone(40, sequence_length=16, **SMALL),
+              preprocessor=None)
+    steps = []
+    step = gpt.call_with_cache
+    gpt.call_with_cache = lambda *a: steps.append(a) or step(*a)
+    gpt.generate({"token_ids": np.ones((1, 12), "int32"),
+                  "padding_mask": np.arange(12)[None] < 6},
+                 stop_token_ids=None)
+    assert len(steps) > 2
+    assert _graphs(step, *steps[2]) == (1, [])
+
+
+def test_compiling_is_true_only_while_tracing():
+    import torch
+
+    assert torch.compile(lambda: compiling(), backend="eager")()
+    assert not compiling()
