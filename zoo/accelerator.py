@@ -66,9 +66,9 @@ PEAK_TFLOPS = {
 def compiling():
     """Whether this call is being traced by `torch.compile` (TorchDynamo).
 
-    Tensors have no values to read there: reading one back (an input
-    check, a position as a Python int) would split the compiled graph at
-    that point. The layers skip such reads while compiling, as they do
+    Tensors have no values to read there: reading one back (the check of
+    the token ids against the vocabulary, say) would split the compiled
+    graph at that point. The layers skip such reads while compiling, as they do
     inside a JAX or TensorFlow function. Always False on JAX and
     TensorFlow.
 
