@@ -21,9 +21,9 @@
 #
 # Steps, what is still unmeasured on a GPU first: the environment; cached
 # GPT generation in bfloat16 against recomputing the prefix (PyTorch: the
-# per-token call cost on a GPU), and PyTorch's decode step compiled with
-# CUDA graphs; GPT training at GPT-2 small's size (MFU
-# where nanoGPT quotes it); GPT training under torch.compile; the
+# per-token call cost on a GPU); GPT training at GPT-2 small's size (MFU
+# where nanoGPT quotes it); PyTorch's decode step compiled with CUDA
+# graphs; GPT training under torch.compile; the
 # layers grid; BERT masked-LM pretraining; GPT nanogpt training, tokens/s
 # and MFU against keras-hub; what PyTorch's CUDA kernels give a query with
 # no key; the attention and Transformer tests on the GPU (fused
@@ -135,15 +135,15 @@ tests() {  # tests BACKEND: the attention and Transformer tests there
 step "GPT generation" 60 240 "$PYTHON" benchmarks/gpt_generation.py \
     --backends "$BACKENDS" $GENERATION --dtype bfloat16 \
     --torch-compile-backend none --json "$RESULTS/gpt_generation.json"
+# shellcheck disable=SC2086
+step "GPT training, GPT-2 size" 120 240 "$PYTHON" benchmarks/gpt_training.py \
+    --backends "$BACKENDS" $GPT2 $BF16 --json "$RESULTS/gpt_training_gpt2.json"
 # PyTorch's decode step under torch.compile, CUDA graphs replayed
 # shellcheck disable=SC2086
 step "GPT generation, torch.compile" 90 180 "$PYTHON" \
     benchmarks/gpt_generation.py --backends torch $GENERATION \
     --dtype bfloat16 --torch-compile-mode reduce-overhead \
     --json "$RESULTS/gpt_generation_torch_compile.json"
-# shellcheck disable=SC2086
-step "GPT training, GPT-2 size" 120 240 "$PYTHON" benchmarks/gpt_training.py \
-    --backends "$BACKENDS" $GPT2 $BF16 --json "$RESULTS/gpt_training_gpt2.json"
 # shellcheck disable=SC2086
 step "GPT training, torch.compile" 120 240 "$PYTHON" \
     benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
