@@ -351,7 +351,9 @@ def run(args):
         "pipeline": args.pipeline,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "parameters": parameters,
-        "config": {k: getattr(args, k) for k in MODEL_FLAGS + TRAINING_FLAGS},
+        "config": {**{k: getattr(args, k)
+                      for k in MODEL_FLAGS + TRAINING_FLAGS},
+                   "attention_dropout": gpt.backbone.attention_dropout},
         "steps": steps_done,
         "resumed_at_epoch": resumed_at_epoch,
         "train_seconds": round(seconds, 1),

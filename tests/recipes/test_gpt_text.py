@@ -124,6 +124,8 @@ def test_smoke_on_token_windows(tmp_path):
     assert metrics["throughput"]["tokens_per_second"] > 0
     backbone = keras.saving.load_model(str(out / "gpt_smoke.keras")).backbone
     assert (backbone.dropout, backbone.attention_dropout) == (0.1, 0.0)
+    assert (metrics["config"]["dropout"],
+            metrics["config"]["attention_dropout"]) == (0.1, 0.0)
 
 
 def test_an_interrupted_run_on_token_windows_resumes_exactly(tmp_path,
