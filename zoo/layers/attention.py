@@ -178,9 +178,20 @@ def _sdpa_zeroes_empty_rows(query):
     return _ZEROES_EMPTY_ROWS[device]
 
 
-def _torch_masked_attention(query, key, value, mask, scale):
-    """PyTorch's fused attention with a mask, flash not asked for."""
-    if _sdpa_zeroes_empty_rows(query):
+def _fused_attention(query, key, value, mask, scale, is_causal):
+    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors."""
+    flash = {}
+    if (mask is not None and keras.backend.backend() == "torch") or (
+            compiling()):
+        # Unless told, Keras' PyTorch attention asks PyTorch on every call
+        # whether its flash kernel could run (a pybind object per call, and
+        # a graph break under torch.compile); unasked, PyTorch's own
+        # dispatch still picks its best kernel. With a mask the answer is
+        # always no (that kernel takes none). Without one, eager calls keep
+        # asking: a yes spares Keras' contiguous copies of q, k and v.
+        flash = {"flash_attention": False}
+    row_valid = None
+    if mask is not None and _sdpa_zeroes_empty_rows(query):
         # PyTorch's CPU kernels give a query whose keys are all -inf zeros
         # (and zero gradients), so an additive -inf bias replaces the
         # row check, a pass over the mask, and Keras' own bool-to-float
@@ -188,25 +199,8 @@ def _torch_masked_attention(query, key, value, mask, scale):
         bias = ops.where(mask, 0.0, float("-inf"))
         return ops.dot_product_attention(
             query, key, value, bias=ops.cast(bias, query.dtype), scale=scale,
-            flash_attention=False,
+            **flash,
         )
-    mask, row_valid = _rows_with_a_key(mask)
-    outputs = ops.dot_product_attention(
-        query, key, value, mask=mask, scale=scale, flash_attention=False
-    )
-    return _zero_rows_without_a_key(outputs, row_valid)
-
-
-def _fused_attention(query, key, value, mask, scale, is_causal):
-    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors."""
-    row_valid = None
-    if mask is not None and keras.backend.backend() == "torch":
-        # Unless told, Keras' PyTorch attention asks PyTorch whether its
-        # flash kernel could run, every call (a pybind object per call, and
-        # a graph break under torch.compile). That kernel takes no mask, so
-        # with one the answer is always no; PyTorch's own dispatch still
-        # picks its best kernel for the call.
-        return _torch_masked_attention(query, key, value, mask, scale)
     if mask is not None and keras.backend.backend() == "tensorflow":
         # Keras' TensorFlow attention fills masked logits with a finite
         # large negative (it has no fused kernel): an empty row comes out
@@ -225,13 +219,6 @@ def _fused_attention(query, key, value, mask, scale, is_causal):
             mask = ops.broadcast_to(mask, (
                 ops.shape(query)[0], ops.shape(mask)[1], ops.shape(query)[1],
                 ops.shape(key)[1]))
-    flash = {}
-    if mask is None and compiling():
-        # Under torch.compile Keras' per-call flash question would split
-        # the graph; unasked, PyTorch's dispatch still takes its flash
-        # kernel where the call allows it. (Eager calls keep asking: the
-        # answer spares Keras' contiguous copies of q, k and v.)
-        flash = {"flash_attention": False}
     outputs = ops.dot_product_attention(
         query, key, value, mask=mask, scale=scale, is_causal=is_causal,
         **flash,
