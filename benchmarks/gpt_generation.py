@@ -139,10 +139,13 @@ def measure(args):
             gpt, prompt, outputs["cached"], args)
     if (keras.backend.backend() == "torch"
             and args.torch_compile_backend != "none"):
-        result["torch_compile"] = torch_compiled_step(
-            gpt, prompt, outputs["cached"], args)
-        result["torch_compile"]["compiled_over_eager"] = round(
-            cached / result["torch_compile"]["seconds"], 3)
+        try:  # a failing compile must not cost the eager figures
+            step = torch_compiled_step(gpt, prompt, outputs["cached"], args)
+            step["compiled_over_eager"] = round(cached / step["seconds"], 3)
+        except Exception as error:  # noqa: BLE001 -- reported, not hidden
+            step = {"mode": args.torch_compile_mode,
+                    "error": f"{type(error).__name__}: {error}"[:500]}
+        result["torch_compile"] = step
     if keras.backend.backend() == "jax":
         result["hand_written"] = hand_written_peer(
             gpt, prompt, outputs["cached"], args)
@@ -335,7 +338,10 @@ def main(argv=None):
                   f"{calls['seconds'] / r['cached']['seconds']:.2f}x faster; "
                   f"identical output: {calls['identical_greedy_output']}")
         step = r.get("torch_compile")
-        if step:
+        if step and "error" in step:
+            print(f"torch: call_with_cache under torch.compile "
+                  f"({step['mode']} mode) failed: {step['error']}")
+        elif step:
             print(f"torch: call_with_cache under torch.compile "
                   f"({step['mode']} mode): "
                   f"{step['seconds']:.3f} s ({step['tokens_per_second']:.1f} "

@@ -32,8 +32,7 @@ def test_a_short_budget_skips_the_long_steps(tmp_path):
     steps = ["environment", "tests on the GPU (torch)",
              "empty query rows in PyTorch's CUDA kernels", "GPT training",
              "attention scaling", "BERT pretraining", "ViT images",
-             "GPT generation", "GPT generation, torch.compile",
-             "GPT training, GPT-2 size",
+             "GPT generation", "GPT training, GPT-2 size",
              "GPT training, torch.compile", "layers grid"]
     for name in steps:  # each step ran to an exit status or was skipped
         assert (f"== {name}: exit " in log) != (f"== {name}: skipped" in log)
@@ -42,3 +41,22 @@ def test_a_short_budget_skips_the_long_steps(tmp_path):
     assert "== done after" in log
     with tarfile.open(tmp_path / "results.tgz") as packed:
         assert packed.getnames()  # packed, even if only the folder
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch",
+                    reason="the script starts its own backends; once is enough")
+def test_only_runs_the_steps_it_names(tmp_path):
+    env = dict(os.environ, PYTHON=sys.executable, ZOO_GPU_BACKENDS="torch",
+               ZOO_GPU_ONLY="^no such step$")
+    run = subprocess.run(
+        ["bash", "benchmarks/gpu_session.sh", "--smoke", "60",
+         str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120)
+    log = (tmp_path / "log.txt").read_text()
+    assert run.returncode == 0, run.stderr + log[-2000:]
+    assert "== environment: exit 0" in log
+    assert "== GPT training, GPT-2 size: skipped, not in ZOO_GPU_ONLY" in log
+    assert "== ViT images: skipped, not in ZOO_GPU_ONLY" in log
+    assert not any(line.startswith("== ") and ": exit " in line
+                   and not line.startswith("== environment")
+                   for line in log.splitlines())
