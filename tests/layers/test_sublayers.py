@@ -1,6 +1,8 @@
 """call_sublayer: a layer's `call` run directly only where calling the layer
 would give the same, under the current backend."""
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -397,3 +399,76 @@ def test_decoding_with_a_tensor_position_gives_what_an_int_gives(monkeypatch):
     monkeypatch.setattr(gpt_causal_lm, "concrete_index", lambda index: index)
     for a, b in zip(read, _cached_steps(gpt, ids, position)):
         np.testing.assert_array_equal(a, b)
+
+
+class _ReadsItsWeight(keras.layers.Layer):
+    """Returns its weight as read in `call` (the autocast scope's cast)."""
+
+    _same_when_called_directly = True
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(3,), initializer="ones")
+
+    def call(self, x):
+        return self.w.value
+
+
+def _no_grad():
+    if TORCH:  # as generation runs
+        import torch
+
+        return torch.no_grad()
+    return contextlib.nullcontext()
+
+
+def test_reused_casts_cast_each_variable_once_under_pytorch():
+    layer = _ReadsItsWeight(dtype="mixed_bfloat16")
+    x = ops.ones((2, 3), "bfloat16")
+    layer.build(x.shape)
+    outside = [call_sublayer(None, layer, x) for _ in range(2)]
+    assert outside[0] is not outside[1]  # a cast per call
+    with sublayers.reused_casts(), _no_grad():
+        inside = [call_sublayer(None, layer, x) for _ in range(2)]
+        assert keras.backend.standardize_dtype(inside[0].dtype) == "bfloat16"
+        if TORCH:  # the one backend whose direct calls open the scope
+            assert inside[0] is inside[1]
+        # A changed variable is cast again.
+        layer.w.assign(np.full(3, 2.0, "float32"))
+        changed = call_sublayer(None, layer, x)
+        np.testing.assert_array_equal(to_numpy(ops.cast(changed, "float32")),
+                                      [2.0, 2.0, 2.0])
+    assert sublayers._STATE["casts"] is None  # freed
+    assert call_sublayer(None, layer, x) is not changed
+
+
+@pytest.mark.skipif(not TORCH, reason="PyTorch's autograd")
+def test_reused_casts_keep_no_cast_that_records_a_gradient():
+    import torch
+
+    layer = _ReadsItsWeight(dtype="mixed_bfloat16")
+    x = ops.ones((2, 3), "bfloat16")
+    layer.build(x.shape)
+    with sublayers.reused_casts():
+        first = call_sublayer(None, layer, x)
+        second = call_sublayer(None, layer, x)
+        assert first.requires_grad and first is not second
+        (first.float().sum() + second.float().sum()).backward()
+        np.testing.assert_array_equal(layer.w.value.grad.numpy(), [2, 2, 2])
+        with torch.no_grad():
+            kept = call_sublayer(None, layer, x)
+            assert call_sublayer(None, layer, x) is kept
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_generation_is_the_same_with_and_without_reused_casts(
+        policy, monkeypatch):
+    from zoo.models import generation
+
+    gpt, ids = _tiny_gpt(policy)
+    prompt = {"token_ids": np.concatenate(
+        [to_numpy(ids)[:, :3], np.zeros((len(ids), 5), "int32")], axis=1)}
+    prompt["padding_mask"] = np.arange(8)[None, :].repeat(len(ids), 0) < 3
+    reused = gpt.generate(dict(prompt), stop_token_ids=None)
+    monkeypatch.setattr(generation, "reused_casts", contextlib.nullcontext)
+    plain = gpt.generate(dict(prompt), stop_token_ids=None)
+    np.testing.assert_array_equal(reused["token_ids"], plain["token_ids"])

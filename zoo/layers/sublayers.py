@@ -39,6 +39,12 @@ Anywhere else it is `layer(*args, **kwargs)`; inside
 `with through_layer_calls():` it always is (to compare, or to rule the
 shortcut out when something looks wrong).
 
+`reused_casts()` serves decoding too: under a mixed dtype policy every
+direct call reads each float32 variable cast anew to the compute dtype
+(one cast op per weight per generated token); inside the block the scopes
+`call_sublayer` opens keep each cast and give it again while the variable
+is unchanged.
+
 `concrete_index` serves the same decoding steps: it reads the loop's
 position, a scalar tensor, once per step as a Python int under PyTorch,
 where every op given the tensor would pay for it; `without_keras_mask`
@@ -48,6 +54,8 @@ gives a decoding cache tensors that carry no Keras mask.
 import contextlib
 
 import keras
+
+from zoo.accelerator import compiling
 
 _KERAS_CLASSES = (
     keras.layers.Dense,
@@ -59,7 +67,7 @@ _KERAS_CLASSES = (
 )
 
 
-_STATE = {"direct": True}
+_STATE = {"direct": True, "casts": None}
 # `_direct_call_is_same`'s answer for "call directly, no scope to open".
 _NO_SCOPE = contextlib.nullcontext()
 _DTYPE_NAMES = {}
@@ -80,6 +88,73 @@ def through_layer_calls():
         yield
     finally:
         _STATE["direct"] = saved
+
+
+@contextlib.contextmanager
+def reused_casts():
+    """Within this block, under PyTorch, a variable cast to a compute dtype
+    by the autocast scopes `call_sublayer` opens is cast once and reused.
+
+    A mixed dtype policy (`mixed_bfloat16`) keeps variables in float32 and
+    casts each one whenever a layer reads it: a cast op per weight per
+    call, which in token-by-token generation costs as much as a small
+    model's arithmetic. Here a cast is kept while the variable's tensor is
+    the same object, unchanged in place (PyTorch's version counter), and
+    only when no gradient is being recorded through it (a cast that
+    requires grad is made each time, as outside the block). Casts Keras'
+    own `Layer.__call__` makes are not affected, nor are calls being
+    traced by `torch.compile`, nor other backends
+    (JAX and TensorFlow compile the decoding loop, where a cast costs
+    nothing per step). The kept casts are freed when the block ends.
+
+    Example (how `generate` runs its decoding loop):
+
+    >>> with reused_casts():
+    ...     outputs = generate_function(inputs)
+    """
+    saved = _STATE["casts"]
+    _STATE["casts"] = {} if saved is None else saved
+    try:
+        yield
+    finally:
+        _STATE["casts"] = saved
+
+
+def _new_autocast_scope(scopes, dtype):
+    """`AutocastScope(dtype)`, one that reuses casts inside
+    `reused_casts()`."""
+    if _STATE["casts"] is None or dtype is None or compiling():
+        # (A compiled graph casts at no per-call cost.)
+        return scopes.AutocastScope(dtype)
+    cls = _STATE.get("reusing_scope")
+    if cls is None:
+        cls = _STATE["reusing_scope"] = _reusing_scope_class(scopes)
+    return cls(dtype, _STATE["casts"])
+
+
+def _reusing_scope_class(scopes):
+    class ReusingAutocastScope(scopes.AutocastScope):
+        """An `AutocastScope` that keeps its casts in `casts`."""
+
+        def __init__(self, dtype, casts):
+            super().__init__(dtype)
+            self.casts = casts
+
+        def maybe_cast(self, value):
+            key = (id(value), self.dtype)
+            kept = self.casts.get(key)
+            version = getattr(value, "_version", None)
+            if (kept is not None and kept[0] is value
+                    and kept[1] == version):
+                return kept[2]
+            cast = super().maybe_cast(value)
+            if (version is not None and cast is not value
+                    and not getattr(cast, "requires_grad", False)):
+                # The variable is held too, so its id is not reused.
+                self.casts[key] = (value, version, cast)
+            return cast
+
+    return ReusingAutocastScope
 
 
 def _dtype_name(dtype):
@@ -160,10 +235,10 @@ def _autocast_scope(layer):
         ):
             return scopes.AutocastScope(None)
         if current.dtype != compute_dtype:
-            return scopes.AutocastScope(compute_dtype)
+            return _new_autocast_scope(scopes, compute_dtype)
         return _NO_SCOPE
     if compute_dtype != layer.variable_dtype:
-        return scopes.AutocastScope(compute_dtype)
+        return _new_autocast_scope(scopes, compute_dtype)
     return _NO_SCOPE
 
 

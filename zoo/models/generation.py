@@ -25,6 +25,8 @@ import numpy as np
 from keras import ops
 from keras_hub.src.utils.tensor_utils import any_equal
 
+from zoo.layers.sublayers import reused_casts
+
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
 
 
@@ -338,5 +340,6 @@ class GenerationMixin:
         self.generation_mode = mode
         function = self.make_generate_function()
         self._generate_functions[key] = function
-        outputs = function(inputs, stop_token_ids=stop_token_ids)
+        with reused_casts():  # PyTorch: each weight cast once per call
+            outputs = function(inputs, stop_token_ids=stop_token_ids)
         return keras.tree.map_structure(ops.convert_to_numpy, outputs)
