@@ -15,7 +15,10 @@ keras-hub, the peak accelerator memory of the process, and zoo's model
 FLOPs utilisation as nanoGPT computes it: (6 N + 12 L H Q T) FLOPs per
 token (N parameters without the position table, L
 layers, H heads, Q head width, T context) against the device's dense peak
-for the compute dtype (TF32 for float32). Timings are only compared within
+for the compute dtype (TF32 for float32). Under JAX the last column counts
+the cuDNN fused-attention kernels XLA compiled into each model's forward
+pass (one per block where cuDNN runs; 0 on a CPU, and on a GPU where Keras
+fell back to XLA's own attention ops). Timings are only compared within
 one run on one machine.
 """
 
@@ -31,6 +34,7 @@ from benchmarks.workers import accelerator  # noqa: E402
 from benchmarks.workers import add_precision_flag  # noqa: E402
 from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import configure_precision  # noqa: E402
+from benchmarks.workers import fused_attention_calls  # noqa: E402
 from benchmarks.workers import peak_tflops  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
@@ -101,6 +105,7 @@ def measure(args):
     x = {"token_ids": ids[:, :-1],
          "padding_mask": np.ones((len(ids), context), bool)}
     y = ids[:, 1:]
+    one = {name: value[:1] for name, value in x.items()}
     keras.utils.set_random_seed(0)
     zoo_model = GPT(GPTBackbone(args.vocabulary_size, **size))
     result = {"backend": keras.backend.backend(), "preset": args.preset,
@@ -110,6 +115,7 @@ def measure(args):
                                    jit_compile)}
     device, peak_bytes = accelerator()
     result["device"] = device
+    result["zoo"]["cudnn_attention"] = fused_attention_calls(zoo_model, one)
     result["zoo"]["peak_memory_gib"] = (
         None if peak_bytes is None else round(peak_bytes / 2 ** 30, 2))
     per_token = zoo_model.backbone.flops_per_token()
@@ -130,6 +136,8 @@ def measure(args):
                                              preprocessor=None)
         result["keras_hub"] = time_training(peer, x, y, batch, args.steps,
                                             jit_compile)
+        result["keras_hub"]["cudnn_attention"] = fused_attention_calls(
+            peer, one)
         result["zoo_over_keras_hub"] = round(
             result["zoo"]["tokens_per_second"]
             / result["keras_hub"]["tokens_per_second"], 3)
@@ -141,7 +149,8 @@ def header(args):
             f"AdamW steps, {args.mixed_precision or 'float32'}"
             f"{', jit_compile=True' if args.jit_compile else ''}\n"
             f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
-            f"{'zoo / keras-hub':>16} {'peak GiB':>9} {'MFU':>7}")
+            f"{'zoo / keras-hub':>16} {'peak GiB':>9} {'MFU':>7} "
+            f"{'cuDNN attention (zoo/hub)':>26}")
 
 
 def row(backend, r):
@@ -152,7 +161,17 @@ def row(backend, r):
             f"{peer if peer is not None else float('nan'):>16.0f} "
             f"{ratio if ratio is not None else float('nan'):>15.2f}x "
             f"{memory if memory is not None else float('nan'):>9.2f} "
-            f"{'-' if mfu is None else f'{mfu:.1%}':>7}")
+            f"{'-' if mfu is None else f'{mfu:.1%}':>7} "
+            f"{_kernels(r):>26}")
+
+
+def _kernels(r):
+    """"12/12": fused cuDNN attention calls compiled into a forward pass
+    (JAX; "-" elsewhere)."""
+    zoo = r["zoo"].get("cudnn_attention")
+    if zoo is None:
+        return "-"
+    return f"{zoo}/{r.get('keras_hub', {}).get('cudnn_attention', '-')}"
 
 
 def main(argv=None):

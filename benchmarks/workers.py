@@ -69,6 +69,27 @@ def memory_and_device(result):
     return result
 
 
+def fused_attention_calls(model, inputs):
+    """Under JAX, how many cuDNN fused-attention kernels XLA compiled into
+    `model`'s training-mode forward pass on `inputs`: 0 where attention
+    runs as XLA's own ops (always on a CPU; on a GPU where Keras fell back
+    from cuDNN). None on the other backends."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    trainable = [v.value for v in model.trainable_variables]
+    other = [v.value for v in model.non_trainable_variables]
+
+    def forward(trainable, other, inputs):
+        return model.stateless_call(trainable, other, inputs, training=True)[0]
+
+    text = jax.jit(forward).lower(trainable, other, inputs).compile().as_text()
+    return text.count('custom_call_target="__cudnn$fmha')
+
+
 def memory_cell(result, width):
     """A result's `peak_memory_gib` for a table cell: "1.91", or "-"
     without an accelerator."""

@@ -18,8 +18,13 @@ def test_tiny_measurement_reports_zoo_and_keras_hub():
         assert result[name]["tokens_per_second"] > 0
     assert result["zoo_over_keras_hub"] > 0
     assert result["zoo"]["model_tflops"] >= 0
+    # cuDNN attention kernels: counted under JAX only, none on a CPU.
+    kernels = None if keras.backend.backend() != "jax" else 0
+    for name in ("zoo", "keras_hub"):
+        assert result[name]["cudnn_attention"] == kernels
     line = gpt_training.row("jax", result)
     assert line.startswith("jax")
+    assert line.endswith("0/0" if kernels == 0 else "-")
 
 
 def test_peaks_by_device_and_dtype():
