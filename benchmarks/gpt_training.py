@@ -16,10 +16,12 @@ FLOPs utilisation as nanoGPT computes it: (6 N + 12 L H Q T) FLOPs per
 token (N parameters without the position table, L
 layers, H heads, Q head width, T context) against the device's dense peak
 for the compute dtype (TF32 for float32). Under JAX the last column counts
-the cuDNN fused-attention kernels XLA compiled into each model's forward
-pass (one per block where cuDNN runs; 0 on a CPU, and on a GPU where Keras
-fell back to XLA's own attention ops). Timings are only compared within
-one run on one machine.
+the cuDNN fused-attention kernels XLA compiled into each model's training
+step (forward and backward; 0 on a CPU, and on a GPU where Keras fell back
+to XLA's own attention ops); the JSON adds XLA's FLOP and memory-traffic
+estimates of each step, and `--hlo-dir` keeps the optimised HLO, to tell
+where one model's step spends what the other's does not. Timings are only
+compared within one run on one machine.
 """
 
 import os
@@ -34,7 +36,7 @@ from benchmarks.workers import accelerator  # noqa: E402
 from benchmarks.workers import add_precision_flag  # noqa: E402
 from benchmarks.workers import benchmark_parser  # noqa: E402
 from benchmarks.workers import configure_precision  # noqa: E402
-from benchmarks.workers import fused_attention_calls  # noqa: E402
+from benchmarks.workers import jax_compiled_step  # noqa: E402
 from benchmarks.workers import peak_tflops  # noqa: E402
 from benchmarks.workers import run_benchmark  # noqa: E402
 
@@ -55,6 +57,9 @@ def parse_args(argv=None):
                         "default does not (PyTorch: torch.compile)")
     parser.add_argument("--no-peer", action="store_true",
                         help="time zoo's GPT only")
+    parser.add_argument("--hlo-dir", default=None,
+                        help="JAX: write each model's optimised training "
+                        "HLO here")
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     if min(args.vocabulary_size, args.steps,
@@ -105,7 +110,14 @@ def measure(args):
     x = {"token_ids": ids[:, :-1],
          "padding_mask": np.ones((len(ids), context), bool)}
     y = ids[:, 1:]
-    one = {name: value[:1] for name, value in x.items()}
+    batch_x = {name: value[:batch] for name, value in x.items()}
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def compiled_step(model, name):  # JAX: what XLA made of it
+        return jax_compiled_step(
+            model, batch_x, y[:batch], loss, args.hlo_dir and os.path.join(
+                args.hlo_dir, f"{name}_{keras.backend.backend()}.hlo.txt"))
+
     keras.utils.set_random_seed(0)
     zoo_model = GPT(GPTBackbone(args.vocabulary_size, **size))
     result = {"backend": keras.backend.backend(), "preset": args.preset,
@@ -115,7 +127,7 @@ def measure(args):
                                    jit_compile)}
     device, peak_bytes = accelerator()
     result["device"] = device
-    result["zoo"]["cudnn_attention"] = fused_attention_calls(zoo_model, one)
+    result["zoo"]["compiled"] = compiled_step(zoo_model, "zoo")
     result["zoo"]["peak_memory_gib"] = (
         None if peak_bytes is None else round(peak_bytes / 2 ** 30, 2))
     per_token = zoo_model.backbone.flops_per_token()
@@ -136,8 +148,7 @@ def measure(args):
                                              preprocessor=None)
         result["keras_hub"] = time_training(peer, x, y, batch, args.steps,
                                             jit_compile)
-        result["keras_hub"]["cudnn_attention"] = fused_attention_calls(
-            peer, one)
+        result["keras_hub"]["compiled"] = compiled_step(peer, "keras_hub")
         result["zoo_over_keras_hub"] = round(
             result["zoo"]["tokens_per_second"]
             / result["keras_hub"]["tokens_per_second"], 3)
@@ -166,12 +177,14 @@ def row(backend, r):
 
 
 def _kernels(r):
-    """"12/12": fused cuDNN attention calls compiled into a forward pass
-    (JAX; "-" elsewhere)."""
-    zoo = r["zoo"].get("cudnn_attention")
+    """"24/24": fused cuDNN attention kernels compiled into each model's
+    training step (JAX; "-" elsewhere)."""
+    zoo, peer = (r.get(name, {}).get("compiled")
+                 for name in ("zoo", "keras_hub"))
     if zoo is None:
         return "-"
-    return f"{zoo}/{r.get('keras_hub', {}).get('cudnn_attention', '-')}"
+    return f"{zoo['cudnn_attention']}/" + (
+        "-" if peer is None else str(peer["cudnn_attention"]))
 
 
 def main(argv=None):

@@ -24,17 +24,18 @@
 # steps a first one did not reach.
 #
 # Steps, what is still unmeasured on a GPU first: the environment; GPT
-# training at GPT-2 small's size (MFU where nanoGPT quotes it); cached
-# GPT generation in bfloat16 under PyTorch, eager (the per-token call cost
-# on a GPU) and with the decode step compiled to CUDA graphs; GPT training
-# under torch.compile; the layers grid; BERT masked-LM pretraining; GPT
-# nanogpt training, tokens/s and MFU against keras-hub; what PyTorch's
-# CUDA kernels give a query with no key; the attention and Transformer
-# tests on the GPU (fused cuDNN/flash kernels, masks, empty rows; JAX's,
-# slow to compile, after the next step); attention time and memory against
-# length, fused and explicit; ViT training and inference; the nanogpt
-# recipe on Tiny Shakespeare (JAX; .gpu_data/, see below), then again with
-# attention dropout off (the fused kernel in training).
+# training at GPT-2 small's size (MFU where nanoGPT quotes it, with each
+# model's compiled JAX step kept as HLO); cached GPT generation in bfloat16
+# under PyTorch, eager (the per-token call cost on a GPU) and with the
+# decode step compiled to CUDA graphs; the layers grid; GPT training under
+# torch.compile; the attention and Transformer tests on the GPU (fused
+# cuDNN/flash kernels, masks, empty rows; JAX's, slow to compile, after the
+# next step); attention time and memory against length, fused and
+# explicit; ViT training and inference; the nanogpt recipe on Tiny
+# Shakespeare (JAX; .gpu_data/, see below), then again with attention
+# dropout off (the fused kernel in training). Then what was measured on a
+# GPU before, to compare: BERT masked-LM pretraining, GPT nanogpt training
+# against keras-hub, what PyTorch's CUDA kernels give a query with no key.
 
 set -u
 SMOKE=0
@@ -93,6 +94,14 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1 && \
     export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
+# Every step imports zoo, and zoo keras-hub: if that fails (a wheel
+# missing, or one that breaks the import, as kagglehub without kagglesdk
+# does), stop before the lease is spent on failing steps.
+if ! "$PYTHON" -c "import zoo" >>"$LOG" 2>&1; then
+    say "== stopping: 'import zoo' fails here (its error is above in" \
+        "$LOG); check the wheels in .whl/"
+    exit 1
+fi
 
 BACKENDS=${ZOO_GPU_BACKENDS:-jax,torch}
 if [ -z "${ZOO_GPU_BACKENDS:-}" ] && installed tensorflow; then
@@ -141,7 +150,8 @@ tests() {  # tests BACKEND: the attention and Transformer tests there
 # measured before, to compare. MFU at GPT-2 small's size (the target).
 # shellcheck disable=SC2086
 step "GPT training, GPT-2 size" 120 240 "$PYTHON" benchmarks/gpt_training.py \
-    --backends "$BACKENDS" $GPT2 $BF16 --json "$RESULTS/gpt_training_gpt2.json"
+    --backends "$BACKENDS" $GPT2 $BF16 --hlo-dir "$RESULTS" \
+    --json "$RESULTS/gpt_training_gpt2.json"
 # PyTorch's per-token cost, eager and with its decode step under
 # torch.compile replaying CUDA graphs (JAX's cached generation was measured
 # on an H100; ZOO_GPU_GENERATION adds backends).
@@ -151,21 +161,15 @@ step "GPT generation" 90 240 "$PYTHON" benchmarks/gpt_generation.py \
     --torch-compile-mode reduce-overhead \
     --json "$RESULTS/gpt_generation.json"
 # shellcheck disable=SC2086
-step "GPT training, torch.compile" 120 240 "$PYTHON" \
-    benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
-    --json "$RESULTS/gpt_training_torch_compile.json"
-# shellcheck disable=SC2086
 step "layers grid" 120 300 "$PYTHON" benchmarks/layers.py \
     --backends "$BACKENDS" $LAYERS --dtypes bfloat16 \
     --json "$RESULTS/layers.json"
+# Its compile (forward, backward and AdamW, zoo's and keras-hub's model)
+# outlasted 240 s on an H200.
 # shellcheck disable=SC2086
-step "BERT pretraining" 90 180 "$PYTHON" benchmarks/bert_pretraining.py \
-    --backends "$BACKENDS" $BERT $BF16 --json "$RESULTS/bert_pretraining.json"
-# shellcheck disable=SC2086
-step "GPT training" 120 240 "$PYTHON" benchmarks/gpt_training.py \
-    --backends "$BACKENDS" $GPT $BF16 --json "$RESULTS/gpt_training.json"
-step "empty query rows in PyTorch's CUDA kernels" 20 60 "$PYTHON" \
-    benchmarks/sdpa_empty_rows.py --json "$RESULTS/sdpa_empty_rows.json"
+step "GPT training, torch.compile" 120 300 "$PYTHON" \
+    benchmarks/gpt_training.py --backends torch $GPT $BF16 --jit-compile \
+    --json "$RESULTS/gpt_training_torch_compile.json"
 IFS=, read -r -a BACKEND_LIST <<<"$BACKENDS"
 for backend in "${BACKEND_LIST[@]}"; do
     [ "$backend" = jax ] || tests "$backend"  # JAX's compile: after
@@ -204,4 +208,13 @@ else
     say "== GPT recipe: skipped, no $CORPUS (gzip -c" \
         "../shared/data/tinyshakespeare.txt > $CORPUS, and carry .gpu_data)"
 fi
+# Measured on a GPU before (docs/performance.md), to compare.
+# shellcheck disable=SC2086
+step "BERT pretraining" 90 180 "$PYTHON" benchmarks/bert_pretraining.py \
+    --backends "$BACKENDS" $BERT $BF16 --json "$RESULTS/bert_pretraining.json"
+# shellcheck disable=SC2086
+step "GPT training" 120 240 "$PYTHON" benchmarks/gpt_training.py \
+    --backends "$BACKENDS" $GPT $BF16 --json "$RESULTS/gpt_training.json"
+step "empty query rows in PyTorch's CUDA kernels" 20 60 "$PYTHON" \
+    benchmarks/sdpa_empty_rows.py --json "$RESULTS/sdpa_empty_rows.json"
 say "== done after $(($(date +%s) - START)) s of ${BUDGET}"

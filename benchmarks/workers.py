@@ -69,11 +69,16 @@ def memory_and_device(result):
     return result
 
 
-def fused_attention_calls(model, inputs):
-    """Under JAX, how many cuDNN fused-attention kernels XLA compiled into
-    `model`'s training-mode forward pass on `inputs`: 0 where attention
-    runs as XLA's own ops (always on a CPU; on a GPU where Keras fell back
-    from cuDNN). None on the other backends."""
+def jax_compiled_step(model, inputs, targets, loss, hlo_path=None):
+    """What XLA compiles for `model`'s loss and gradients on one batch
+    (`inputs`, `targets`, `loss(targets, outputs)`; training mode), under
+    JAX: `cudnn_attention`, the cuDNN fused-attention kernels in it (0
+    where attention runs as XLA's own ops: always on a CPU, and on a GPU
+    where Keras fell back from cuDNN), and XLA's own estimates of its
+    `gflop` and the `gbytes` its kernels read and write (after fusion:
+    memory traffic that one model has and another lacks shows here).
+    Writes the optimised HLO to `hlo_path` when given. None on the other
+    backends. Compiles only; nothing runs."""
     import keras
 
     if keras.backend.backend() != "jax":
@@ -83,11 +88,25 @@ def fused_attention_calls(model, inputs):
     trainable = [v.value for v in model.trainable_variables]
     other = [v.value for v in model.non_trainable_variables]
 
-    def forward(trainable, other, inputs):
-        return model.stateless_call(trainable, other, inputs, training=True)[0]
+    def step(trainable, other, inputs, targets):
+        outputs, _ = model.stateless_call(trainable, other, inputs,
+                                          training=True)
+        return loss(targets, outputs)
 
-    text = jax.jit(forward).lower(trainable, other, inputs).compile().as_text()
-    return text.count('custom_call_target="__cudnn$fmha')
+    compiled = jax.jit(jax.value_and_grad(step)).lower(
+        trainable, other, inputs, targets).compile()
+    text = compiled.as_text()
+    if hlo_path:
+        with open(hlo_path, "w") as f:
+            f.write(text)
+    cost = compiled.cost_analysis()
+    cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
+    return {
+        "cudnn_attention": text.count('custom_call_target="__cudnn$fmha'),
+        "gflop": float(f"{float(cost.get('flops', 0.0)) / 1e9:.4g}"),
+        "gbytes": float(
+            f"{float(cost.get('bytes accessed', 0.0)) / 1e9:.4g}"),
+    }
 
 
 def memory_cell(result, width):

@@ -9,22 +9,28 @@ from benchmarks import gpt_training
 from benchmarks import workers
 
 
-def test_tiny_measurement_reports_zoo_and_keras_hub():
+def test_tiny_measurement_reports_zoo_and_keras_hub(tmp_path):
     args = gpt_training.parse_args(
-        ["--preset", "smoke", "--batch-size", "2", "--steps", "2"])
+        ["--preset", "smoke", "--batch-size", "2", "--steps", "2",
+         "--hlo-dir", str(tmp_path)])
     result = gpt_training.measure(args)
     assert result["backend"] == keras.backend.backend()
     for name in ("zoo", "keras_hub"):
         assert result[name]["tokens_per_second"] > 0
     assert result["zoo_over_keras_hub"] > 0
     assert result["zoo"]["model_tflops"] >= 0
-    # cuDNN attention kernels: counted under JAX only, none on a CPU.
-    kernels = None if keras.backend.backend() != "jax" else 0
-    for name in ("zoo", "keras_hub"):
-        assert result[name]["cudnn_attention"] == kernels
     line = gpt_training.row("jax", result)
     assert line.startswith("jax")
-    assert line.endswith("0/0" if kernels == 0 else "-")
+    if keras.backend.backend() != "jax":  # what XLA compiled: JAX only
+        assert result["zoo"]["compiled"] is None
+        assert line.endswith("-")
+        return
+    for name in ("zoo", "keras_hub"):
+        compiled = result[name]["compiled"]
+        assert compiled["cudnn_attention"] == 0  # none on a CPU
+        assert compiled["gflop"] > 0 and compiled["gbytes"] > 0
+        assert "ENTRY" in (tmp_path / f"{name}_jax.hlo.txt").read_text()
+    assert line.endswith("0/0")
 
 
 def test_peaks_by_device_and_dtype():
