@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import config_round_trip
 from tests.helpers import keras_round_trip
 from tests.helpers import to_numpy
+from zoo.layers import PositionalEmbedding
 from zoo.layers import TokenEmbedding
 
 
@@ -20,6 +21,45 @@ def test_lookup_and_tied_reverse_match_numpy():
     np.testing.assert_allclose(vectors, table[ids], rtol=1e-6)
     logits = to_numpy(layer(vectors, reverse=True))
     np.testing.assert_allclose(logits, vectors @ table.T, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+@pytest.mark.parametrize("soft_cap", [None, 2.0])
+def test_reverse_runs_in_the_compute_dtype_under_mixed_precision(
+        tie_weights, soft_cap):
+    # Keras' own layer left reverse_dtype=None to type promotion: a float32
+    # product with the float32 table. In bfloat16 here, as keras-hub's.
+    layer = TokenEmbedding(10, 4, tie_weights=tie_weights,
+                           logit_soft_cap=soft_cap, dtype="mixed_bfloat16")
+    hidden = np.random.default_rng(0).normal(size=(2, 3, 4))
+    layer.build((2, 3))
+    logits = layer(keras.ops.cast(hidden, "bfloat16"), reverse=True)
+    assert keras.backend.standardize_dtype(logits.dtype) == "bfloat16"
+    kernel = to_numpy(layer.embeddings).T if tie_weights else to_numpy(
+        layer.reverse_embeddings)
+    expected = hidden @ kernel
+    if soft_cap:
+        expected = np.tanh(expected / soft_cap) * soft_cap
+    np.testing.assert_allclose(to_numpy(keras.ops.cast(logits, "float32")),
+                               expected, rtol=0.05, atol=0.05)
+    # An explicit reverse_dtype still rules.
+    layer.reverse_dtype = "float32"
+    logits = layer(keras.ops.cast(hidden, "bfloat16"), reverse=True)
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+
+
+def test_positional_reverse_runs_in_the_compute_dtype_inside_a_model():
+    # The path a GPT takes: PositionalEmbedding's reverse calls its token
+    # table from its own call, inside a functional model. With Keras' own
+    # default that product came out (and its gradients ran) in float32.
+    embed = PositionalEmbedding(12, 8, 4, mask_zero=False,
+                                dtype="mixed_bfloat16")
+    embed(np.array([[1, 2]], "int32"))  # builds the table
+    hidden = keras.Input((None, 4), dtype="bfloat16")
+    logits = embed(hidden, reverse=True)
+    assert keras.backend.standardize_dtype(logits.dtype) == "bfloat16"
+    out = embed(keras.ops.ones((1, 2, 4), "bfloat16"), reverse=True)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
 
 
 @pytest.mark.parametrize("bad", [10, 57, -1])
@@ -70,8 +110,6 @@ def test_mixed_bfloat16():
 
 
 # ---- PositionalEmbedding's reverse direction (a language model's output) ----
-
-from zoo.layers import PositionalEmbedding  # noqa: E402
 
 
 @pytest.mark.parametrize("tie_weights", [True, False])

@@ -31,7 +31,9 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     `layer(ids)` embeds `(batch, seq)` ids to `(batch, seq, dim)`;
     `layer(hidden, reverse=True)` maps `(batch, seq, dim)` back to
     `(batch, seq, vocabulary)` logits, with the same matrix when
-    `tie_weights=True` (a language model's output layer). Ids are checked
+    `tie_weights=True` (a language model's output layer), computed in the
+    layer's compute dtype unless `reverse_dtype` says otherwise (bfloat16
+    under `mixed_bfloat16`, as keras-hub's layer). Ids are checked
     whenever their values are visible (eager calls, and every call on
     PyTorch): an id `>= input_dim` or below 0 is an error naming the id,
     never a NaN row. Inside compiled JAX functions ids have no values yet
@@ -69,7 +71,29 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
         # would stall an accelerator, so it passes check_ids=False.
         if not reverse and check_ids:
             check_token_ids(inputs, self.input_dim, self.name)
+        if reverse and self.reverse_dtype is None:
+            return self._reverse(inputs, self.compute_dtype)
         return super().call(inputs, reverse=reverse)
+
+    def _reverse(self, inputs, dtype):
+        """The projection to logits in `dtype`.
+
+        Keras documents `reverse_dtype=None` as the compute dtype but then
+        multiplies by the table as it is stored: under a mixed policy
+        (float32 table, bfloat16 hidden states) the whole vocabulary
+        product, forward and backward, ran in float32. Here it runs in
+        the compute dtype, as keras-hub's `ReversibleEmbedding` does.
+        """
+        kernel = (
+            ops.transpose(self.embeddings)
+            if self.tie_weights
+            else self.reverse_embeddings
+        )
+        logits = ops.matmul(ops.cast(inputs, dtype), ops.cast(kernel, dtype))
+        if self.logit_soft_cap is not None:
+            cap = self.logit_soft_cap
+            logits = ops.multiply(ops.tanh(ops.divide(logits, cap)), cap)
+        return logits
 
 
 @keras.saving.register_keras_serializable(package="zoo")
