@@ -175,6 +175,25 @@ def test_greedy_with_the_cache_equals_greedy_without(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_mixed_precision_generation_is_the_same_with_reused_casts(
+        kind, monkeypatch):
+    # Under PyTorch the decoding loop casts each weight once per call
+    # (zoo.layers.sublayers.reused_casts); the translations must not move.
+    import contextlib
+
+    from zoo.models import generation
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = translator(kind)
+    sources = GERMAN[:2]
+    options = [{}, {"sampler": "beam", "num_beams": 3}]
+    reused = [model.generate(sources, max_length=10, **o) for o in options]
+    monkeypatch.setattr(generation, "reused_casts", contextlib.nullcontext)
+    assert reused == [model.generate(sources, max_length=10, **o)
+                      for o in options]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_training_on_raw_pairs_lowers_the_loss_and_survives_saving(
         kind, tmp_path):
     model = translator(kind)
