@@ -3,6 +3,8 @@ the first steps at toy sizes (PyTorch only, the quickest to start), skips
 what no longer fits and says so, and packs what finished. (Run once, under
 PyTorch: it starts its own processes.)"""
 
+import gzip
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -78,3 +80,28 @@ def test_it_stops_at_once_where_zoo_does_not_import(tmp_path):
     assert run.returncode == 1
     assert "no kagglesdk" in log and "== stopping: 'import zoo' fails" in log
     assert "== environment" not in log  # no step ran
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch",
+                    reason="a shell script; once is enough")
+def test_the_carry_script_asks_for_the_wheels_and_packs_the_corpus(tmp_path):
+    # PIP stands in for pip: it records what it was asked to download.
+    record = tmp_path / "asked.txt"
+    fake_pip = tmp_path / "pip"
+    fake_pip.write_text(f'#!/bin/sh\necho "$@" > {record}\n')
+    fake_pip.chmod(0o755)
+    corpus = tmp_path / "shakespeare.txt"
+    corpus.write_text("First Citizen:\nBefore we proceed any further.\n")
+    env = dict(os.environ, PYTHON=sys.executable, PIP=str(fake_pip),
+               ZOO_CARRY_DIR=str(tmp_path / "out"))
+    run = subprocess.run(
+        ["bash", "benchmarks/gpu_carry.sh", str(corpus)], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    asked = record.read_text().split()
+    for name in ("keras", "keras-hub", "namex", "optree"):
+        assert f"{name}=={importlib.metadata.version(name)}" in asked
+    assert not any("kagglehub" in word for word in asked)
+    assert "3.12" in asked and "--no-deps" in asked
+    packed = tmp_path / "out" / ".gpu_data" / "tinyshakespeare.txt.gz"
+    assert gzip.decompress(packed.read_bytes()).decode() == corpus.read_text()
