@@ -72,11 +72,11 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
         if not reverse and check_ids:
             check_token_ids(inputs, self.input_dim, self.name)
         if reverse and self.reverse_dtype is None:
-            return self._reverse(inputs, self.compute_dtype)
+            return self._reverse_in_compute_dtype(inputs)
         return super().call(inputs, reverse=reverse)
 
-    def _reverse(self, inputs, dtype):
-        """The projection to logits in `dtype`.
+    def _reverse_in_compute_dtype(self, inputs):
+        """The projection to logits in the layer's compute dtype.
 
         Keras documents `reverse_dtype=None` as the compute dtype but then
         multiplies by the table as it is stored: under a mixed policy
@@ -89,6 +89,7 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
             if self.tie_weights
             else self.reverse_embeddings
         )
+        dtype = self.compute_dtype
         logits = ops.matmul(ops.cast(inputs, dtype), ops.cast(kernel, dtype))
         if self.logit_soft_cap is not None:
             cap = self.logit_soft_cap
