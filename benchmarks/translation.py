@@ -21,7 +21,9 @@ validation set (`--data-dir`; generated sentences without it) in batches of
 
 Every configuration is compiled (jit on JAX, XLA tf.function on TensorFlow;
 PyTorch runs eagerly under no_grad) and warmed up on one batch before the
-timed pass over all sentences. The table shows sentences per second and the
+timed pass over all sentences. Under PyTorch the cached runs are timed once
+more with `compile(jit_compile=True)`, which compiles the one-token decode
+step with `torch.compile` (`--no-torch-compile` skips them). The table shows sentences per second and the
 speed-up of the cache. Timings are only compared within one run on one
 machine.
 """
@@ -57,6 +59,10 @@ def parse_args(argv=None):
                         help="how many validation sentences")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--no-torch-compile", dest="torch_compile",
+                        action="store_false",
+                        help="PyTorch: skip the cached runs with the decode "
+                        "step compiled (compile(jit_compile=True))")
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     if args.sentences < 1 or args.batch_size < 1 or args.beam < 2:
@@ -111,37 +117,49 @@ def measure(args):
               "parameters": int(translator.count_params()),
               "sentences": len(german), "batch_size": args.batch_size}
     outputs = {}
-    for search, options in (
-            ("greedy", {}),
-            (f"beam{args.beam}", dict(sampler="beam", num_beams=args.beam,
-                                      length_penalty=0.6))):
+    searches = (("greedy", {}),
+                (f"beam{args.beam}", dict(sampler="beam", num_beams=args.beam,
+                                          length_penalty=0.6)))
+    for search, options in searches:
         for name, use_cache in (("cached", True), ("recomputed", False)):
-            # Compiles for the batch shape (and the last, smaller one).
-            start = time.perf_counter()
-            for batch in {len(b): b for b in batches}.values():
-                translator.generate(batch, use_cache=use_cache, **options)
-            first = time.perf_counter() - start
-            start = time.perf_counter()
-            out = []
-            for batch in batches:
-                out += translator.generate(batch, use_cache=use_cache,
-                                           **options)
-            seconds = time.perf_counter() - start
-            outputs[search, name] = out
-            result[f"{search}_{name}"] = {
-                "warm_up_seconds": round(first, 3),
-                "seconds": round(seconds, 3),
-                "sentences_per_second": round(len(german) / seconds, 2),
-            }
+            result[f"{search}_{name}"], outputs[search, name] = timed(
+                translator, batches, len(german), use_cache=use_cache,
+                **options)
         result[f"{search}_speedup"] = round(
             result[f"{search}_recomputed"]["seconds"]
             / result[f"{search}_cached"]["seconds"], 2)
         result[f"{search}_same_output"] = (
             outputs[search, "cached"] == outputs[search, "recomputed"])
+    if keras.backend.backend() == "torch" and args.torch_compile:
+        # The decode step under torch.compile, as users ask for it.
+        translator.compile(jit_compile=True)
+        for search, options in searches:
+            timing, out = timed(translator, batches, len(german), **options)
+            result[f"{search}_compiled"] = {
+                **timing, "same_output": out == outputs[search, "cached"],
+                "compiled_over_eager": round(
+                    result[f"{search}_cached"]["seconds"]
+                    / timing["seconds"], 2)}
     result["example"] = {"source": german[0],
                          "greedy": outputs["greedy", "cached"][0]}
     result["beam"] = args.beam
     return result
+
+
+def timed(translator, batches, count, **options):
+    """(timing, translations) of `generate` over `batches`, after one
+    untimed call per batch shape (which compiles for it)."""
+    start = time.perf_counter()
+    for batch in {len(b): b for b in batches}.values():
+        translator.generate(batch, **options)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    out = []
+    for batch in batches:
+        out += translator.generate(batch, **options)
+    seconds = time.perf_counter() - start
+    return {"warm_up_seconds": round(first, 3), "seconds": round(seconds, 3),
+            "sentences_per_second": round(count / seconds, 2)}, out
 
 
 def main(argv=None):
@@ -174,6 +192,15 @@ def main(argv=None):
               f"{r[beam + '_recomputed']['sentences_per_second']:>8.2f} "
               f"{r[beam + '_speedup']:>8.2f}x | {r['greedy_same_output']}",
               flush=True)
+        for search in ("greedy", beam):
+            c = r.get(f"{search}_compiled")
+            if c:
+                print(f"{backend}: {search}, decode step compiled "
+                      f"(jit_compile=True): {c['sentences_per_second']:.2f} "
+                      f"sentences/s, compiled / eager "
+                      f"{c['compiled_over_eager']:.2f}x (first calls "
+                      f"{c['warm_up_seconds']:.1f} s), same output: "
+                      f"{c['same_output']}", flush=True)
     print("cached: one new decoder position per step, earlier keys/values "
           "from the cache; recomp.: generate(use_cache=False), the decoder "
           "over the whole target window at every step")

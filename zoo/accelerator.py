@@ -84,6 +84,33 @@ def compiling():
     return bool(torch.compiler.is_compiling())
 
 
+def compile_function(function):
+    """`function` compiled with `torch.compile` under PyTorch; `function`
+    itself under JAX and TensorFlow, whose compiled loops already hold it.
+
+    Shapes are static (`dynamic=False`): each new shape compiles once more
+    (PyTorch recompiles up to `torch._dynamo.config.recompile_limit` shapes,
+    then runs the function eagerly). Used by `generate` for a task's
+    one-token decoding step when the task was compiled with
+    `jit_compile=True`.
+
+    Args:
+        function: a Python callable of tensors (a bound method is fine).
+
+    Returns:
+        A callable with `function`'s signature.
+
+    Example:
+
+    >>> step = compile_function(gpt.call_with_cache)
+    """
+    if keras.backend.backend() != "torch":
+        return function
+    import torch
+
+    return torch.compile(function, dynamic=False)
+
+
 def peak_tflops(device_name, dtype):
     """The device's data-sheet peak for `dtype` in TFLOP/s (float32 counts
     as TF32 tensor cores), or None for a device not in `PEAK_TFLOPS`.

@@ -11,8 +11,9 @@ from benchmarks import translation
 def test_tiny_measurement_reports_every_figure():
     args = translation.parse_args(
         ["--preset", "smoke", "--sentences", "5", "--batch-size", "4",
-         "--beam", "2"])
+         "--beam", "2", "--no-torch-compile"])
     result = translation.measure(args)
+    assert "greedy_compiled" not in result
     assert result["backend"] == keras.backend.backend()
     assert result["sentences"] == 5 and result["model"] == "untrained smoke"
     for name in ("greedy_cached", "greedy_recomputed", "beam2_cached",
@@ -22,6 +23,18 @@ def test_tiny_measurement_reports_every_figure():
     # The cache changes the cost, never the translation.
     assert result["greedy_same_output"]
     assert result["greedy_speedup"] > 0 and result["beam2_speedup"] > 0
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch",
+                    reason="the compiled decode step: PyTorch only")
+def test_the_compiled_decode_step_translates_the_same():
+    args = translation.parse_args(
+        ["--preset", "smoke", "--sentences", "4", "--batch-size", "4",
+         "--beam", "2"])
+    result = translation.measure(args)
+    for search in ("greedy", "beam2"):
+        compiled = result[f"{search}_compiled"]
+        assert compiled["same_output"] and compiled["compiled_over_eager"] > 0
 
 
 def test_a_missing_model_is_one_clear_line(tmp_path):

@@ -92,6 +92,18 @@ def test_learned_positions_start_index_slices_table():
     np.testing.assert_allclose(out[1], to_numpy(layer.position_embeddings)[6:], atol=ATOL)
 
 
+def test_learned_positions_take_a_tensor_start_index():
+    # A decoding step may carry its position as a 0-d tensor (under
+    # PyTorch a gather, not a slice: what torch.compile keeps in one graph).
+    layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
+    inputs = random_array((2, 3, DIM))
+    expected = to_numpy(layer(inputs, start_index=5))
+    out = to_numpy(layer(inputs, start_index=keras.ops.convert_to_tensor(5)))
+    np.testing.assert_allclose(out, expected, atol=0)
+    np.testing.assert_allclose(
+        out[0], to_numpy(layer.position_embeddings)[5:8], atol=ATOL)
+
+
 @pytest.mark.parametrize("length, start_index", [(SEQ_LEN + 1, 0), (4, SEQ_LEN - 3)])
 def test_learned_positions_past_sequence_length_raise(length, start_index):
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)

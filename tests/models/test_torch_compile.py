@@ -82,6 +82,64 @@ def test_a_cached_decode_step_is_one_graph():
     assert _graphs(step, *steps[2]) == (1, [])
 
 
+def _compiled_generation(generate):
+    """(outputs, graphs, graph breaks) of `generate()` under TorchDynamo's
+    counters."""
+    import torch
+
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    outputs = generate()
+    return (outputs, int(counters["stats"]["unique_graphs"]),
+            sum(counters["graph_break"].values()))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_jit_compile_compiles_the_decode_step_as_one_graph(policy):
+    # The position moves every step; it stays a tensor inside the graph
+    # (before: an int, and the step split into many graphs once it became
+    # symbolic).
+    gpt = GPT(GPTBackbone(40, sequence_length=16, dtype=policy, **SMALL),
+              preprocessor=None)
+    rng = np.random.default_rng(0)
+    prompts = [{"token_ids": rng.integers(1, 40, (2, 16)).astype("int32"),
+                "padding_mask": np.arange(16)[None] < np.array([[3], [6]])}
+               for _ in range(2)]
+    eager = [gpt.generate(dict(p), stop_token_ids=None) for p in prompts]
+    gpt.compile(jit_compile=True)
+    compiled, graphs, breaks = _compiled_generation(
+        lambda: [gpt.generate(dict(p), stop_token_ids=None) for p in prompts])
+    assert (graphs, breaks) == (1, 0)  # one shape: one graph for both calls
+    if policy == "float32":  # bfloat16 rounds differently once fused
+        for a, b in zip(compiled, eager):
+            np.testing.assert_array_equal(a["token_ids"], b["token_ids"])
+    _, graphs, _ = _compiled_generation(lambda: gpt.generate(
+        dict(prompts[0]), stop_token_ids=None, sampler="beam", num_beams=2))
+    assert graphs == 1
+    gpt.compile(jit_compile=False)  # compile again: eager decoding
+    _, graphs, _ = _compiled_generation(
+        lambda: gpt.generate(dict(prompts[0]), stop_token_ids=None))
+    assert graphs == 0
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_jit_compile_compiles_the_translators_decode_step(kind):
+    from tests.models.seq2seq.test_translator import GERMAN
+    from tests.models.seq2seq.test_translator import translator
+
+    model = translator(kind)
+    sources = GERMAN[:3]
+    options = [{}, {"sampler": "beam", "num_beams": 3}]
+    eager = [model.generate(sources, max_length=12, **o) for o in options]
+    model.compile(jit_compile=True)
+    compiled, graphs, breaks = _compiled_generation(
+        lambda: [model.generate(sources, max_length=12, **o)
+                 for o in options])
+    assert compiled == eager
+    assert (graphs, breaks) == (2, 0)  # greedy's batch and beam's
+
+
 def test_compiling_is_true_only_while_tracing():
     import torch
 

@@ -124,9 +124,16 @@ class LearnedPositionEmbedding(keras.layers.Layer):
             length, start_index, self.sequence_length, self.name
         )
         table = ops.convert_to_tensor(self.position_embeddings)
-        positions = ops.slice(
-            table, (start_index, 0), (length, ops.shape(table)[-1])
-        )
+        if keras.backend.backend() == "torch" and ops.is_tensor(start_index):
+            # A gather, not a slice at a tensor offset: PyTorch's `narrow`
+            # reads the offset back, which splits a torch.compile'd graph.
+            positions = ops.take(
+                table, start_index + ops.arange(length, dtype="int32"), axis=0
+            )
+        else:
+            positions = ops.slice(
+                table, (start_index, 0), (length, ops.shape(table)[-1])
+            )
         return ops.broadcast_to(ops.cast(positions, self.compute_dtype), shape)
 
     def compute_output_shape(self, input_shape):

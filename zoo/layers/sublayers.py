@@ -311,7 +311,9 @@ def concrete_index(index):
     the length checks read the value back. Reading it once per step (what
     the sampler's loop condition already does) spares that. Elsewhere
     (JAX, TensorFlow: a traced value inside a compiled loop; a Python int
-    already) `index` is returned as it is.
+    already; while `torch.compile` traces, where reading it would split
+    the graph and a moving int would be traced again per step) `index` is
+    returned as it is.
 
     Example (the top of a decoding step):
 
@@ -322,6 +324,7 @@ def concrete_index(index):
         or isinstance(index, int)
         or not keras.ops.is_tensor(index)
         or len(index.shape) != 0
+        or compiling()
     ):
         return index
     return int(index)

@@ -25,6 +25,7 @@ import numpy as np
 from keras import ops
 from keras_hub.src.utils.tensor_utils import any_equal
 
+from zoo.accelerator import compile_function
 from zoo.layers.sublayers import reused_casts
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
@@ -257,7 +258,9 @@ class GenerationMixin:
     generation call picks its sampler with `select_sampler` (which rewinds a
     seed), then runs `run_generate_step` once per phase; the task's
     `generate_step` reads `self.generation_mode` (e.g. "cache" or
-    "window"), fixed per compiled function.
+    "window"), fixed per compiled function, and calls its one-token
+    decoding step through `decode_function` (compiled under PyTorch when
+    the task was compiled with `jit_compile=True`).
     """
 
     def _init_generation(self):
@@ -266,6 +269,7 @@ class GenerationMixin:
         self._compiled_sampler = None
         self._setting = None
         self._generate_with_xla = True
+        self._decode_functions = {}  # name -> torch.compile'd step
         self.generation_mode = None
 
     def _compiled_sampler_changed(self, jit_compile="auto"):
@@ -273,7 +277,31 @@ class GenerationMixin:
         self._compiled_sampler = self.sampler
         self._samplers = {}
         self._generate_functions = {}
+        self._decode_functions = {}
         self._generate_with_xla = jit_compile is not False
+
+    def decode_function(self, function):
+        """The one-token decoding step `function` (a bound method of this
+        task or its backbone) as the generation loop should call it.
+
+        Under PyTorch, whose generation runs eagerly, a task compiled with
+        `jit_compile=True` gets the step compiled with `torch.compile`
+        (`zoo.accelerator.compile_function`: one graph per shape, compiled
+        on the first call and kept until the next `compile`), which takes
+        Keras' per-layer Python cost off every token. Otherwise, and
+        always under JAX and TensorFlow (whose whole generation loop is
+        compiled), `function` itself.
+
+        Example (inside `generate_step`):
+
+        >>> step = self.decode_function(self.call_with_cache)
+        """
+        if keras.config.backend() != "torch" or self.jit_compile is not True:
+            return function
+        name = function.__name__
+        if name not in self._decode_functions:
+            self._decode_functions[name] = compile_function(function)
+        return self._decode_functions[name]
 
     def make_generate_function(self):
         if (

@@ -194,19 +194,22 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         whole buffer when that is shorter), for buffers past the context and
         as the cache-free reference (`generate(use_cache=False)`).
         """
-        token_ids, padding_mask = inputs["token_ids"], inputs["padding_mask"]
+        # Tensors from here on (PyTorch's eager generation is handed NumPy
+        # arrays), so a compiled `call_with_cache` converts nothing.
+        token_ids = ops.convert_to_tensor(inputs["token_ids"])
+        padding_mask = inputs["padding_mask"]
         row_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=-1)
         index = ops.min(row_lengths)
 
         if self.generation_mode == "cache":
             hidden_states, cache = self._build_cache(token_ids)
+            # The prompt pass above runs once; each token runs this step.
+            step = self.decode_function(self.call_with_cache)
 
             def next(prompt, cache, index):
                 batch_size = ops.shape(prompt)[0]
                 prompt = ops.slice(prompt, [0, index - 1], [batch_size, 1])
-                logits, hidden, cache = self.call_with_cache(
-                    prompt, cache, index - 1
-                )
+                logits, hidden, cache = step(prompt, cache, index - 1)
                 return (
                     ops.squeeze(logits, axis=1),
                     ops.squeeze(hidden, axis=1),

@@ -230,9 +230,11 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         keys and values of the source, computed once."""
         batch = ops.shape(encoder_output)[0]
         head_dim = self.hidden_dim // self.num_heads
-        empty = ops.zeros((batch, 2, max_length, self.num_heads, head_dim),
-                          dtype=self.compute_dtype)
-        self_caches = tuple(empty for _ in self.decoder_layers)
+        shape = (batch, 2, max_length, self.num_heads, head_dim)
+        # One tensor per layer: aliases would change after the first step
+        # (a compiled step would be traced again for that).
+        self_caches = tuple(ops.zeros(shape, dtype=self.compute_dtype)
+                            for _ in self.decoder_layers)
         cross_caches = tuple(layer.compute_cross_attention_cache(encoder_output)
                              for layer in self.decoder_layers)
         return self_caches, cross_caches, encoder_padding_mask

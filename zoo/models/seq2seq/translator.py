@@ -119,8 +119,10 @@ class Translator(GenerationMixin, PortableCompileConfig,
         runs once. `generation_mode` "cache": one position per step;
         "full": the whole decoder prefix per step (the reference)."""
         backbone = self.backbone
-        source_ids = inputs["encoder_token_ids"]
-        source_mask = inputs["encoder_padding_mask"]
+        # Tensors from here on (PyTorch's eager generation is handed NumPy
+        # arrays), so a compiled decoding step converts nothing.
+        source_ids = ops.convert_to_tensor(inputs["encoder_token_ids"])
+        source_mask = ops.convert_to_tensor(inputs["encoder_padding_mask"])
         target_ids, target_mask = (inputs["decoder_token_ids"],
                                    inputs["decoder_padding_mask"])
         max_length = target_ids.shape[1]
@@ -130,12 +132,15 @@ class Translator(GenerationMixin, PortableCompileConfig,
             cache = backbone.decoder_cache(encoder_output, source_mask,
                                            max_length)
 
+            step = self.decode_function(self.decode_token)
+
             def next(prompt, cache, index):
                 token = ops.slice(prompt, [0, index - 1],
                                   [ops.shape(prompt)[0], 1])
-                hidden, cache = backbone.decode_step(token, cache, index - 1)
-                logits = backbone.token_logits(hidden)[:, 0]
-                return ops.cast(logits, "float32"), hidden[:, 0], cache
+                # A tensor on every step (the loop starts from the int 1),
+                # so a compiled step is one graph, not one per kind of index.
+                return step(token, cache,
+                            ops.convert_to_tensor(index - 1, "int32"))
 
         else:
             cache = (source_ids, source_mask)
@@ -155,6 +160,14 @@ class Translator(GenerationMixin, PortableCompileConfig,
             next=next, prompt=target_ids, cache=cache, index=1,
             mask=target_mask, stop_token_ids=stop_token_ids, model=self)
         return {"decoder_token_ids": token_ids}
+
+    def decode_token(self, token, cache, index):
+        """One decoding step: `token` `(batch, 1)` at target position
+        `index` -> `(logits (batch, vocab) float32, hidden (batch, dim),
+        cache)`, the cache from the backbone's `decoder_cache`."""
+        hidden, cache = self.backbone.decode_step(token, cache, index)
+        logits = self.backbone.token_logits(hidden)[:, 0]
+        return ops.cast(logits, "float32"), hidden[:, 0], cache
 
     def generate(self, inputs, max_length=None, sampler=None, temperature=1.0,
                  seed=None, use_cache=True, **sampler_options):
