@@ -35,9 +35,11 @@ called through Keras' `Layer.__call__` (`through_layer_calls`), which
 shows what `zoo.layers.sublayers.call_sublayer`'s direct calls buy; and a
 compiled decode step: the model's `call_with_cache` (one forward pass over
 the new positions, what each generated token costs) wrapped in
-`torch.compile`, the rest of the loop as it is; `compiled / eager` is
-zoo's cached time over the compiled one (above 1: compiling pays), with
-the first call's compile time and the number of graphs TorchDynamo made.
+`torch.compile` (static shapes, as `compile(jit_compile=True)` does for
+the step), the rest of the loop as it is; `compiled / eager` is zoo's
+cached time over the compiled one (above 1: compiling pays), with the
+first call's compile time and the number of graphs TorchDynamo made, for
+each mode in `--torch-compile-mode` (e.g. `default,reduce-overhead`).
 
 `--dtype bfloat16` (or float16) runs both models under the mixed Keras
 policy (float32 variables, 16-bit compute); the hand-written JAX peer
@@ -64,6 +66,9 @@ from benchmarks.workers import selected_backends  # noqa: E402
 from benchmarks.workers import write_results  # noqa: E402
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+
+
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--num-layers", type=int, default=6)
@@ -82,13 +87,18 @@ def parse_args(argv=None):
                         help="torch.compile backend for the compiled decode "
                         "step (PyTorch only); 'none' skips it")
     parser.add_argument("--torch-compile-mode", default="default",
-                        choices=("default", "reduce-overhead",
-                                 "max-autotune-no-cudagraphs"),
-                        help="torch.compile mode; reduce-overhead replays "
-                        "CUDA graphs on a GPU (the usual remedy for "
-                        "per-call cost)")
+                        help="torch.compile mode, or several separated by "
+                        "commas, each timed: " + ", ".join(COMPILE_MODES)
+                        + "; reduce-overhead replays CUDA graphs on a GPU "
+                        "(the usual remedy for per-call cost)")
     parser.add_argument("--json", default=None, help="write results here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.torch_compile_modes = args.torch_compile_mode.split(",")
+    unknown = set(args.torch_compile_modes) - set(COMPILE_MODES)
+    if unknown:
+        parser.error(f"--torch-compile-mode: unknown {sorted(unknown)}; "
+                     f"choose from {', '.join(COMPILE_MODES)}")
+    return args
 
 
 def measure(args):
@@ -139,13 +149,17 @@ def measure(args):
             gpt, prompt, outputs["cached"], args)
     if (keras.backend.backend() == "torch"
             and args.torch_compile_backend != "none"):
-        try:  # a failing compile must not cost the eager figures
-            step = torch_compiled_step(gpt, prompt, outputs["cached"], args)
-            step["compiled_over_eager"] = round(cached / step["seconds"], 3)
-        except Exception as error:  # noqa: BLE001 -- reported, not hidden
-            step = {"mode": args.torch_compile_mode,
-                    "error": f"{type(error).__name__}: {error}"[:500]}
-        result["torch_compile"] = step
+        result["torch_compile"] = []
+        for mode in args.torch_compile_modes:
+            try:  # a failing compile must not cost the other figures
+                step = torch_compiled_step(gpt, prompt, outputs["cached"],
+                                           args, mode)
+                step["compiled_over_eager"] = round(
+                    cached / step["seconds"], 3)
+            except Exception as error:  # noqa: BLE001 -- reported
+                step = {"mode": mode,
+                        "error": f"{type(error).__name__}: {error}"[:500]}
+            result["torch_compile"].append(step)
     if keras.backend.backend() == "jax":
         result["hand_written"] = hand_written_peer(
             gpt, prompt, outputs["cached"], args)
@@ -210,7 +224,7 @@ def through_layer_calls_peer(gpt, prompt, cached_output, args):
         np.asarray(cached_output["token_ids"])))}
 
 
-def torch_compiled_step(gpt, prompt, cached_output, args):
+def torch_compiled_step(gpt, prompt, cached_output, args, mode):
     """zoo's cached generation with `call_with_cache` under `torch.compile`
     (PyTorch only): does compiling the per-token forward pass pay?"""
     import keras
@@ -222,11 +236,10 @@ def torch_compiled_step(gpt, prompt, cached_output, args):
     counter.clear()
     eager = gpt.call_with_cache
     compiled = torch.compile(
-        eager, backend=args.torch_compile_backend,
-        mode=None if args.torch_compile_mode == "default"
-        else args.torch_compile_mode)
+        eager, backend=args.torch_compile_backend, dynamic=False,
+        mode=None if mode == "default" else mode)
     gpt.call_with_cache = compiled
-    if args.torch_compile_mode == "reduce-overhead":
+    if mode == "reduce-overhead":
         def compiled_step(*step_args):
             # CUDA graphs replay into the same output buffers: each step
             # is a new iteration, and the cache it returns, read by the
@@ -242,7 +255,7 @@ def torch_compiled_step(gpt, prompt, cached_output, args):
             lambda: gpt.generate(dict(prompt), stop_token_ids=None), args)
     finally:
         gpt.call_with_cache = eager
-    return {**timing, "mode": args.torch_compile_mode,
+    return {**timing, "mode": mode,
             "graphs": int(counter["stats"]["unique_graphs"]),
             "graph_breaks": int(sum(counter["graph_break"].values())),
             "identical_greedy_output": bool(np.array_equal(
@@ -350,11 +363,11 @@ def main(argv=None):
                   f" tok/s); call_sublayer's direct calls are "
                   f"{calls['seconds'] / r['cached']['seconds']:.2f}x faster; "
                   f"identical output: {calls['identical_greedy_output']}")
-        step = r.get("torch_compile")
-        if step and "error" in step:
-            print(f"torch: call_with_cache under torch.compile "
-                  f"({step['mode']} mode) failed: {step['error']}")
-        elif step:
+        for step in r.get("torch_compile", ()):
+            if "error" in step:
+                print(f"torch: call_with_cache under torch.compile "
+                      f"({step['mode']} mode) failed: {step['error']}")
+                continue
             print(f"torch: call_with_cache under torch.compile "
                   f"({step['mode']} mode): "
                   f"{step['seconds']:.3f} s ({step['tokens_per_second']:.1f} "

@@ -153,12 +153,13 @@ step "GPT training, GPT-2 size" 120 240 "$PYTHON" benchmarks/gpt_training.py \
     --backends "$BACKENDS" $GPT2 $BF16 --hlo-dir "$RESULTS" \
     --json "$RESULTS/gpt_training_gpt2.json"
 # PyTorch's per-token cost, eager and with its decode step under
-# torch.compile replaying CUDA graphs (JAX's cached generation was measured
-# on an H100; ZOO_GPU_GENERATION adds backends).
+# torch.compile, as compile(jit_compile=True) runs it and replaying CUDA
+# graphs (JAX's cached generation was measured on an H100;
+# ZOO_GPU_GENERATION adds backends).
 # shellcheck disable=SC2086
-step "GPT generation" 90 240 "$PYTHON" benchmarks/gpt_generation.py \
+step "GPT generation" 90 300 "$PYTHON" benchmarks/gpt_generation.py \
     --backends "${ZOO_GPU_GENERATION:-torch}" $GENERATION --dtype bfloat16 \
-    --torch-compile-mode reduce-overhead \
+    --torch-compile-mode default,reduce-overhead \
     --json "$RESULTS/gpt_generation.json"
 # shellcheck disable=SC2086
 step "layers grid" 120 300 "$PYTHON" benchmarks/layers.py \

@@ -29,12 +29,22 @@ def test_tiny_measurement_reports_every_figure():
     if keras.backend.backend() == "torch":
         calls = result["through_layer_calls"]
         assert calls["identical_greedy_output"] and calls["seconds"] > 0
-        step = result["torch_compile"]
-        assert step["identical_greedy_output"]
-        assert step["graphs"] >= 1 and step["compiled_over_eager"] > 0
+        [step] = result["torch_compile"]
+        assert step["mode"] == "default" and step["identical_greedy_output"]
+        # The position moves every step; the step stays one graph.
+        assert (step["graphs"], step["graph_breaks"]) == (2, 0)
+        assert step["compiled_over_eager"] > 0
     else:
         assert "torch_compile" not in result
         assert "through_layer_calls" not in result
+
+
+def test_compile_modes_are_a_list_and_unknown_ones_are_refused():
+    args = gpt_generation.parse_args(
+        ["--torch-compile-mode", "default,reduce-overhead"])
+    assert args.torch_compile_modes == ["default", "reduce-overhead"]
+    with pytest.raises(SystemExit):
+        gpt_generation.parse_args(["--torch-compile-mode", "default,fast"])
 
 
 def test_bfloat16_measurement_runs_both_models_in_bfloat16():
