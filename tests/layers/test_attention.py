@@ -157,6 +157,48 @@ def test_causal_is_aligned_to_the_end_of_the_keys():
     np.testing.assert_allclose(to_numpy(out), reference, atol=ATOL)
 
 
+@pytest.mark.parametrize("return_weights", [False, True], ids=["fused", "explicit"])
+def test_causal_with_more_queries_than_keys_zeroes_the_early_queries(return_weights):
+    # Aligned to the end of the keys, queries 0 and 1 of 5 over 3 keys see
+    # none: zeros, as for any key-less query (the causal-only shortcut that
+    # skips the row check must not apply here).
+    q, k, v = random_array((1, 5, 4), 0), random_array((1, 3, 4), 1), random_array((1, 3, 4), 2)
+    out = to_numpy(_first(scaled_dot_product_attention(
+        q, k, v, is_causal=True, return_weights=return_weights)))
+    expected, _ = np_attention(q[:, 2:], k, v, ops.convert_to_numpy(causal_mask(3, 3))[None])
+    assert np.all(out[:, :2] == 0)
+    np.testing.assert_allclose(out[:, 2:], expected, atol=ATOL)
+
+
+@pytest.mark.parametrize("return_scores", [False, True], ids=["fused", "explicit"])
+def test_a_causal_decoding_step_skips_the_row_check(monkeypatch, return_scores):
+    # A causal mask alone lets every query see key 0: no row can be empty,
+    # so the step does not look for one (a pass over the mask per call).
+    from zoo.layers import attention
+
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    x = random_array((2, 7, 8), 0)
+    full = to_numpy(layer(x, x, use_causal_mask=True))
+
+    def no_check(*args):
+        raise AssertionError("the row check ran")
+
+    monkeypatch.setattr(attention, "_rows_with_a_key", no_check)
+    monkeypatch.setattr(attention, "_zero_rows_without_a_key", no_check)
+    cache = ops.zeros((2, 2, 7, 2, 4))
+    token = x[:, 3:4]
+    prefix = layer(x[:, :3], x[:, :3], use_causal_mask=True, cache=cache,
+                   cache_update_index=0)
+    out = layer(token, token, use_causal_mask=True, cache=prefix[-1],
+                cache_update_index=3, return_attention_scores=return_scores)
+    np.testing.assert_allclose(to_numpy(out[0]), full[:, 3:4], atol=ATOL)
+    if return_scores:  # with a padding mask too, the explicit path checks
+        with pytest.raises(AssertionError, match="row check"):
+            layer(token, token, use_causal_mask=True, cache=prefix[-1],
+                  cache_update_index=3, attention_mask=np.ones((2, 1, 7), bool),
+                  return_attention_scores=True)
+
+
 def test_custom_scale():
     q, k, v = random_array((1, 3, 4), 0), random_array((1, 3, 4), 1), random_array((1, 3, 4), 2)
     out = scaled_dot_product_attention(q, k, v, scale=1.0)

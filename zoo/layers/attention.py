@@ -120,7 +120,7 @@ def _rows_with_a_key(mask):
 
 
 def _explicit_attention(query, key, value, mask, scale, weights_dropout=None,
-                        return_weights=False):
+                        return_weights=False, rows_have_keys=False):
     """Softmax path on (batch, seq, heads, dim) tensors; returns (outputs,
     weights), weights None unless `return_weights`.
 
@@ -132,13 +132,15 @@ def _explicit_attention(query, key, value, mask, scale, weights_dropout=None,
     # Softmax in float32: bfloat16/float16 logits lose the small differences
     # that matter, and float16 cannot hold a large negative mask value.
     logits = ops.cast(logits, "float32")
+    check_rows = mask is not None and not rows_have_keys
+    if check_rows:
+        mask, row_valid = _rows_with_a_key(mask)
     if mask is not None:
-        open_mask, row_valid = _rows_with_a_key(mask)
-        logits = ops.where(open_mask, logits, _NEGATIVE_LOGIT)
+        logits = ops.where(mask, logits, _NEGATIVE_LOGIT)
     weights = ops.cast(ops.softmax(logits, axis=-1), value.dtype)
     attended = weights if weights_dropout is None else weights_dropout(weights)
     outputs = ops.einsum("bnts,bsnh->btnh", attended, value)
-    if mask is not None:
+    if check_rows:
         outputs = _zero_rows_without_a_key(outputs, row_valid)
         if return_weights:
             weights = weights * ops.cast(row_valid, weights.dtype)
@@ -178,8 +180,11 @@ def _sdpa_zeroes_empty_rows(query):
     return _ZEROES_EMPTY_ROWS[device]
 
 
-def _fused_attention(query, key, value, mask, scale, is_causal):
-    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors."""
+def _fused_attention(query, key, value, mask, scale, is_causal,
+                     rows_have_keys=False):
+    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors.
+    `rows_have_keys`: every query row of `mask` allows a key (a causal
+    mask), so no row needs opening up or zeroing."""
     flash = {}
     if (mask is not None and keras.backend.backend() == "torch") or (
             compiling()):
@@ -201,24 +206,25 @@ def _fused_attention(query, key, value, mask, scale, is_causal):
             query, key, value, bias=ops.cast(bias, query.dtype), scale=scale,
             **flash,
         )
-    if mask is not None and keras.backend.backend() == "tensorflow":
-        # Keras' TensorFlow attention fills masked logits with a finite
-        # large negative (it has no fused kernel): an empty row comes out
-        # as the mean of the values, never NaN, so zeroing it after is
-        # enough and the mask need not be opened up.
-        row_valid = ops.any(mask, axis=-1, keepdims=True)
-    elif mask is not None:
-        mask, row_valid = _rows_with_a_key(mask)
-        if keras.backend.backend() == "jax":
-            # A full (batch, heads or 1, queries, keys) mask: cuDNN's fused
-            # kernel (JAX on a GPU in bfloat16/float16) takes no broadcast
-            # query axis, and Keras would log an error and fall back. (XLA
-            # fuses the broadcast; PyTorch and TensorFlow would materialise
-            # it, a (batch, 1, q, k) tensor per call, so they keep the
-            # broadcastable mask.)
-            mask = ops.broadcast_to(mask, (
-                ops.shape(query)[0], ops.shape(mask)[1], ops.shape(query)[1],
-                ops.shape(key)[1]))
+    if mask is not None and not rows_have_keys:
+        if keras.backend.backend() == "tensorflow":
+            # Keras' TensorFlow attention fills masked logits with a finite
+            # large negative (it has no fused kernel): an empty row comes
+            # out as the mean of the values, never NaN, so zeroing it after
+            # is enough and the mask need not be opened up.
+            row_valid = ops.any(mask, axis=-1, keepdims=True)
+        else:
+            mask, row_valid = _rows_with_a_key(mask)
+    if mask is not None and keras.backend.backend() == "jax":
+        # A full (batch, heads or 1, queries, keys) mask: cuDNN's fused
+        # kernel (JAX on a GPU in bfloat16/float16) takes no broadcast
+        # query axis, and Keras would log an error and fall back. (XLA
+        # fuses the broadcast; PyTorch and TensorFlow would materialise
+        # it, a (batch, 1, q, k) tensor per call, so they keep the
+        # broadcastable mask.)
+        mask = ops.broadcast_to(mask, (
+            ops.shape(query)[0], ops.shape(mask)[1], ops.shape(query)[1],
+            ops.shape(key)[1]))
     outputs = ops.dot_product_attention(
         query, key, value, mask=mask, scale=scale, is_causal=is_causal,
         **flash,
@@ -237,8 +243,13 @@ def _attend(
     scale=None,
     return_weights=False,
     weights_dropout=None,
+    rows_have_keys=False,
 ):
-    """Shared core of `scaled_dot_product_attention` and the layers."""
+    """Shared core of `scaled_dot_product_attention` and the layers.
+
+    `rows_have_keys`: the caller knows every query row of `mask` allows at
+    least one key (a causal mask and nothing else), so the check for rows
+    without one, and their zeroing, are skipped."""
     rank = _check_attention_inputs(query, key, value)
     if rank == 3:
         query, key, value = (ops.expand_dims(t, 2) for t in (query, key, value))
@@ -265,6 +276,11 @@ def _attend(
     if is_causal and not native_causal:
         causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
         causal = causal[None, None, :, :]
+        # Causal alone, the last query aligned with the last key: with at
+        # least as many keys as queries, every query sees key 0.
+        rows_have_keys = rows_have_keys or (
+            full_mask is None and None not in (q_len, k_len)
+            and k_len >= q_len)
         full_mask = causal if full_mask is None else full_mask & causal
 
     # Fused kernels (jax.nn.dot_product_attention) need value heads as wide
@@ -273,11 +289,12 @@ def _attend(
     if return_weights or weights_dropout is not None or not fused_ok:
         outputs, weights = _explicit_attention(
             query, key, value, full_mask, scale, weights_dropout,
-            return_weights,
+            return_weights, rows_have_keys,
         )
     else:
         outputs = _fused_attention(
-            query, key, value, full_mask, scale, native_causal
+            query, key, value, full_mask, scale, native_causal,
+            rows_have_keys,
         )
         weights = None
     if rank == 3:
@@ -613,12 +630,15 @@ class MultiHeadAttention(keras.layers.Layer):
                 _static_dim(projected_key.shape, 1),
             )
         is_causal = use_causal_mask
+        rows_have_keys = False
         if use_causal_mask and cache is not None:
             # Absolute positions: the new queries start at cache_update_index.
             offset = 0 if cache_update_index is None else cache_update_index
             causal = causal_mask(
                 ops.shape(query)[1], ops.shape(projected_key)[1], offset
             )[None, :, :]
+            # Causal alone (a decoding step): every query sees key 0.
+            rows_have_keys = mask is None
             mask = causal if mask is None else mask & causal
             is_causal = False
 
@@ -634,6 +654,7 @@ class MultiHeadAttention(keras.layers.Layer):
             scale=1.0 / math.sqrt(self.key_dim),
             return_weights=return_attention_scores,
             weights_dropout=dropout,
+            rows_have_keys=rows_have_keys,
         )
         outputs = call_sublayer(self, self._output_dense, attended)
 
