@@ -21,11 +21,11 @@ validation set (`--data-dir`; generated sentences without it) in batches of
 
 Every configuration is compiled (jit on JAX, XLA tf.function on TensorFlow;
 PyTorch runs eagerly under no_grad) and warmed up on one batch before the
-timed pass over all sentences. Under PyTorch the cached runs are timed once
+timed pass over all sentences. The table shows sentences per second and
+the speed-up of the cache. Under PyTorch the cached runs are timed once
 more with `compile(jit_compile=True)`, which compiles the one-token decode
-step with `torch.compile` (`--no-torch-compile` skips them). The table shows sentences per second and the
-speed-up of the cache. Timings are only compared within one run on one
-machine.
+step with `torch.compile` (`--no-torch-compile` skips them). Timings are
+only compared within one run on one machine.
 """
 
 import os
