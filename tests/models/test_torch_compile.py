@@ -123,6 +123,34 @@ def test_jit_compile_compiles_the_decode_step_as_one_graph(policy):
     assert graphs == 0
 
 
+def test_a_step_torch_compile_cannot_build_decodes_eagerly(monkeypatch):
+    # No C++ compiler for inductor, say: one warning, then the eager step.
+    import warnings
+
+    from zoo.models import generation
+
+    def broken_compile(function):
+        def compiled(*args):
+            raise RuntimeError("InductorError: no working C++ compiler")
+        return compiled
+
+    monkeypatch.setattr(generation, "compile_function", broken_compile)
+    gpt = GPT(GPTBackbone(40, sequence_length=16, **SMALL),
+              preprocessor=None)
+    prompt = {"token_ids": np.ones((1, 16), "int32"),
+              "padding_mask": np.arange(16)[None] < 4}
+    eager = gpt.generate(dict(prompt), stop_token_ids=None)
+    gpt.compile(jit_compile=True)
+    with pytest.warns(RuntimeWarning, match="decoding eagerly") as caught:
+        out = gpt.generate(dict(prompt), stop_token_ids=None)
+    assert len([w for w in caught if "decoding eagerly" in str(w.message)]) == 1
+    np.testing.assert_array_equal(out["token_ids"], eager["token_ids"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no second warning
+        again = gpt.generate(dict(prompt), stop_token_ids=None)
+    np.testing.assert_array_equal(again["token_ids"], eager["token_ids"])
+
+
 @pytest.mark.parametrize("kind", ["transformer", "rnn"])
 def test_jit_compile_compiles_the_translators_decode_step(kind):
     from tests.models.seq2seq.test_translator import GERMAN

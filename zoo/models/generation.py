@@ -19,6 +19,8 @@ mixes in `GenerationMixin`, which
   (`finish_rows`).
 """
 
+import warnings
+
 import keras
 import keras_hub
 import numpy as np
@@ -249,6 +251,32 @@ def pad_rows(rows, length, pad_id=0):
     return token_ids, mask
 
 
+def _eager_if_compiling_fails(compiled, eager, name, functions):
+    """`compiled`, except that if it raises (torch.compile cannot build the
+    step: no C++ compiler for inductor, say), one warning says so and
+    `functions[name]` becomes `eager`, which reruns the call (a decoding
+    step changes nothing in place, so rerunning it is safe; an error in the
+    inputs themselves is raised by the eager call as usual)."""
+
+    failed = []
+
+    def step(*args):
+        if failed:  # the loop that was running keeps this function
+            return eager(*args)
+        try:
+            return compiled(*args)
+        except Exception as error:  # noqa: BLE001 -- reported, then eager
+            warnings.warn(
+                f"torch.compile could not run the decoding step {name} "
+                f"({type(error).__name__}: {str(error)[:200]}); decoding "
+                "eagerly instead.", RuntimeWarning, stacklevel=2)
+            failed.append(error)
+            functions[name] = eager
+            return eager(*args)
+
+    return step
+
+
 class GenerationMixin:
     """One compiled generation function per setting, for keras-hub tasks.
 
@@ -300,7 +328,9 @@ class GenerationMixin:
             return function
         name = function.__name__
         if name not in self._decode_functions:
-            self._decode_functions[name] = compile_function(function)
+            self._decode_functions[name] = _eager_if_compiling_fails(
+                compile_function(function), function, name,
+                self._decode_functions)
         return self._decode_functions[name]
 
     def make_generate_function(self):
