@@ -69,6 +69,22 @@ def test_a_training_forward_pass_is_one_graph(family):
     assert _graphs(_forward(family)) == (1, [])
 
 
+def test_one_graph_even_when_compiling_comes_first(monkeypatch):
+    # The one-off probe of PyTorch's kernel (does it zero key-less rows?)
+    # reads a value back; under torch.compile it must not run, or it splits
+    # the graph (Keras' compiled training step went from 4 graphs to 20 and
+    # hit the recompile limit when the probe came first).
+    import torch
+
+    from zoo.layers import attention
+
+    monkeypatch.setattr(attention, "_ZEROES_EMPTY_ROWS", {})
+    forward = _forward("gpt")
+    explained = torch._dynamo.explain(forward)()
+    assert (explained.graph_count, len(explained.break_reasons)) == (1, 0)
+    assert attention._ZEROES_EMPTY_ROWS == {}  # not probed while tracing
+
+
 def test_a_cached_decode_step_is_one_graph():
     gpt = GPT(GPTBackbone(40, sequence_length=16, **SMALL),
               preprocessor=None)
