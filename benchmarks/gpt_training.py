@@ -9,8 +9,10 @@ For each backend (a fresh process each) the preset's `GPT` (zoo) and
 `keras_hub.models.GPT2CausalLM` with a `GPT2Backbone` of the same width,
 depth, heads and context train on the same random character ids: AdamW,
 `fit` on NumPy arrays, compiled (jit on JAX, XLA on TensorFlow; PyTorch
-eager, or `torch.compile` with `--jit-compile`). After a warm-up epoch,
-`--steps` steps are timed. The table shows tokens per second, zoo /
+eager, or `torch.compile` with `--jit-compile`). After a warm-up epoch
+(which compiles; its time is the last column, with TorchDynamo's graphs
+and graph breaks under PyTorch with `--jit-compile`), `--steps` steps are
+timed. The table shows tokens per second, zoo /
 keras-hub, the peak accelerator memory of the process, and zoo's model
 FLOPs utilisation as nanoGPT computes it: (6 N + 12 L H Q T) FLOPs per
 token (N parameters without the position table, L
@@ -74,17 +76,39 @@ def time_training(model, x, y, batch_size, steps, jit_compile="auto"):
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(
                       from_logits=True), jit_compile=jit_compile)
+    counters = _dynamo_counters(jit_compile)
+    start = time.perf_counter()
     keras.Model.fit(model, x, y, batch_size=batch_size, epochs=1, verbose=0,
                     shuffle=False)  # compiles
+    warm_up = time.perf_counter() - start
     start = time.perf_counter()
     history = keras.Model.fit(model, x, y, batch_size=batch_size, epochs=1,
                               verbose=0, shuffle=False)
     seconds = (time.perf_counter() - start) / steps
-    return {"seconds_per_step": round(seconds, 5),
-            "tokens_per_second": round(x["token_ids"].size / steps
-                                       / seconds, 1),
-            "loss": round(float(history.history["loss"][-1]), 4),
-            "parameters": int(model.count_params())}
+    result = {"seconds_per_step": round(seconds, 5),
+              "tokens_per_second": round(x["token_ids"].size / steps
+                                         / seconds, 1),
+              "loss": round(float(history.history["loss"][-1]), 4),
+              "parameters": int(model.count_params()),
+              "warm_up_seconds": round(warm_up, 2)}
+    if counters is not None:  # what torch.compile made of the step
+        result["graphs"] = int(counters["stats"]["unique_graphs"])
+        result["graph_breaks"] = int(sum(counters["graph_break"].values()))
+    return result
+
+
+def _dynamo_counters(jit_compile):
+    """TorchDynamo's counters, cleared, when this step is torch.compile'd
+    (else None)."""
+    import keras
+
+    if keras.backend.backend() != "torch" or jit_compile is not True:
+        return None
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    return torch._dynamo.utils.counters
 
 
 def measure(args):
@@ -161,7 +185,8 @@ def header(args):
             f"{', jit_compile=True' if args.jit_compile else ''}\n"
             f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
             f"{'zoo / keras-hub':>16} {'peak GiB':>9} {'MFU':>7} "
-            f"{'cuDNN attention (zoo/hub)':>26}")
+            f"{'cuDNN attention (zoo/hub)':>26} "
+            f"{'first epoch s (zoo/hub)':>24}")
 
 
 def row(backend, r):
@@ -173,7 +198,23 @@ def row(backend, r):
             f"{ratio if ratio is not None else float('nan'):>15.2f}x "
             f"{memory if memory is not None else float('nan'):>9.2f} "
             f"{'-' if mfu is None else f'{mfu:.1%}':>7} "
-            f"{_kernels(r):>26}")
+            f"{_kernels(r):>26} {_warm_up(r):>24}")
+
+
+def _warm_up(r):
+    """"31/95": each model's first, compiling epoch in seconds, with
+    TorchDynamo's graphs and breaks where torch.compile made them."""
+    parts = []
+    for name in ("zoo", "keras_hub"):
+        model = r.get(name)
+        if model is None or "warm_up_seconds" not in model:
+            parts.append("-")
+            continue
+        text = f"{model['warm_up_seconds']:.0f}"
+        if "graphs" in model:
+            text += f" ({model['graphs']}g {model['graph_breaks']}b)"
+        parts.append(text)
+    return "/".join(parts)
 
 
 def _kernels(r):
