@@ -137,10 +137,7 @@ class Translator(GenerationMixin, PortableCompileConfig,
             def next(prompt, cache, index):
                 token = ops.slice(prompt, [0, index - 1],
                                   [ops.shape(prompt)[0], 1])
-                # A tensor on every step (the loop starts from the int 1),
-                # so a compiled step is one graph, not one per kind of index.
-                return step(token, cache,
-                            ops.convert_to_tensor(index - 1, "int32"))
+                return step(token, cache, index - 1)
 
         else:
             cache = (source_ids, source_mask)
