@@ -251,3 +251,58 @@ def test_keep_best_without_the_figure_keeps_the_last_weights(tmp_path):
     keep = callbacks.KeepBest(str(tmp_path), monitor="val_accuracy")
     weight = _epochs(keep, _model_with_weight(-1.0), {0: 3.0, 1: 2.0})
     assert weight == 1.0 and keep.best_epoch is None and keep.best is None
+
+
+class _Epochs:
+    epoch = None
+
+
+class _Draws(keras.callbacks.Callback):
+    """What each epoch starts with: NumPy's next draw and the dropout
+    layer's seed state."""
+
+    def __init__(self):
+        super().__init__()
+        self.draws = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        state = [v for v in self.model.variables
+                 if v.name == "seed_generator_state"][0]
+        self.draws.append((np.random.randint(2**31),
+                           tuple(keras.ops.convert_to_numpy(state))))
+
+
+def _fit_reproducible(epochs, initial_epoch=0, seed=3):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dropout(0.5),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    dataset, draws = _Epochs(), _Draws()
+    model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=epochs, verbose=0,
+              initial_epoch=initial_epoch,
+              callbacks=[callbacks.ReproducibleEpochs(seed, [dataset]), draws])
+    return dataset, draws.draws
+
+
+def test_reproducible_epochs_follow_the_seed_and_the_epoch():
+    dataset, draws = _fit_reproducible(3)
+    assert dataset.epoch == 2
+    assert len(set(draws)) == 3  # a new draw every epoch
+    # A run resumed at epoch 2 starts that epoch as the whole run did.
+    np.random.seed(99)
+    _, resumed = _fit_reproducible(3, initial_epoch=2)
+    assert resumed == draws[2:]
+    _, other_seed = _fit_reproducible(3, seed=4)
+    assert other_seed[0] != draws[0]
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="TensorFlow's global seed")
+def test_reproducible_epochs_leave_tensorflows_global_seed_alone():
+    # Setting it clears TensorFlow's kernel cache: each compiled function
+    # would be optimised again at every epoch.
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    tf.random.set_seed(11)
+    _fit_reproducible(2)
+    assert context.global_seed() == 11

@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import random
 import time
 
 import keras
@@ -47,9 +48,13 @@ class ReproducibleEpochs(keras.callbacks.Callback):
     At the start of every epoch it sets `.epoch` on each of `datasets` (e.g.
     `zoo.data.masked_lm.MaskedLMBatches`, whose order and masks follow it)
     and reseeds every `keras.random.SeedGenerator` of the model (dropout's),
-    whose state `BackupAndRestore` does not save, and the global generators
-    (`keras.utils.set_random_seed`: PyTorch's unseeded dropout draws from
-    torch's own).
+    whose state `BackupAndRestore` does not save, and the global generators:
+    Python's and NumPy's, and under PyTorch all of
+    `keras.utils.set_random_seed` (unseeded dropout there draws from torch's
+    own generator). Not TensorFlow's global seed: setting it clears
+    TensorFlow's kernel cache, so every compiled function would be
+    optimised again at each epoch, and no random op of a Keras model reads
+    it (they take their seeds from the model's `SeedGenerator`s).
 
     Args:
         seed: the run's seed.
@@ -71,8 +76,13 @@ class ReproducibleEpochs(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         for dataset in self.datasets:
             dataset.epoch = int(epoch)
-        keras.utils.set_random_seed(int(np.random.default_rng(
-            [self.seed, int(epoch)]).integers(0, 2**31 - 1)))
+        seed = int(np.random.default_rng(
+            [self.seed, int(epoch)]).integers(0, 2**31 - 1))
+        if keras.backend.backend() == "torch":
+            keras.utils.set_random_seed(seed)
+        else:
+            random.seed(seed)
+            np.random.seed(seed)
         states = [v for v in self.model.variables
                   if v.name == "seed_generator_state"]
         for index, state in enumerate(states):
