@@ -1,10 +1,29 @@
 """Shared fixtures. The suite runs once per backend (see tests/all_backends.py),
 so every test here runs under whichever backend KERAS_BACKEND names."""
 
-import keras
-import pytest
+import os
+
+# The suite checks numbers, not speed, and compiles many small programs:
+# XLA's CPU code generation without its optimisation passes (JAX's
+# programs, and TensorFlow's `jit_compile`), before the backend starts.
+# benchmarks/ measures speed with the defaults.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
 
 from zoo.precision import set_tf32
+
+
+def pytest_configure(config):
+    if keras.backend.backend() == "tensorflow":
+        # TensorFlow's graph optimiser (Grappler) rewrites every traced
+        # function before its first run; for the tests' small models that
+        # costs more than it saves.
+        import tensorflow as tf
+
+        tf.config.optimizer.set_experimental_options(
+            {"disable_meta_optimizer": True})
 
 
 def pytest_report_header(config):
