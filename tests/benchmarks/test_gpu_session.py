@@ -38,7 +38,10 @@ def test_a_short_budget_skips_the_long_steps(tmp_path):
              "GPT training, torch.compile", "layers grid"]
     for name in steps:  # each step ran to an exit status or was skipped
         assert (f"== {name}: exit " in log) != (f"== {name}: skipped" in log)
-    assert "== environment: exit 0" in log
+    # The environment step ran (its imports may outlast what is left of 25
+    # seconds on a busy machine, and then its limit stops it: exit 124;
+    # test_only_runs_the_steps_it_names sees it succeed).
+    assert "== environment: exit " in log
     assert "== ViT images: skipped" in log  # the last steps
     assert "== done after" in log
     with tarfile.open(tmp_path / "results.tgz") as packed:
