@@ -19,7 +19,9 @@ row padded) x compute dtype x {train, predict}:
   of the cell's length, both with keras-hub's cache convention.
 
 Each side is a small Keras model (inputs -> layer -> output), compiled the
-backend's way (jit on JAX, XLA on TensorFlow; PyTorch eager); a training
+backend's way (jit on JAX, XLA on TensorFlow; PyTorch eager unless
+`--jit-compile`, which asks every backend for `jit_compile=True`:
+`torch.compile` under PyTorch); a training
 step is `train_on_batch` with SGD on a mean-squared loss. After a warm-up,
 zoo and the peer are timed in `--repeats` interleaved rounds of `--steps`
 steps and the fastest round of each is kept. `peer / zoo` above 1 means zoo
@@ -70,6 +72,10 @@ def parse_args(argv=None):
                              "too: the explicit softmax path in training)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--jit-compile", action="store_true",
+                        help="both Keras models compiled with jit_compile="
+                             "True (under PyTorch: torch.compile; "
+                             "torch.nn stays eager)")
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     if min(args.batch_size, args.steps, args.repeats, *args.lengths) < 1 \
@@ -117,11 +123,12 @@ def _model(layer, name, length, args):
         y = layer(x, decoder_padding_mask=mask)
     model = keras.Model([x, mask], keras.layers.Activation(
         "linear", dtype="float32")(y))
-    model.compile(optimizer="sgd", loss="mse")
+    model.compile(optimizer="sgd", loss="mse",
+                  jit_compile=True if args.jit_compile else "auto")
     return model
 
 
-def _cached_step(layer, length):
+def _cached_step(layer, length, args):
     """A model running one decoding step of a decoder block: the new token
     at position `length - 1` of a full cache, returning the output and the
     updated cache, as a generation loop does (a step that dropped the cache
@@ -135,7 +142,7 @@ def _cached_step(layer, length):
                          self_attention_cache_update_index=length - 1)
 
     model = Step()
-    model.compile()
+    model.compile(jit_compile=True if args.jit_compile else "auto")
     return model
 
 
@@ -171,7 +178,7 @@ def measure_cell(name, length, padded, dtype, args):
                                  d // args.num_heads)).astype("float32")
         step = x[:, :1]
         for side, layer in (("zoo", ours), ("peer", theirs)):
-            model = _cached_step(layer, length)
+            model = _cached_step(layer, length, args)
             fns[("predict", side)] = (
                 lambda m=model: _sync(m.predict_on_batch([step, cache])))
     else:
@@ -242,7 +249,7 @@ def measure(args):
         keras.config.set_dtype_policy(policy)
     device, _ = accelerator()
     return {"backend": keras.backend.backend(), "device": device,
-            "cells": cells}
+            "jit_compile": args.jit_compile, "cells": cells}
 
 
 def _measure_cells(cells, args):
@@ -261,7 +268,8 @@ def _measure_cells(cells, args):
 def header(args):
     return (f"batch {args.batch_size}, width {args.hidden_dim}, "
             f"{args.num_heads} heads, MLP {args.intermediate_dim}, "
-            f"dropout {args.dropout:g}; "
+            f"dropout {args.dropout:g}"
+            f"{', jit_compile=True' if args.jit_compile else ''}; "
             "peer / zoo time (above 1: zoo faster)\n"
             f"{'backend':<11} {'layer':<15} {'len':>5} {'pad':>4} "
             f"{'dtype':<9} {'train':>7} {'predict':>8} {'torch/zoo':>10}")

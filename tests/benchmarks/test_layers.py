@@ -43,3 +43,16 @@ def test_dropout_reaches_every_layer_of_the_cell():
     for name in ("mha", "encoder", "decoder"):
         for layer in layers._layers(name, args):
             assert layer.dropout == 0.25, (name, layer)
+
+
+@pytest.mark.parametrize("flag", [[], ["--jit-compile"]])
+def test_jit_compile_reaches_both_models(flag):
+    args = layers.parse_args(["--num-heads", "2", "--hidden-dim", "8",
+                              "--intermediate-dim", "16", *flag])
+    for layer in layers._layers("encoder", args):
+        model = layers._model(layer, "encoder", 8, args)
+        step = layers._cached_step(layer, 8, args)
+        if flag:
+            assert model.jit_compile is True and step.jit_compile is True
+        elif keras.backend.backend() == "torch":  # eager unless asked
+            assert model.jit_compile is False and step.jit_compile is False
