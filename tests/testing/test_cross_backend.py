@@ -22,17 +22,13 @@ from zoo.testing.backends import selected_backends
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "recipes", "check_backends.py")
 BACKENDS = ["jax", "tensorflow", "torch"]
+# tests/all_backends.py runs jax beside tensorflow then torch, and with
+# the suite's compile settings (tests/conftest.py) the jax run is the
+# shorter, so the cross-backend runs go there.
 CROSS_BACKEND_ONLY_ONCE = pytest.mark.skipif(
     keras.backend.backend() != "jax",
     reason="starts its own jax, tensorflow and torch subprocesses whatever "
     "this suite's backend, so it runs once, in the jax run of the suite",
-)
-# The same, in the torch run: tests/all_backends.py runs jax beside
-# tensorflow then torch, and the jax run is the longer by minutes.
-CROSS_BACKEND_ONCE_IN_THE_TORCH_RUN = pytest.mark.skipif(
-    keras.backend.backend() != "torch",
-    reason="starts its own jax, tensorflow and torch subprocesses whatever "
-    "this suite's backend, so it runs once, in the torch run of the suite",
 )
 
 
@@ -333,7 +329,7 @@ def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
     assert "all checks passed" in output
 
 
-@CROSS_BACKEND_ONCE_IN_THE_TORCH_RUN
+@CROSS_BACKEND_ONLY_ONCE
 def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
@@ -348,7 +344,7 @@ def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
     assert all(all(row.values()) for row in result["generate"]["matrix"].values())
 
 
-@CROSS_BACKEND_ONCE_IN_THE_TORCH_RUN
+@CROSS_BACKEND_ONLY_ONCE
 def test_translation_agrees_across_backends_translations_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
