@@ -249,6 +249,8 @@ def test_bad_images_are_one_clear_error():
         (np.zeros((2, 8, 8, 3), "uint8"), "3 channels; this model reads 1"),
         (np.full((2, 8, 8), 0.5, "float32"), "scaled to \\[0, 1\\]"),
         (np.zeros((8, 8), "uint8"), "batch of images"),
+        (np.zeros((8, 8, 1), "uint8"), "without a batch axis"),
+        (np.zeros((8, 8, 3), "uint8"), "without a batch axis"),
         (np.where(np.eye(8) > 0, np.nan, 9.0)[None].astype("float32"),
          "NaN or infinite pixel values \\(the first in image 0, row 0, "
          "column 0\\)"),

@@ -40,8 +40,9 @@ class ViTImageClassifierPreprocessor(
         and `sample_weight` when given.
 
     Raises (in eager calls; inside `tf.data` only the shape checks run):
-        ValueError: an empty batch, a rank that is not an image batch, a
-            channel count the model cannot read, NaN or infinite pixel
+        ValueError: an empty batch, a rank that is not an image batch (one
+            `(H, W, C)` image without its batch axis included), a channel
+            count the model cannot read, NaN or infinite pixel
             values, or float images that look scaled to [0, 1] already (at
             most 1.0, not all zero).
 
@@ -79,6 +80,16 @@ class ViTImageClassifierPreprocessor(
         if not graph:
             images = np.asarray(keras.ops.convert_to_numpy(images))
         rank = len(images.shape)
+        if rank == 3 and images.shape[-1] in (1, 3, 4) \
+                and images.shape[-1] < (images.shape[-2] or 0):
+            # A grey batch of 1-, 3- or 4-pixel-wide images is no image
+            # batch; an (H, W, C) image without its batch axis is.
+            raise ValueError(
+                f"got shape {tuple(images.shape)}: one image (height, "
+                f"width, channels) without a batch axis? Pass a batch, "
+                f"(1, {images.shape[0]}, {images.shape[1]}, "
+                f"{images.shape[2]}) (e.g. `images[None]`); grey images "
+                f"batch as (batch, height, width).")
         if rank == 3:
             images = (tf.expand_dims(images, -1) if graph
                       else images[..., None])
