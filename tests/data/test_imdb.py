@@ -170,6 +170,16 @@ def test_missing_data_dir_gives_a_clear_error(tmp_path):
         load_imdb(str(tmp_path))  # exists, but holds no aclImdb
 
 
+def test_a_half_copied_aclimdb_names_what_is_missing(tmp_path):
+    os.makedirs(tmp_path / "train" / "pos")
+    (tmp_path / "train" / "pos" / "0_9.txt").write_text("fine")
+    with pytest.raises(DataNotFoundError, match=r"train/neg does not exist"):
+        load_imdb(str(tmp_path))
+    os.makedirs(tmp_path / "train" / "neg")
+    with pytest.raises(DataNotFoundError, match=r"train/neg has no reviews"):
+        load_imdb(str(tmp_path))
+
+
 def _fake_tfds_load(name, split, as_supervised, data_dir=None):
     import tensorflow as tf
 

@@ -86,6 +86,10 @@ def read_aclimdb_split(root, split):
     texts, labels, ids, movies = [], [], [], []
     for label, polarity in enumerate(("neg", "pos")):
         folder = os.path.join(root, split, polarity)
+        if not os.path.isdir(folder):
+            raise DataNotFoundError(
+                f"{folder} does not exist: the aclImdb layout has "
+                f"{split}/neg and {split}/pos side by side.")
         files = []
         for name in os.listdir(folder):
             if not name.endswith(".txt"):
@@ -97,6 +101,9 @@ def read_aclimdb_split(root, split):
                     "aclImdb review, <id>_<rating>.txt."
                 )
             files.append((int(match.group(1)), name))
+        if not files:
+            raise DataNotFoundError(
+                f"{folder} has no reviews (<id>_<rating>.txt files).")
         files.sort()
         for review_id, name in files:
             with open(os.path.join(folder, name), encoding="utf-8") as f:
@@ -115,8 +122,6 @@ def read_aclimdb_split(root, split):
             movies.extend(urls[review_id] for review_id, _ in files)
         else:
             movies = None
-    if not texts:
-        raise DataNotFoundError(f"{os.path.join(root, split)} has no reviews.")
     return (
         np.array(texts, dtype=object),
         np.array(labels, dtype="int32"),
