@@ -168,3 +168,11 @@ def test_scale_tokens_multiplies_the_token_vectors_by_sqrt_dim():
     np.testing.assert_allclose(to_numpy(scaled(ids)) - to_numpy(plain(ids)),
                                table * (2.0 - 1.0), rtol=1e-5, atol=1e-6)
     assert scaled.get_config()["scale_tokens"] is True
+
+
+def test_check_ids_is_an_argument_of_symbolic_calls_too():
+    layer = TokenEmbedding(10, 8)
+    ids = keras.Input((4,), dtype="int32")
+    assert layer(ids, check_ids=False).shape == (None, 4, 8)
+    hidden = keras.Input((4, 8))
+    assert layer(hidden, reverse=True, check_ids=False).shape == (None, 4, 10)

@@ -75,6 +75,9 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
             return self._reverse_in_compute_dtype(inputs)
         return super().call(inputs, reverse=reverse)
 
+    def compute_output_spec(self, inputs, reverse=False, check_ids=True):
+        return super().compute_output_spec(inputs, reverse=reverse)
+
     def _reverse_in_compute_dtype(self, inputs):
         """The projection to logits in the layer's compute dtype.
 

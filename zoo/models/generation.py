@@ -43,8 +43,14 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
     beam that has produced a stop token only repeats it at no cost (its
     score is final), and the best beam maximises
     `log P(y) / ((5 + |y|) / 6) ** length_penalty` (GNMT, Wu et al. 2016;
-    `|y|` counts the generated tokens up to and including the stop token).
-    Without stop tokens it is keras-hub's beam search.
+    `|y|` counts the generated tokens up to and including the stop token;
+    any of the stop ids ends a beam). Without stop tokens every beam of a
+    row has the same length and the ranking is keras-hub's. Rows whose
+    prompts are longer than the batch's shortest keep their prompt tokens
+    at no cost until it ends, so a row's result does not depend on the
+    rest of the batch (keras-hub's beam search ranks the other beams'
+    tokens there and overwrites them). `return_all_beams=True` is
+    keras-hub's beam search, unchanged.
 
     Args:
         num_beams: beams kept per row.
@@ -64,12 +70,12 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
 
     def __call__(self, next, prompt, cache=None, index=0, mask=None,
                  stop_token_ids=None, hidden_states=None, model=None):
-        if not stop_token_ids:
+        if self.return_all_beams:
             return super().__call__(next, prompt, cache=cache, index=index,
                                     mask=mask, hidden_states=hidden_states,
                                     model=model)
         beams = self.num_beams
-        stop = int(stop_token_ids[0])
+        stop_token_ids = tuple(int(t) for t in stop_token_ids or ())
         batch_size = ops.shape(prompt)[0]
         start = ops.cast(index, "int32")
         mask = (ops.zeros_like(prompt, dtype="bool") if mask is None
@@ -95,6 +101,8 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
         row_starts = ops.arange(batch_size)[:, None] * beams
 
         def finished(prompt):
+            if not stop_token_ids:
+                return ops.zeros(ops.shape(prompt)[:1], dtype="bool")
             ended = any_equal(prompt, stop_token_ids, ops.logical_not(mask))
             return ops.any(ended, axis=-1)
 
@@ -105,11 +113,19 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
             logits, _, cache = next(prompt, cache, index)
             vocab_size = ops.shape(logits)[-1]
             step = ops.log(self.compute_probabilities(logits) + 1e-30)
-            # A finished beam repeats its stop token at no cost.
-            done = finished(prompt)[:, None]
-            only_stop = ops.where(
-                ops.arange(vocab_size)[None, :] == stop, 0.0, -1e9)
-            step = ops.where(done, only_stop, step)
+            tokens = ops.arange(vocab_size)[None, :]
+            if stop_token_ids:
+                # A finished beam repeats its first stop token at no cost.
+                done = finished(prompt)[:, None]
+                only_stop = ops.where(tokens == stop_token_ids[0], 0.0, -1e9)
+                step = ops.where(done, only_stop, step)
+            # Where this row's prompt goes on (prompts of different
+            # lengths), its next prompt token, at no cost: the beams stay
+            # those of its first free position, as if it were alone.
+            in_prompt = mask[:, index][:, None]
+            given = ops.cast(prompt[:, index], "int32")[:, None]
+            step = ops.where(in_prompt,
+                             ops.where(tokens == given, 0.0, -1e9), step)
             candidates = ops.reshape(step + log_probs[:, None],
                                      (-1, beams * vocab_size))
             new_log_probs, indices = ops.top_k(candidates, k=beams,
@@ -141,7 +157,10 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
 
         # Generated length up to and including the first stop token.
         generated = ops.logical_not(mask)
-        is_stop = ops.logical_and(ops.equal(prompt, stop), generated)
+        if stop_token_ids:
+            is_stop = any_equal(prompt, stop_token_ids, generated)
+        else:
+            is_stop = ops.zeros_like(generated)
         after_stop = ops.cumsum(ops.cast(is_stop, "int32"), axis=-1) - ops.cast(
             is_stop, "int32")
         lengths = ops.sum(ops.cast(ops.logical_and(generated, after_stop == 0),
@@ -154,6 +173,41 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
 
     def get_config(self):
         return {**super().get_config(), "length_penalty": self.length_penalty}
+
+
+class _KWithinVocabulary:
+    """Samples from at most the vocabulary's size of tokens: a `k` above
+    it keeps them all (keras-hub's samplers ask `top_k` for more entries
+    than there are, an error on every backend)."""
+
+    def get_next_token(self, probabilities):
+        k, vocabulary_size = self.k, probabilities.shape[-1]
+        if k is None or vocabulary_size is None or k <= vocabulary_size:
+            return super().get_next_token(probabilities)
+        self.k = vocabulary_size
+        try:
+            return super().get_next_token(probabilities)
+        finally:
+            self.k = k
+
+
+class TopKSampler(_KWithinVocabulary, keras_hub.samplers.TopKSampler):
+    """keras-hub's `TopKSampler`; `k` larger than the vocabulary samples
+    from all of it."""
+
+
+class TopPSampler(_KWithinVocabulary, keras_hub.samplers.TopPSampler):
+    """keras-hub's `TopPSampler`; `k` larger than the vocabulary is no
+    limit."""
+
+
+def resolve_sampler(sampler):
+    """What a task's `compile(sampler=...)` takes: zoo's sampler for one of
+    `SAMPLERS` given by name (keras-hub's would be used otherwise: its beam
+    search does not end beams at stop tokens), anything else unchanged."""
+    if isinstance(sampler, str) and sampler in SAMPLERS:
+        return get_sampler(sampler)
+    return sampler
 
 
 def get_sampler(name, temperature=1.0, seed=None, **options):
@@ -187,12 +241,12 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
         return samplers.GreedySampler(temperature=temperature, **options)
     if name == "top_k":
         options.setdefault("k", 10)
-        return samplers.TopKSampler(
+        return TopKSampler(
             seed=seed, temperature=temperature, **options
         )
     if name == "top_p":
         options.setdefault("p", 0.9)
-        return samplers.TopPSampler(
+        return TopPSampler(
             seed=seed, temperature=temperature, **options
         )
     if name == "beam":

@@ -482,3 +482,84 @@ def test_beam_search_ends_hypotheses_at_the_stop_token_and_penalises_length():
     assert ops.convert_to_numpy(long).tolist()[0][:4] == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="num_beams"):
         get_sampler("beam", num_beams=0)
+
+
+def test_beam_search_length_counts_to_whichever_stop_token_comes_first():
+    """After token 3, stop token 1 (P = 0.5) or stop token 2 (P = 0.45).
+    Both hypotheses end there, so the length penalty cannot tell them
+    apart and the likelier wins, whatever the order of the stop ids."""
+    table = [
+        [0.25, 0.25, 0.25, 0.25],
+        [0.97, 0.01, 0.01, 0.01],
+        [0.97, 0.01, 0.01, 0.01],
+        [0.05, 0.5, 0.45, 1e-4],  # after 3
+    ]
+    prompt = np.array([[3, 0, 0, 0]], "int32")
+    mask = np.array([[True, False, False, False]])
+    for stops in ((1, 2), (2, 1)):
+        out = get_sampler("beam", num_beams=2, length_penalty=4.0)(
+            _table_next(table), prompt, cache=np.zeros((1, 1), "float32"),
+            index=1, mask=mask, stop_token_ids=stops)
+        assert ops.convert_to_numpy(out).tolist()[0][:2] == [3, 1], stops
+
+
+@pytest.mark.parametrize("stop_token_ids", [None, (2,)])
+def test_beam_search_of_a_longer_prompt_ignores_the_rest_of_the_batch(
+        stop_token_ids):
+    """A bigram model; row 0's prompt is 5 tokens, row 1's one. The search
+    starts at the shortest prompt's end; row 0's beams must not be ranked
+    on tokens its prompt then overwrites."""
+    rng = np.random.default_rng(36)
+    table = np.exp(rng.normal(size=(6, 6)) * 1.5)
+    table /= table.sum(1, keepdims=True)
+    prompt = np.zeros((2, 9), "int32")
+    mask = np.zeros((2, 9), bool)
+    prompt[0, :5], mask[0, :5] = [5, 1, 4, 1, 1], True
+    prompt[1, :1], mask[1, :1] = [3], True
+
+    def search(prompt, mask):
+        out = get_sampler("beam", num_beams=3)(
+            _table_next(table), prompt, cache=np.zeros((len(prompt), 1)),
+            index=int(mask.sum(1).min()), mask=mask,
+            stop_token_ids=stop_token_ids)
+        return ops.convert_to_numpy(out)
+
+    together = search(prompt, mask)
+    np.testing.assert_array_equal(together[0], search(prompt[:1], mask[:1])[0])
+    np.testing.assert_array_equal(together[1], search(prompt[1:], mask[1:])[0])
+    assert together[0, :5].tolist() == [5, 1, 4, 1, 1]
+
+
+@pytest.mark.parametrize("name", ["top_k", "top_p"])
+def test_k_above_the_vocabulary_samples_from_all_of_it(name):
+    """keras-hub's samplers asked `top_k` for more entries than the
+    vocabulary has (an error on every backend), with the default k=10 too."""
+    table = np.full((6, 6), 1 / 6)
+    prompt = np.ones((2, 40), "int32")
+    mask = np.zeros((2, 40), bool)
+    mask[:, 0] = True
+    out = get_sampler(name, k=10, seed=1)(
+        _table_next(table), prompt, cache=np.zeros((2, 1)), index=1,
+        mask=mask)
+    drawn = ops.convert_to_numpy(out)[:, 1:]
+    assert set(np.unique(drawn)) == set(range(6))
+
+
+def test_compile_with_a_sampler_name_takes_the_zoo_sampler():
+    gpt = make_gpt()
+    gpt.compile(sampler="beam")
+    from zoo.models.generation import BeamSampler
+    assert isinstance(gpt.sampler, BeamSampler)
+    gpt.compile(sampler="top_k")
+    assert gpt.sampler.k == 10 and hasattr(gpt.sampler, "get_next_token")
+    assert type(gpt.sampler).__module__ == "zoo.models.generation"
+
+
+def test_beam_generate_of_a_prompt_does_not_depend_on_the_batch():
+    gpt = make_gpt()
+    prompts = ["to be or not", "o"]
+    together = gpt.generate(prompts, max_length=20, sampler="beam",
+                            num_beams=3)
+    alone = [gpt.generate([p], max_length=20, sampler="beam", num_beams=3)[0]
+             for p in prompts]
+    assert together == alone

@@ -27,6 +27,7 @@ from zoo.layers.sublayers import concrete_index
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
+from zoo.models.generation import resolve_sampler
 from zoo.models.generation import pad_rows
 from zoo.models.gpt.gpt_backbone import GPTBackbone
 from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
@@ -113,7 +114,7 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
             optimizer=optimizer,
             loss=loss,
             weighted_metrics=weighted_metrics,
-            sampler=sampler,
+            sampler=resolve_sampler(sampler),
             **kwargs,
         )
         self._compiled_sampler_changed(kwargs.get("jit_compile", "auto"))

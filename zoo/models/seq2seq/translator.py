@@ -23,6 +23,7 @@ from zoo.data.text import texts_of
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
+from zoo.models.generation import resolve_sampler
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.seq2seq.seq2seq_backbones import Seq2SeqBackbone
@@ -98,7 +99,8 @@ class Translator(GenerationMixin, PortableCompileConfig,
             loss = SparseCategoricalCrossentropyWithSmoothing(
                 label_smoothing, from_logits=True)
         super().compile(optimizer=optimizer, loss=loss,
-                        weighted_metrics=weighted_metrics, sampler=sampler,
+                        weighted_metrics=weighted_metrics,
+                        sampler=resolve_sampler(sampler),
                         **kwargs)
         self._compiled_sampler_changed(kwargs.get("jit_compile", "auto"))
 
