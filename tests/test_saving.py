@@ -93,6 +93,16 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
         info.compress_size // 2
     damaged[middle] ^= 0xFF
     (tmp_path / "damaged.keras").write_bytes(bytes(damaged))
+    # Members that pass their checksums but hold broken contents.
+    with zipfile.ZipFile(good) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    for name, member, cut in (("half_weights.keras", "model.weights.h5", 2),
+                              ("half_config.keras", "config.json", 2)):
+        with zipfile.ZipFile(tmp_path / name, "w") as archive:
+            for other, data in members.items():
+                archive.writestr(
+                    other, data[:len(data) // cut] if other == member
+                    else data)
     cases = {
         "missing.keras": "missing.keras: no such model file",
         "folder.keras": "no such model file \\(it is a folder\\)",
@@ -101,6 +111,8 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
         "model.h5": "model files end in .keras",
         "foreign.keras": "has no config.json",
         "damaged.keras": "damaged.keras is damaged",
+        "half_weights.keras": "half_weights.keras is damaged: its weights",
+        "half_config.keras": "half_config.keras is damaged: its config.json",
     }
     for name, message in cases.items():
         with pytest.raises(ModelFileError, match=message):

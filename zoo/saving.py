@@ -149,7 +149,8 @@ def load_model(path, expected=None, **kwargs):
     Raises:
         ModelFileError: no such file, a name that does not end in `.keras`,
             not a zip archive (truncated or another format), a damaged
-            archive (a member fails its checksum) or one without the
+            archive (a member fails its checksum, weights that HDF5 cannot
+            read, a config that is not JSON) or one without the
             `config.json` every `.keras` file has, or a model that is not
             `expected`.
 
@@ -182,7 +183,16 @@ def load_model(path, expected=None, **kwargs):
             f"{path} is damaged: {damaged} fails its checksum.")
     import keras
 
-    model = keras.saving.load_model(path, **kwargs)
+    try:
+        model = keras.saving.load_model(path, **kwargs)
+    except OSError as error:  # h5py: a damaged weights member
+        raise ModelFileError(
+            f"{path} is damaged: its weights (model.weights.h5) cannot be "
+            f"read ({error}).") from None
+    except json.JSONDecodeError as error:
+        raise ModelFileError(
+            f"{path} is damaged: its config.json is not JSON "
+            f"({error}).") from None
     if expected is not None and not isinstance(model, expected):
         names = (expected if isinstance(expected, tuple) else (expected,))
         raise ModelFileError(

@@ -80,3 +80,22 @@ class PortableCompileConfig:
         # Our `compile` has its own signature, so Keras would skip the saved
         # settings with a warning; restore them through it.
         self.compile(**keras.saving.deserialize_keras_object(config))
+        optimizer = getattr(self, "optimizer", None)
+        if optimizer is not None and self.built:
+            # The optimizer's saved state (moments, step count) loads next.
+            # Keras' own compile_from_config builds the optimizer here, and
+            # a file saved before any training step (the shipped models)
+            # then warns that its state does not fit; build it only when
+            # the file holds a built optimizer's state.
+            variables = self.trainable_variables
+            optimizer.load_own_variables = (
+                lambda store: _load_optimizer_state(optimizer, variables,
+                                                    store))
+
+
+def _load_optimizer_state(optimizer, variables, store):
+    """Loads a saved optimizer state into `optimizer`, building it for
+    `variables` first when the file holds more than an unbuilt one has."""
+    if not optimizer.built and len(store.keys()) > len(optimizer.variables):
+        optimizer.build(variables)
+    type(optimizer).load_own_variables(optimizer, store)
