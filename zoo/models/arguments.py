@@ -45,3 +45,25 @@ def check_model_kwargs(model, kwargs):
         f"{cls.__name__} got {which} "
         f"{', '.join(repr(k) for k in unknown)}; it takes "
         f"{', '.join(taken)}.")
+
+
+def check_preprocessor_fits(task, positions, argument):
+    """Raises a ValueError, when the task is built, if its preprocessor
+    packs more tokens than its backbone has positions (training or
+    prediction would fail later, on the first batch).
+
+    Args:
+        task: the task being built, with `preprocessor` set (or None).
+        positions: the backbone's number of positions.
+        argument: the backbone argument that sets them, for the message
+            (e.g. "max_sequence_length").
+    """
+    length = getattr(task.preprocessor, "sequence_length", None)
+    if length is None or positions is None or length <= positions:
+        return
+    raise ValueError(
+        f"{type(task).__name__}: the preprocessor packs {length} tokens but "
+        f"the backbone has {positions} positions. Build the backbone with "
+        f"{argument}={length} or more (from_preset(..., backbone_{argument}="
+        f"{length})), or the preprocessor with sequence_length={positions} "
+        "or less.")

@@ -345,8 +345,17 @@ def test_presets_build_their_sizes():
     preprocessor = BertMaskedLMPreprocessor.from_preset("cpu_mini",
                                                         tokenizer())
     assert preprocessor.sequence_length == 256
-    mlm = BertMaskedLM.from_preset("smoke", preprocessor)
+    # The smoke preset has 64 positions: too few for 256-token packs.
+    with pytest.raises(ValueError, match=r"BertMaskedLM: the preprocessor "
+                       r"packs 256 tokens but the backbone has 64 positions.*"
+                       r"backbone_max_sequence_length=256"):
+        BertMaskedLM.from_preset("smoke", preprocessor)
+    mlm = BertMaskedLM.from_preset("smoke", preprocessor,
+                                   backbone_max_sequence_length=256)
     assert mlm.backbone.hidden_dim == 32 and mlm.backbone.num_layers == 2
+    with pytest.raises(ValueError, match="BertClassifier: the preprocessor"):
+        BertClassifier(mlm.backbone, BertClassifierPreprocessor(
+            tokenizer(), sequence_length=300))
     classifier = BertClassifier.from_preset(
         "cpu_mini", BertClassifierPreprocessor.from_preset("cpu_mini",
                                                            tokenizer()),

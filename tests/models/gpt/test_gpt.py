@@ -563,3 +563,21 @@ def test_beam_generate_of_a_prompt_does_not_depend_on_the_batch():
     alone = [gpt.generate([p], max_length=20, sampler="beam", num_beams=3)[0]
              for p in prompts]
     assert together == alone
+
+
+def test_a_preprocessor_longer_than_the_context_is_refused_at_once():
+    tokenizer = CharacterTokenizer.from_text(TEXT)
+    with pytest.raises(ValueError, match=r"GPT: the preprocessor packs 64 "
+                       r"tokens but the backbone has 32 positions.*"
+                       r"backbone_sequence_length=64"):
+        GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 64))
+    gpt = GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 64),
+                          backbone_sequence_length=64)
+    assert gpt.backbone.sequence_length == 64
+
+
+def test_a_prompt_outside_the_vocabulary_is_a_warning_naming_it():
+    gpt = make_gpt()
+    with pytest.warns(UserWarning, match=r"prompt 1 has 2 token\(s\) outside "
+                      r"the vocabulary \('ü', '€'\)"):
+        gpt.generate(["to be", "to ü€"], max_length=12)

@@ -5,6 +5,7 @@ import keras
 import keras_hub
 
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.arguments import check_preprocessor_fits
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
@@ -61,6 +62,8 @@ class BertClassifier(RawTextMixin, PortableCompileConfig,
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
+        check_preprocessor_fits(self, backbone.max_sequence_length,
+                                "max_sequence_length")
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=backbone.dtype_policy, name="pooled_dropout")
         # The head stays float32 under mixed precision.

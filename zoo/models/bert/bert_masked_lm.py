@@ -6,6 +6,7 @@ import numpy as np
 
 from zoo.data.text import text_batch
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.arguments import check_preprocessor_fits
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_masked_lm_head import MaskedLMHead
@@ -57,6 +58,8 @@ class BertMaskedLM(RawTextMixin, PortableCompileConfig,
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
+        check_preprocessor_fits(self, backbone.max_sequence_length,
+                                "max_sequence_length")
         self.masked_lm_head = MaskedLMHead(
             vocabulary_size=backbone.vocabulary_size,
             token_embedding=backbone.token_embedding,

@@ -15,6 +15,8 @@ Generation (`zoo.models.generation`) starts from raw strings too:
   recomputed in full for each token (what rebuilding the cache costs).
 """
 
+import warnings
+
 import keras
 import keras_hub
 import numpy as np
@@ -25,6 +27,7 @@ from zoo.layers.checks import check_token_ids
 from zoo.layers.sublayers import call_sublayer
 from zoo.layers.sublayers import concrete_index
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.arguments import check_preprocessor_fits
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import resolve_sampler
@@ -67,6 +70,8 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
+        check_preprocessor_fits(self, backbone.sequence_length,
+                                "sequence_length")
         self._init_generation()
         self.logits_dtype = keras.layers.Activation(
             "linear", dtype="float32", name="logits"
@@ -380,8 +385,11 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         tokenizer = self.preprocessor.tokenizer
         start = getattr(tokenizer, "start_token_id", None)
         prompts = []
-        for text in texts:
+        unknown = getattr(tokenizer, "unknown_token_id", None)
+        for i, text in enumerate(texts):
             ids = np.asarray(tokenizer.tokenize(text), "int32").reshape(-1)
+            if unknown is not None and np.any(ids == unknown):
+                _warn_unknown(tokenizer, text, i, int(np.sum(ids == unknown)))
             if len(ids) and self.preprocessor.add_start_token and start is not None:
                 ids = np.concatenate([[start], ids]).astype("int32")
             prompts.append(ids)
@@ -399,3 +407,20 @@ class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
         texts = [t.decode("utf-8") if isinstance(t, bytes) else str(t)
                  for t in np.asarray(texts, dtype=object).reshape(-1)]
         return texts[0] if scalar else texts
+
+
+def _warn_unknown(tokenizer, text, index, count):
+    """A warning for a prompt the tokenizer reads partly as its unknown
+    token: the model sees that token, and the returned text leaves it out
+    (it is a special token)."""
+    shown = ""
+    if hasattr(tokenizer, "token_to_id") and len(text) < 10_000:
+        unknown = tokenizer.unknown_token_id
+        chars = sorted({ch for ch in text
+                        if tokenizer.token_to_id(ch) == unknown})
+        if chars and len(chars) <= 10:
+            shown = " (" + ", ".join(repr(ch) for ch in chars) + ")"
+    warnings.warn(
+        f"generate(): prompt {index} has {count} token(s) outside the "
+        f"vocabulary{shown}; the model reads them as the unknown token, "
+        "and the returned text leaves them out.", stacklevel=4)
