@@ -198,7 +198,8 @@ def parse_args(argv=None):
                         help="seed of the weights and the shuffling (and of "
                         "the held-out reviews with --hold-out reviews)")
     parser.add_argument("--output-dir", default=None,
-                        help="default: runs/imdb_attention/<model>/")
+                        help="default: runs/imdb_attention/<model>-<backend>/ "
+                        "(what imdb_results_table.py reads)")
     parser.add_argument("--ship", action="store_true",
                         help="also save saved_models/imdb_<model>.keras")
     parser.add_argument("--smoke", action="store_true",
@@ -213,8 +214,8 @@ def parse_args(argv=None):
     if args.output_dir is None:
         suffix = "-smoke" if args.smoke else ""
         args.output_dir = os.path.join(
-            ROOT, "runs", "imdb_attention", args.model + suffix
-        )
+            ROOT, "runs", "imdb_attention",
+            f"{args.model}-{keras.backend.backend()}{suffix}")
     return args
 
 

@@ -19,8 +19,14 @@ QUERY_MAP_SCALE = 0.03
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="?", default="runs/imdb_attention")
+    parser.add_argument("runs", nargs="?", default="runs/imdb_attention",
+                        help="folder of the runs' output folders")
     args = parser.parse_args(argv)
+    if not os.path.isdir(args.runs):
+        parser.error(f"{args.runs} does not exist: pass the folder whose "
+                     "subfolders hold imdb_attention.py's metrics.json (its "
+                     "--output-dir default is runs/imdb_attention/"
+                     "<model>-<backend>).")
     results = {}
     for path in glob.glob(os.path.join(args.runs, "*", "metrics.json")):
         with open(path) as f:
@@ -41,6 +47,9 @@ def main(argv=None):
         if m.get("ngrams", 1) > 1 or holdout.startswith("random reviews"):
             continue
         results[(m["model"], m["backend"])] = m
+    if not results:
+        parser.error(f"no finished imdb_attention.py runs under {args.runs} "
+                     "(metrics.json files of the base models, not --smoke).")
     header = "| model | " + " | ".join(BACKENDS) + " |"
     print(header)
     print("|" + " --- |" * (len(BACKENDS) + 1))

@@ -148,6 +148,10 @@ def test_defaults_per_model_and_explicit_flags_win():
     assert args.train_window == 0
     smoke = imdb_attention.parse_args(["--model", "attention", "--smoke"])
     assert smoke.max_length == imdb_attention.SMOKE["max_length"]
+    # One folder per model and backend: runs under the three backends
+    # keep their own metrics.json for imdb_results_table.py.
+    assert smoke.output_dir.endswith(
+        f"attention-{keras.backend.backend()}-smoke")
     args = imdb_attention.parse_args(["--preset", "imdb_query_bigrams"])
     assert (args.model, args.ngrams, args.vocab_size) == ("query", 2, 100000)
     assert imdb_attention.model_name(args) == "imdb_query_bigrams"

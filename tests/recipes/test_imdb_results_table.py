@@ -48,3 +48,14 @@ def test_table_has_a_cell_per_model_and_backend_and_skips_variants(tmp_path, cap
 
 def test_query_map_scale_is_the_models_default():
     assert imdb_results_table.QUERY_MAP_SCALE == QUERY_MAP_SCALE
+
+
+def test_a_missing_or_empty_folder_is_a_clear_error(tmp_path, capsys):
+    import pytest
+
+    for folder in (tmp_path / "nowhere", tmp_path):
+        with pytest.raises(SystemExit):
+            imdb_results_table.main([str(folder)])
+    err = capsys.readouterr().err
+    assert "nowhere does not exist" in err
+    assert "no finished imdb_attention.py runs" in err
