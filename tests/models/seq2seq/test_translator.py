@@ -260,8 +260,16 @@ def test_generation_errors_and_truncation_warning():
     model = translator("transformer")
     with pytest.raises(ValueError, match="at least one sentence"):
         model.generate([])
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="Source sentence 0 is empty"):
         model.generate([""])
+    with pytest.raises(ValueError, match=r"Source sentence 1 is empty \(blank"):
+        model.generate([GERMAN[0], "   "])
+    with pytest.raises(ValueError, match=r"predict\(\) reads sources with "
+                       r"their target sentences.*generate\(sentences\)"):
+        model.predict(GERMAN[:2], verbose=0)
+    logits = model.predict({"encoder_text": GERMAN[:2],
+                            "decoder_text": ENGLISH[:2]}, verbose=0)
+    assert logits.shape[:2] == (2, 32)
     with pytest.raises(ValueError, match="max_length"):
         model.generate(GERMAN[:1], max_length=33)
     with pytest.raises(ValueError, match="num_beams"):

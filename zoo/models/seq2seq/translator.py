@@ -114,6 +114,19 @@ class Translator(GenerationMixin, PortableCompileConfig,
                            sample_weight=sample_weight, shuffle=False,
                            **kwargs)
 
+    def predict(self, x, *args, **kwargs):
+        """Keras' `predict`: next-token logits of target sentences given
+        with their sources (`{"encoder_text": ..., "decoder_text": ...}`,
+        teacher forcing). Source sentences alone are an error pointing to
+        `generate`, which translates them."""
+        if isinstance(x, (str, bytes, list, tuple, np.ndarray)):
+            raise ValueError(
+                "Translator.predict() reads sources with their target "
+                "sentences (teacher forcing): pass {\"encoder_text\": ..., "
+                "\"decoder_text\": ...}. To translate sentences, call "
+                "generate(sentences).")
+        return super().predict(x, *args, **kwargs)
+
     # --- Compiled generation ------------------------------------------------
 
     def generate_step(self, inputs, stop_token_ids=None):
@@ -227,10 +240,12 @@ class Translator(GenerationMixin, PortableCompileConfig,
         truncation warning of `generate`."""
         tokenizer = self.preprocessor.tokenizer
         length = self.preprocessor.encoder_sequence_length
-        for text in texts:
+        for i, text in enumerate(texts):
             count = len(np.asarray(tokenizer.tokenize(text)).reshape(-1))
             if count == 0:
-                raise ValueError("A source sentence is empty.")
+                raise ValueError(
+                    f"Source sentence {i} is empty"
+                    + (" (blank)." if text else "."))
             if count + 2 > length:
                 warnings.warn(
                     f"A source sentence has {count} tokens; the encoder "
