@@ -19,6 +19,7 @@ from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerEncoder
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_presets import PRESETS
+from zoo.models.jax_state import KeepsWeightsOnError
 
 
 def bert_kernel_initializer(stddev=0.02):
@@ -33,7 +34,7 @@ def gelu_approximate(x):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertBackbone(keras_hub.models.Backbone):
+class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     """BERT encoder: token ids -> contextual vectors and a pooled vector.
 
     Args:

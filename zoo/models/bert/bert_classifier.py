@@ -10,13 +10,14 @@ from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
 from zoo.models.bert.bert_presets import PRESETS
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 from zoo.saving import load_model
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertClassifier(RawTextMixin, PortableCompileConfig,
+class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
                      keras_hub.models.TextClassifier):
     """Raw text in, class probabilities out: BERT preprocessor, backbone,
     dropout and a dense head on the pooled [CLS] vector.

@@ -12,12 +12,13 @@ from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_masked_lm_head import MaskedLMHead
 from zoo.models.bert.bert_preprocessor import BertMaskedLMPreprocessor
 from zoo.models.bert.bert_preprocessor import strip_markup
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertMaskedLM(RawTextMixin, PortableCompileConfig,
+class BertMaskedLM(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
                    keras_hub.models.MaskedLM):
     """Predicts masked tokens from both sides: BERT's pretraining task.
 

@@ -18,6 +18,7 @@ from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerDecoder
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.gpt.gpt_presets import PRESETS
+from zoo.models.jax_state import KeepsWeightsOnError
 
 
 def gpt_kernel_initializer():
@@ -26,7 +27,7 @@ def gpt_kernel_initializer():
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPTBackbone(keras_hub.models.Backbone):
+class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     """Decoder-only Transformer: token ids -> hidden states.
 
     Args:

@@ -30,16 +30,18 @@ from zoo.models.arguments import check_model_kwargs
 from zoo.models.arguments import check_preprocessor_fits
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
-from zoo.models.generation import resolve_sampler
 from zoo.models.generation import pad_rows
+from zoo.models.generation import resolve_sampler
 from zoo.models.gpt.gpt_backbone import GPTBackbone
 from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPT(RawTextMixin, GenerationMixin, PortableCompileConfig,
+class GPT(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
+          PortableCompileConfig,
           keras_hub.models.CausalLM):
     """GPT language model: next-token logits, and text generation.
 

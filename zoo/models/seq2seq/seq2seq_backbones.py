@@ -31,6 +31,7 @@ from zoo.layers.sublayers import call_sublayer
 from zoo.layers.sublayers import concrete_index
 from zoo.layers.sublayers import without_keras_mask
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general")
@@ -46,7 +47,7 @@ def _inputs():
             "decoder_padding_mask": ids("decoder_padding_mask")}
 
 
-class Seq2SeqBackbone(keras_hub.models.Backbone):
+class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     """Base of the encoder-decoder backbones: `from_preset` and config."""
 
     def _finish(self, inputs, encoder_output, decoder_output, dtype, config,

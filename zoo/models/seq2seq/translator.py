@@ -24,6 +24,7 @@ from zoo.models.arguments import check_model_kwargs
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import resolve_sampler
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.seq2seq.seq2seq_backbones import Seq2SeqBackbone
@@ -31,7 +32,7 @@ from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(GenerationMixin, PortableCompileConfig,
+class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
                  keras_hub.models.Seq2SeqLM):
     """Sequence-to-sequence translation: a backbone, a preprocessor, and
     generation from raw strings.

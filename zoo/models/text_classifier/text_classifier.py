@@ -6,6 +6,7 @@ import keras_hub
 
 from zoo.data.text import text_batch
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 from zoo.models.text_classifier.text_classifier_backbones import (
@@ -21,7 +22,7 @@ from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TextClassifier(RawTextMixin, PortableCompileConfig,
+class TextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
                      keras_hub.models.Task):
     """Raw text in, class probabilities out: preprocessor, backbone, head.
 

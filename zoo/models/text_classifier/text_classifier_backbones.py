@@ -30,6 +30,7 @@ from zoo.layers import TokenEmbedding
 from zoo.layers import TransformerEncoder
 from zoo.layers import WordDropout
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 POOLING_LAYER_NAME = "attention_pooling"
@@ -38,7 +39,7 @@ POOLING_LAYER_NAME = "attention_pooling"
 QUERY_MAP_SCALE = 0.03
 
 
-class TextClassifierBackbone(keras_hub.models.Backbone):
+class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     """Base of the text classifier backbones: the shared word-id stem, the
     config and `from_preset`.
 

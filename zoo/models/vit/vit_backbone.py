@@ -18,13 +18,14 @@ from zoo.layers import LearnedPositionEmbedding
 from zoo.layers import PatchEmbedding
 from zoo.layers import TransformerEncoder
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.vit.vit_presets import PRESETS
 
 POOLINGS = ("class_token", "average")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ViTBackbone(keras_hub.models.Backbone):
+class ViTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     """Vision Transformer: images -> token states and a pooled vector.
 
     Args:

@@ -5,6 +5,7 @@ import keras_hub
 
 from zoo.data.text import fit_dataset
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.vit.vit_backbone import ViTBackbone
@@ -13,7 +14,8 @@ from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ViTImageClassifier(PortableCompileConfig, keras_hub.models.Task):
+class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
+                         keras_hub.models.Task):
     """Raw images in, class probabilities out: preprocessor, `ViTBackbone`,
     dropout and a dense softmax head on the pooled vector.
 

@@ -1,0 +1,102 @@
+"""A model keeps its weights when `fit`, `evaluate` or `predict` raises
+under JAX.
+
+Keras' JAX trainer detaches the variables' values while its loop runs (it
+passes them through the compiled step as one state and drops the copies the
+variables hold, to save memory) and attaches the loop's state again only
+when the loop ends. An error inside the loop, e.g. a zoo layer refusing a
+sequence longer than its positions while the step is traced, left every
+variable empty: the next call failed with "'NoneType' object is not
+callable" and the weights were gone. zoo's backbones and tasks mix in
+`KeepsWeightsOnError`, which gives the variables back the last state the
+loop reached (or the values they had) before the error goes on. Other
+backends keep the variables attached; there it does nothing.
+"""
+
+import keras
+
+
+class KeepsWeightsOnError:
+    """Mixin for Keras models: after a `fit`, `evaluate` or `predict` that
+    raises, the variables hold the last state the loop reached (JAX).
+
+    Put it first among the bases: `class GPT(KeepsWeightsOnError, ...,
+    keras_hub.models.CausalLM)`.
+    """
+
+    def fit(self, *args, **kwargs):
+        with _ReattachOnError(self):
+            return super().fit(*args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        with _ReattachOnError(self):
+            return super().evaluate(*args, **kwargs)
+
+    def predict(self, *args, **kwargs):
+        with _ReattachOnError(self):
+            return super().predict(*args, **kwargs)
+
+    def _purge_model_variables(self, trainable_variables=False,
+                               non_trainable_variables=False,
+                               optimizer_variables=False,
+                               metrics_variables=False):
+        # Keras' JAX trainer only: remember what it detaches.
+        groups = []
+        if trainable_variables:
+            groups += self.trainable_variables
+        if non_trainable_variables:
+            groups += self.non_trainable_variables
+        if optimizer_variables and getattr(self, "optimizer", None):
+            groups += self.optimizer.variables
+        if metrics_variables:
+            groups += self.metrics_variables
+        detached = getattr(self, "_detached_values", None)
+        if detached is not None:
+            detached.extend((v, v._value) for v in groups
+                            if v._value is not None)
+        return super()._purge_model_variables(
+            trainable_variables=trainable_variables,
+            non_trainable_variables=non_trainable_variables,
+            optimizer_variables=optimizer_variables,
+            metrics_variables=metrics_variables)
+
+
+class _ReattachOnError:
+    """Records the values Keras detaches during the block; if the block
+    raises, attaches the loop's last state, then those values wherever a
+    variable is still empty."""
+
+    def __init__(self, model):
+        self.model = model
+        self.outer = None
+
+    def __enter__(self):
+        if keras.backend.backend() == "jax":
+            self.outer = getattr(self.model, "_detached_values", None)
+            if self.outer is None:  # not inside another fit's evaluate
+                _set(self.model, [])
+
+    def __exit__(self, kind, error, traceback):
+        model = self.model
+        if keras.backend.backend() != "jax" or self.outer is not None:
+            return False
+        detached = model._detached_values
+        _set(model, None)
+        if kind is None:
+            return False
+        try:
+            model.jax_state_sync()  # the state of the last finished step
+        except Exception:  # noqa: BLE001 (the original error matters)
+            pass
+        for variable, value in detached:
+            if variable._value is None:
+                variable._value = value
+        model._jax_state = None
+        model._jax_state_synced = True
+        return False
+
+
+def _set(model, values):
+    # Past Keras' attribute tracking: a list of (variable, value) pairs set
+    # the usual way would be tracked as the model's own state.
+    object.__setattr__(model, "_detached_values", values)
