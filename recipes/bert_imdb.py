@@ -50,6 +50,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
@@ -93,18 +94,18 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="BERT on IMDB: masked-LM pretraining, then fine-tuning "
         "(any backend).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True,
                                      metavar="{pretrain,finetune,all}")
     pretrain = commands.add_parser(
         "pretrain", help="masked-LM pretraining on train + unsup text",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     finetune = commands.add_parser(
         "finetune", help="fine-tune (and train from scratch) on folds",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     both = commands.add_parser(
         "all", help="pretrain, then fine-tune the result",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     for sub in (pretrain, finetune, both):
         _common_flags(sub)
     for sub in (pretrain, both):

@@ -20,6 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
+from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
 from zoo.testing import cross_backend  # noqa: E402
@@ -30,7 +31,7 @@ def parse_args(argv=None):
         description="Check that JAX, TensorFlow and PyTorch agree on a "
         "recipe's model: forward pass, training steps, saved models, "
         "generated text.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("recipe",
                         help="module in recipes/ with a check_setup hook, "

@@ -5,6 +5,18 @@ deep inside Keras or tf.data."""
 import argparse
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults in `--help`, except where a flag's help already
+    says what its default is, or the default is None (the help says what
+    happens without the flag): no "(default: attention) (default: None)"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default is None:
+            return text
+        return super()._get_help_string(action)
+
+
 def _number(kind, text):
     try:
         return kind(text)

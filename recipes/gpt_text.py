@@ -38,6 +38,7 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
@@ -88,7 +89,7 @@ CHECK_FULL_METRICS = {"validation_loss": 0.05}
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="GPT language model on a text corpus (any backend).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="local text file; default: download Tiny "

@@ -37,6 +37,7 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
@@ -105,7 +106,7 @@ def variant_argv(variant):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Attention sentiment classifiers on IMDB (any backend).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--model", choices=MODELS, default=None,
                         help="which classifier to train: the preset "

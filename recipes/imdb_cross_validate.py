@@ -32,6 +32,7 @@ if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
 from recipes import imdb_attention  # noqa: E402
+from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import at_least  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
 
@@ -47,7 +48,7 @@ def parse_args(argv=None):
         argv, recipe_flags = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--models", nargs="+", choices=MODELS,
                         default=list(MODELS),

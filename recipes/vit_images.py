@@ -39,6 +39,7 @@ import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
@@ -79,7 +80,7 @@ PICTURE_IMAGES = 16
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Vision Transformer on MNIST / CIFAR (any backend).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--dataset", choices=DATASETS, default="mnist")
     parser.add_argument("--data", default=None, metavar="PATH.npz",
                         help="a local copy: arrays x, y [, x_test, y_test]")

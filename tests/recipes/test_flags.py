@@ -119,3 +119,24 @@ def test_setup_accelerators_sets_the_policy_and_refuses_bad_batches(capsys):
         args.mixed_precision, args.distribute = None, "data"
         with pytest.raises(SystemExit, match="^error: .*not supported"):
             flags.setup_accelerators(args, batch_size=4)
+
+
+@pytest.mark.parametrize("recipe", ["imdb_attention", "gpt_text", "translate",
+                                    "bert_imdb", "vit_images",
+                                    "imdb_cross_validate", "check_backends"])
+def test_help_states_each_default_once(recipe, capsys):
+    """A flag whose help explains its default got argparse's own after it:
+    "(default: attention) (default: None)"."""
+    import importlib
+    import re
+
+    module = importlib.import_module(f"recipes.{recipe}")
+    argv = (["finetune"] if recipe == "bert_imdb" else []) + ["--help"]
+    with pytest.raises(SystemExit):
+        (module.parse_args if hasattr(module, "parse_args")
+         else module.main)(argv)
+    text = capsys.readouterr().out
+    entries = re.split(r"\n  (?=-)", text)
+    doubled = [e.split()[0] for e in entries
+               if len(re.findall(r"\(default:", e)) > 1]
+    assert doubled == []
