@@ -857,9 +857,10 @@ def check_setup(variant="masked_lm", smoke=True, seed=1337, num_steps=20,
                               **options)
         return x, y
 
+    preprocessor = BertMaskedLMPreprocessor.from_preset(args.preset,
+                                                        tokenizer)
     backbone = BertMaskedLM.from_preset(
-        args.preset, BertMaskedLMPreprocessor(tokenizer),
-        backbone_dropout=0.0).backbone
+        args.preset, preprocessor, backbone_dropout=0.0).backbone
     model = BertMaskedLM(backbone, preprocessor=None)
     return CheckSetup(
         model=model,
