@@ -3,6 +3,7 @@ settings that every backend can load (no resolved jit_compile=True, no
 backend-only optimizer class, no backbone compile settings)."""
 
 import json
+import warnings
 import zipfile
 
 import keras
@@ -80,8 +81,6 @@ def test_the_preprocessor_does_not_switch_xla_off_for_the_task():
 def test_a_reloaded_task_resumes_with_its_optimizer_state(make, tmp_path):
     """The optimizer's step count and moments come back with the model, so
     a step after reloading is the step the saved model would have taken."""
-    import warnings
-
     keras.utils.set_random_seed(0)
     task, x, y = make(dropout=0.0)  # no draws that differ after loading
     task.compile(optimizer=keras.optimizers.Adam(1e-2))
@@ -106,8 +105,6 @@ def test_a_reloaded_task_resumes_with_its_optimizer_state(make, tmp_path):
 def test_a_file_saved_before_training_loads_without_optimizer_warnings(
         tmp_path):
     """As the shipped models are: compiled, never trained."""
-    import warnings
-
     task, _, _ = text_classifier()
     task.compile()
     path = str(tmp_path / "task.keras")

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from recipes import imdb_results_table
 from zoo.models.text_classifier import QUERY_MAP_SCALE
 
@@ -51,8 +53,6 @@ def test_query_map_scale_is_the_models_default():
 
 
 def test_a_missing_or_empty_folder_is_a_clear_error(tmp_path, capsys):
-    import pytest
-
     for folder in (tmp_path / "nowhere", tmp_path):
         with pytest.raises(SystemExit):
             imdb_results_table.main([str(folder)])

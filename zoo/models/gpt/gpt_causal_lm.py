@@ -390,8 +390,9 @@ class GPT(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
         unknown = getattr(tokenizer, "unknown_token_id", None)
         for i, text in enumerate(texts):
             ids = np.asarray(tokenizer.tokenize(text), "int32").reshape(-1)
-            if unknown is not None and np.any(ids == unknown):
-                _warn_unknown(tokenizer, text, i, int(np.sum(ids == unknown)))
+            unknowns = 0 if unknown is None else int(np.sum(ids == unknown))
+            if unknowns:
+                _warn_unknown(tokenizer, text, i, unknowns)
             if len(ids) and self.preprocessor.add_start_token and start is not None:
                 ids = np.concatenate([[start], ids]).astype("int32")
             prompts.append(ids)
