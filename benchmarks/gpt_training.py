@@ -22,8 +22,10 @@ the cuDNN fused-attention kernels XLA compiled into each model's training
 step (forward and backward; 0 on a CPU, and on a GPU where Keras fell back
 to XLA's own attention ops); the JSON adds XLA's FLOP and memory-traffic
 estimates of each step, and `--hlo-dir` keeps the optimised HLO, to tell
-where one model's step spends what the other's does not. Timings are only
-compared within one run on one machine.
+where one model's step spends what the other's does not.
+`--approximate-gelu` also times zoo's GPT with keras-hub GPT-2's tanh GELU
+(zoo's default is the exact one), the one place where the two models'
+blocks compute different functions. Timings are only compared within one run on one machine.
 """
 
 import os
@@ -57,6 +59,9 @@ def parse_args(argv=None):
     parser.add_argument("--jit-compile", action="store_true",
                         help="compile the training step where Keras' "
                         "default does not (PyTorch: torch.compile)")
+    parser.add_argument("--approximate-gelu", action="store_true",
+                        help="also time zoo's GPT with GELU's tanh "
+                        "approximation (keras-hub GPT-2's activation)")
     parser.add_argument("--no-peer", action="store_true",
                         help="time zoo's GPT only")
     parser.add_argument("--hlo-dir", default=None,
@@ -160,6 +165,16 @@ def measure(args):
         per_token * result["zoo"]["tokens_per_second"] / 1e12, 2)
     result["zoo"]["mfu"] = (None if peak is None else round(
         result["zoo"]["model_tflops"] / peak, 4))
+    if args.approximate_gelu:  # the one function keras-hub's step differs in
+        del zoo_model
+        keras.utils.set_random_seed(0)
+        approximate = GPT(GPTBackbone(args.vocabulary_size, **size,
+                                      activation="gelu_approximate"))
+        result["zoo_gelu_approximate"] = time_training(
+            approximate, x, y, batch, args.steps, jit_compile)
+        result["zoo_gelu_approximate"]["compiled"] = compiled_step(
+            approximate, "zoo_gelu_approximate")
+        del approximate
     if not args.no_peer:
         keras.utils.set_random_seed(0)
         peer_backbone = keras_hub.models.GPT2Backbone(
@@ -173,9 +188,11 @@ def measure(args):
         result["keras_hub"] = time_training(peer, x, y, batch, args.steps,
                                             jit_compile)
         result["keras_hub"]["compiled"] = compiled_step(peer, "keras_hub")
-        result["zoo_over_keras_hub"] = round(
-            result["zoo"]["tokens_per_second"]
-            / result["keras_hub"]["tokens_per_second"], 3)
+        for name in ("zoo", "zoo_gelu_approximate"):
+            if name in result:
+                result[f"{name}_over_keras_hub"] = round(
+                    result[name]["tokens_per_second"]
+                    / result["keras_hub"]["tokens_per_second"], 3)
     return result
 
 
@@ -186,7 +203,9 @@ def header(args):
             f"{'backend':<11} {'zoo tok/s':>10} {'keras-hub tok/s':>16} "
             f"{'zoo / keras-hub':>16} {'peak GiB':>9} {'MFU':>7} "
             f"{'cuDNN attention (zoo/hub)':>26} "
-            f"{'first epoch s (zoo/hub)':>24}")
+            f"{'first epoch s (zoo/hub)':>24}"
+            + (f" {'tanh-GELU zoo / keras-hub':>26}"
+               if args.approximate_gelu else ""))
 
 
 def row(backend, r):
@@ -198,7 +217,16 @@ def row(backend, r):
             f"{ratio if ratio is not None else float('nan'):>15.2f}x "
             f"{memory if memory is not None else float('nan'):>9.2f} "
             f"{'-' if mfu is None else f'{mfu:.1%}':>7} "
-            f"{_kernels(r):>26} {_warm_up(r):>24}")
+            f"{_kernels(r):>26} {_warm_up(r):>24}"
+            + _approximate(r))
+
+
+def _approximate(r):
+    """The tanh-GELU zoo model's tokens/s over keras-hub's, where timed."""
+    if "zoo_gelu_approximate" not in r:
+        return ""
+    ratio = r.get("zoo_gelu_approximate_over_keras_hub")
+    return f" {'-' if ratio is None else f'{ratio:.2f}x':>26}"
 
 
 def _warm_up(r):

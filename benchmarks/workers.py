@@ -97,6 +97,7 @@ def jax_compiled_step(model, inputs, targets, loss, hlo_path=None):
         trainable, other, inputs, targets).compile()
     text = compiled.as_text()
     if hlo_path:
+        os.makedirs(os.path.dirname(hlo_path) or ".", exist_ok=True)
         with open(hlo_path, "w") as f:
             f.write(text)
     cost = compiled.cost_analysis()

@@ -37,6 +37,17 @@ def test_tiny_measurement_reports_zoo_and_keras_hub(tmp_path):
     assert kernels == "0/0"
 
 
+def test_approximate_gelu_variant_is_timed_beside_zoo():
+    args = gpt_training.parse_args(
+        ["--preset", "smoke", "--batch-size", "2", "--steps", "2",
+         "--approximate-gelu"])
+    result = gpt_training.measure(args)
+    assert result["zoo_gelu_approximate"]["tokens_per_second"] > 0
+    assert result["zoo_gelu_approximate_over_keras_hub"] > 0
+    assert gpt_training.row("jax", result).split()[-1].endswith("x")
+    assert "tanh-GELU" in gpt_training.header(args)
+
+
 def test_peaks_by_device_and_dtype():
     assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16") == 989.4
     assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "float32") == 494.7

@@ -337,6 +337,64 @@ def test_save_load_generate(tmp_path):
         gpt.generate("or", max_length=20, sampler="top_k", seed=3)
 
 
+def _keras_hub_gpt2_and_zoo(activation):
+    """keras-hub's GPT2Backbone and a zoo GPTBackbone of the same size,
+    keras-hub's weights copied into zoo's by name."""
+    import keras_hub
+
+    size = dict(num_layers=2, num_heads=2, hidden_dim=16)
+    keras.utils.set_random_seed(0)
+    theirs = keras_hub.models.GPT2Backbone(
+        vocabulary_size=40, intermediate_dim=64, max_sequence_length=CONTEXT,
+        **size)
+    ours = GPTBackbone(40, sequence_length=CONTEXT, activation=activation,
+                       **size)
+    rng = np.random.default_rng(0)  # larger than GPT-2's N(0, 0.02), so
+    for weight in theirs.weights:  # the two GELUs differ visibly
+        weight.assign(rng.normal(0.0, 0.3, weight.shape))
+    values = {w.path: ops.convert_to_numpy(w) for w in theirs.weights}
+    for weight in ours.weights:  # zoo nests both tables under "embeddings/"
+        weight.assign(values[weight.path.removeprefix("embeddings/")])
+    return theirs, ours
+
+
+def test_approximate_gelu_backbone_equals_keras_hub_gpt2():
+    theirs, ours = _keras_hub_gpt2_and_zoo("gelu_approximate")
+    ids = np.random.default_rng(0).integers(1, 40, (2, 10)).astype("int32")
+    padding = np.ones_like(ids).astype(bool)
+    padding[1, 7:] = False
+    inputs = {"token_ids": ids, "padding_mask": padding}
+    expected = ops.convert_to_numpy(theirs(inputs))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ours(inputs)["sequence_output"])[padding],
+        expected[padding], atol=5e-6)
+    # The default, exact GELU is a different function of the same weights.
+    exact = GPTBackbone.from_config(
+        {**ours.get_config(), "activation": "gelu"})
+    exact.set_weights(ours.get_weights())
+    assert np.abs(ops.convert_to_numpy(exact(inputs)["sequence_output"])
+                  - expected).max() > 5e-5
+
+
+def test_approximate_gelu_survives_saving(tmp_path):
+    _, backbone = _keras_hub_gpt2_and_zoo("gelu_approximate")
+    path = str(tmp_path / "gpt.keras")
+    backbone.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_config()["activation"] == "gelu_approximate"
+    ids = np.arange(1, 11, dtype="int32")[None]
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded(inputs)["sequence_output"]),
+        ops.convert_to_numpy(backbone(inputs)["sequence_output"]), atol=1e-6)
+
+
+def test_an_unknown_activation_is_an_error_naming_the_choices():
+    with pytest.raises(ValueError, match="gelu_approximate"):
+        GPTBackbone(40, num_layers=1, num_heads=2, hidden_dim=16,
+                    activation="relu")
+
+
 def test_mixed_bfloat16_forward_and_generate():
     gpt = make_gpt(dtype="mixed_bfloat16")
     logits = logits_of(gpt, token_ids(gpt, TEXT, 10))

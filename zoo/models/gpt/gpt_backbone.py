@@ -21,6 +21,16 @@ from zoo.models.gpt.gpt_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
 
 
+@keras.saving.register_keras_serializable(package="zoo")
+def gelu_approximate(x):
+    """GELU's tanh approximation (GPT-2's and keras-hub's GPT-2)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+# The MLP activations a GPT takes, by the name its config keeps.
+ACTIVATIONS = {"gelu": "gelu", "gelu_approximate": gelu_approximate}
+
+
 def gpt_kernel_initializer():
     """GPT-2's N(0, 0.02) for every weight matrix."""
     return keras.initializers.RandomNormal(stddev=0.02)
@@ -44,6 +54,9 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             (flash/cuDNN on a GPU), which has no dropout.
         tie_weights: share the token embedding with the output projection.
         layer_norm_epsilon: LayerNorm epsilon.
+        activation: the MLP's activation, "gelu" (exact, with erf: nanoGPT's
+            and PyTorch's default) or "gelu_approximate" (the tanh
+            approximation of GPT-2 and keras-hub's `GPT2Backbone`).
         dtype: dtype policy, e.g. "mixed_bfloat16".
 
     Inputs:
@@ -77,10 +90,16 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         tie_weights=True,
         layer_norm_epsilon=1e-5,
         attention_dropout=None,
+        activation="gelu",
         dtype=None,
         **kwargs,
     ):
         check_model_kwargs(self, kwargs)
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation={activation!r} is not one of "
+                f"{sorted(ACTIVATIONS)}."
+            )
         if hidden_dim % num_heads:
             raise ValueError(
                 f"hidden_dim={hidden_dim} must be divisible by "
@@ -111,7 +130,7 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
                 intermediate_dim=intermediate_dim,
                 dropout=dropout,
                 attention_dropout=attention_dropout,
-                activation="gelu",
+                activation=ACTIVATIONS[activation],
                 norm_first=True,
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=gpt_kernel_initializer(),
@@ -149,6 +168,7 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         self.dropout = dropout
         self.tie_weights = tie_weights
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
         self.attention_dropout = (
             dropout if attention_dropout is None else attention_dropout
         )
@@ -193,6 +213,7 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
                 "tie_weights": self.tie_weights,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "attention_dropout": self.attention_dropout,
+                "activation": self.activation,
             }
         )
         return config
