@@ -50,9 +50,28 @@ def test_jit_compile_reaches_both_models(flag):
     args = layers.parse_args(["--num-heads", "2", "--hidden-dim", "8",
                               "--intermediate-dim", "16", *flag])
     for layer in layers._layers("encoder", args):
-        model = layers._model(layer, "encoder", 8, args)
-        step = layers._cached_step(layer, 8, args)
-        if flag:
-            assert model.jit_compile is True and step.jit_compile is True
-        elif keras.backend.backend() == "torch":  # eager unless asked
-            assert model.jit_compile is False and step.jit_compile is False
+        models = (*layers._model(layer, "encoder", 8, args),
+                  layers._cached_step(layer, 8, args))
+        for model in models:
+            if flag:
+                assert model.jit_compile is True
+            elif keras.backend.backend() == "torch":  # eager unless asked
+                assert model.jit_compile is False
+
+
+def test_timed_prediction_returns_row_sums_of_the_layer_output():
+    import numpy as np
+
+    args = layers.parse_args(["--num-heads", "2", "--hidden-dim", "8",
+                              "--intermediate-dim", "16", "--batch-size",
+                              "3"])
+    x = np.random.default_rng(0).normal(size=(3, 8, 8)).astype("float32")
+    mask = np.ones((3, 8), bool)
+    for name in ("mha", "encoder", "decoder"):
+        layer = layers._layers(name, args)[0]
+        model, predictor = layers._model(layer, name, 8, args)
+        full = model.predict_on_batch([x, mask])
+        sums = predictor.predict_on_batch([x, mask])
+        assert sums.shape == (3,)
+        np.testing.assert_allclose(sums, full.reshape(3, -1).sum(-1),
+                                   rtol=1e-4, atol=1e-4)
