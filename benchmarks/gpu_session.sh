@@ -23,19 +23,20 @@
 # match it (and the environment), to spend a second, shorter lease on the
 # steps a first one did not reach.
 #
-# Steps, what is still unmeasured on a GPU first: the environment; GPT
+# Steps, what is still unmeasured on a GPU first: the environment; the
+# layers grid (its first GPU run timed host copies with the layers); GPT
 # training at GPT-2 small's size (MFU where nanoGPT quotes it, with each
-# model's compiled JAX step kept as HLO); cached GPT generation in bfloat16
-# under PyTorch, eager (the per-token call cost on a GPU) and with the
-# decode step compiled to CUDA graphs; the layers grid; GPT training under
-# torch.compile; the attention and Transformer tests on the GPU (fused
-# cuDNN/flash kernels, masks, empty rows; JAX's, slow to compile, after the
-# next step); attention time and memory against length, fused and
-# explicit; ViT training and inference; the nanogpt recipe on Tiny
-# Shakespeare (JAX; .gpu_data/, see below), then again with attention
-# dropout off (the fused kernel in training). Then what was measured on a
-# GPU before, to compare: BERT masked-LM pretraining, GPT nanogpt training
-# against keras-hub, what PyTorch's CUDA kernels give a query with no key.
+# model's compiled JAX step kept as HLO); GPT training under torch.compile;
+# the attention and Transformer tests on the GPU (fused cuDNN/flash
+# kernels, masks, empty rows; JAX's, slow to compile, after the next step);
+# attention time and memory against length, fused and explicit; ViT
+# training and inference; the nanogpt recipe on Tiny Shakespeare (JAX;
+# .gpu_data/, see below), then again with attention dropout off (the fused
+# kernel in training). Then what was measured on a GPU before, to compare:
+# cached GPT generation in bfloat16 under PyTorch, eager and with the
+# decode step compiled (default mode and CUDA graphs); BERT masked-LM
+# pretraining, GPT nanogpt training against keras-hub, what PyTorch's CUDA
+# kernels give a query with no key.
 
 set -u
 SMOKE=0
@@ -157,24 +158,17 @@ tests() {  # tests BACKEND: the attention and Transformer tests there
 }
 
 # Still unmeasured on a GPU first (docs/performance.md), then what was
-# measured before, to compare. MFU at GPT-2 small's size (the target).
-# shellcheck disable=SC2086
-step "GPT training, GPT-2 size" 120 240 "$PYTHON" benchmarks/gpt_training.py \
-    --backends "$BACKENDS" $GPT2 $BF16 --hlo-dir "$RESULTS/hlo" \
-    --json "$RESULTS/gpt_training_gpt2.json"
-# PyTorch's per-token cost, eager and with its decode step under
-# torch.compile, as compile(jit_compile=True) runs it and replaying CUDA
-# graphs (JAX's cached generation was measured on an H100;
-# ZOO_GPU_GENERATION adds backends).
-# shellcheck disable=SC2086
-step "GPT generation" 90 300 "$PYTHON" benchmarks/gpt_generation.py \
-    --backends "${ZOO_GPU_GENERATION:-torch}" $GENERATION --dtype bfloat16 \
-    --torch-compile-mode default,reduce-overhead \
-    --json "$RESULTS/gpt_generation.json"
+# measured before, to compare. The layers grid without host copies (the
+# 2026-11-27 grid timed them with the layers).
 # shellcheck disable=SC2086
 step "layers grid" 120 300 "$PYTHON" benchmarks/layers.py \
     --backends "$BACKENDS" $LAYERS --dtypes bfloat16 \
     --json "$RESULTS/layers.json"
+# MFU at GPT-2 small's size (the target).
+# shellcheck disable=SC2086
+step "GPT training, GPT-2 size" 120 240 "$PYTHON" benchmarks/gpt_training.py \
+    --backends "$BACKENDS" $GPT2 $BF16 --hlo-dir "$RESULTS/hlo" \
+    --json "$RESULTS/gpt_training_gpt2.json"
 # Its compile (forward, backward and AdamW, zoo's and keras-hub's model)
 # outlasted 240 s on an H200.
 # shellcheck disable=SC2086
@@ -221,6 +215,15 @@ else
         "../shared/data/tinyshakespeare.txt > $CORPUS, and carry .gpu_data)"
 fi
 # Measured on a GPU before (docs/performance.md), to compare.
+# PyTorch's per-token cost, eager and with its decode step under
+# torch.compile, as compile(jit_compile=True) runs it and replaying CUDA
+# graphs (measured on an H100 on 2026-11-27; JAX's cached generation
+# too, earlier; ZOO_GPU_GENERATION adds backends).
+# shellcheck disable=SC2086
+step "GPT generation" 90 300 "$PYTHON" benchmarks/gpt_generation.py \
+    --backends "${ZOO_GPU_GENERATION:-torch}" $GENERATION --dtype bfloat16 \
+    --torch-compile-mode default,reduce-overhead \
+    --json "$RESULTS/gpt_generation.json"
 # shellcheck disable=SC2086
 step "BERT pretraining" 90 180 "$PYTHON" benchmarks/bert_pretraining.py \
     --backends "$BACKENDS" $BERT $BF16 --json "$RESULTS/bert_pretraining.json"
