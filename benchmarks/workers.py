@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from recipes.flags import HelpFormatter  # noqa: E402
 from zoo.accelerator import accelerator  # noqa: E402,F401
 from zoo.accelerator import peak_tflops  # noqa: E402,F401
 from zoo.testing.backends import BACKENDS  # noqa: E402,F401
@@ -34,7 +35,7 @@ def benchmark_parser(description):
     (added by `run_worker`). The script adds its own."""
     parser = argparse.ArgumentParser(
         description=description,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--backends", default="all",
                         help="'all', 'current' or a comma-separated list")
     parser.add_argument("--worker", action="store_true",
