@@ -217,6 +217,11 @@ def learning_rate(args, steps_per_epoch):
             0.0 if args.warmup_steps else args.learning_rate, total,
             warmup_target=args.learning_rate if args.warmup_steps else None,
             warmup_steps=args.warmup_steps)
+    if args.warmup_steps:  # constant after a linear warm-up (alpha=1: the
+        # "decay" keeps the whole rate)
+        return keras.optimizers.schedules.CosineDecay(
+            0.0, 1, alpha=1.0, warmup_target=args.learning_rate,
+            warmup_steps=args.warmup_steps)
     return args.learning_rate
 
 
@@ -299,6 +304,11 @@ def run(args):
     print(speed.describe())
     history, resumed_at_epoch = resumed_history(args.output_dir,
                                                 this_run)
+    # The trained model first: the backup went when fit ended, and an
+    # interruption while translating for BLEU must not lose it.
+    name = "translate_de_en" + ("_rnn" if args.model == "rnn" else "")
+    model_path = save_model_atomic(
+        translator, os.path.join(args.output_dir, f"{name}.keras"))
 
     start = time.perf_counter()
     hypotheses = translate_all(translator, val_de, args)
@@ -337,9 +347,7 @@ def run(args):
     with strategy.scope():
         translator.compile(optimizer="auto",
                            label_smoothing=args.label_smoothing)
-    name = "translate_de_en" + ("_rnn" if args.model == "rnn" else "")
-    model_path = save_model_atomic(
-        translator, os.path.join(args.output_dir, f"{name}.keras"))
+    model_path = save_model_atomic(translator, model_path)
     if args.ship:
         metrics["shipped"] = ship(translator, name, splits, args)
     write_json_atomic(metrics, os.path.join(args.output_dir, "metrics.json"))

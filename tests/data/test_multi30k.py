@@ -47,6 +47,10 @@ def test_missing_or_misaligned_files_are_clear_errors(tmp_path):
     write_split(tmp_path, "val", english=ENGLISH[:1])
     with pytest.raises(DataNotFoundError, match="line-aligned"):
         load_multi30k(str(tmp_path))
+    write_split(tmp_path, "val", german=[GERMAN[0], " ", GERMAN[1]],
+                english=[ENGLISH[0], "A cat.", ENGLISH[1]])
+    with pytest.raises(DataNotFoundError, match="val.de: line 2 is empty"):
+        load_multi30k(str(tmp_path))
 
 
 def test_default_downloads_every_split_with_get_file(tmp_path, monkeypatch):

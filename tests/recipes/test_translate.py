@@ -167,3 +167,30 @@ def test_evaluate_a_saved_model_and_ship_it_with_float16_weights(
                         "--smoke"])
     assert exit_info.value.code == 2
     assert "holds a Sequential, not a Translator" in capsys.readouterr().err
+
+
+def test_the_model_is_on_disk_before_bleu_is_measured(tmp_path, monkeypatch):
+    class Interrupted(Exception):
+        pass
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted
+
+    monkeypatch.setattr(translate, "translate_all", interrupted)
+    with pytest.raises(Interrupted):
+        translate.main(["--smoke", "--epochs", "1", "--verbose", "0",
+                        "--output-dir", str(tmp_path)])
+    saved = keras.saving.load_model(str(tmp_path / "translate_de_en.keras"))
+    assert isinstance(saved.generate(["Der Hund spielt."])[0], str)
+
+
+def test_a_constant_schedule_still_warms_up():
+    args = translate.parse_args(["--model", "rnn", "--warmup-steps", "100",
+                                 "--learning-rate", "0.002"])
+    assert args.schedule == "constant"
+    schedule = translate.learning_rate(args, steps_per_epoch=10)
+    rates = [float(keras.ops.convert_to_numpy(schedule(step)))
+             for step in (0, 50, 100, 5000)]
+    np.testing.assert_allclose(rates, [0.0, 0.001, 0.002, 0.002], rtol=1e-5)
+    args = translate.parse_args(["--model", "rnn", "--warmup-steps", "0"])
+    assert translate.learning_rate(args, 10) == args.learning_rate

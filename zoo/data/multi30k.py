@@ -62,6 +62,14 @@ def read_pairs(german_path, english_path):
         )
     if not german:
         raise DataNotFoundError(f"{german_path} is empty.")
+    for path, lines in ((german_path, german), (english_path, english)):
+        blank = next((i for i, line in enumerate(lines) if not line.strip()),
+                     None)
+        if blank is not None:
+            raise DataNotFoundError(
+                f"{path}: line {blank + 1} is empty; every line must hold a "
+                "sentence (its translation is on the same line of the other "
+                "file).")
     return german, english
 
 

@@ -39,11 +39,14 @@ def check_sequence_length(length, start_index, sequence_length, layer_name):
         )
 
 
-def check_token_ids(token_ids, vocabulary_size, layer_name):
+def check_token_ids(token_ids, vocabulary_size, layer_name,
+                    what="token id", limit="vocabulary_size"):
     """Raises when a visible token id is outside `[0, vocabulary_size)`.
 
     Ids are only visible in eager calls; inside compiled functions there is
     nothing to check (and an out-of-range gather would give garbage or NaN).
+    `what` and `limit` name the ids and their bound in the message (e.g.
+    "segment id", "num_segments").
     """
     ids = _concrete(token_ids)
     if ids is not None and ids.size:
@@ -51,8 +54,8 @@ def check_token_ids(token_ids, vocabulary_size, layer_name):
         if low < 0 or high >= vocabulary_size:
             bad = high if high >= vocabulary_size else low
             raise ValueError(
-                f"{layer_name}: token id {bad} is outside "
-                f"[0, vocabulary_size={vocabulary_size})."
+                f"{layer_name}: {what} {bad} is outside "
+                f"[0, {limit}={vocabulary_size})."
             )
 
 

@@ -67,3 +67,28 @@ def check_preprocessor_fits(task, positions, argument):
         f"{argument}={length} or more (from_preset(..., backbone_{argument}="
         f"{length})), or the preprocessor with sequence_length={positions} "
         "or less.")
+
+
+def check_vocabulary_fits(task, vocabulary_size):
+    """Raises a ValueError, when the task is built, if its preprocessor's
+    tokenizer makes ids the backbone has no embedding for (a gather past
+    the table gives NaN under JAX inside `fit`, where no id is visible to
+    check).
+
+    Args:
+        task: the task being built, with `preprocessor` set (or None).
+        vocabulary_size: the backbone's number of token ids.
+    """
+    tokenizer = getattr(task.preprocessor, "tokenizer", None)
+    if tokenizer is None or vocabulary_size is None:
+        return
+    try:
+        size = int(tokenizer.vocabulary_size())
+    except (ValueError, TypeError, AttributeError):
+        return  # loading: the vocabulary comes from the file's assets next
+    if size <= int(vocabulary_size):
+        return
+    raise ValueError(
+        f"{type(task).__name__}: the tokenizer has {size} tokens but the "
+        f"backbone embeds {vocabulary_size}. Build the backbone with "
+        f"vocabulary_size={size} (or more).")

@@ -425,6 +425,11 @@ class GenerationMixin:
                 `sampler=None` with no options and temperature 1 is the
                 sampler given to `compile`.
         """
+        if sampler is None and options:
+            raise ValueError(
+                f"{', '.join(sorted(options))} need the sampler they belong "
+                "to: name it, e.g. generate(..., sampler='beam', "
+                "num_beams=4) or sampler='top_k', k=10.")
         setting = (sampler, float(temperature), tuple(sorted(options.items())))
         if setting not in self._samplers:
             if sampler is None and not options and float(temperature) == 1.0:

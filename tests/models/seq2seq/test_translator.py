@@ -215,7 +215,11 @@ def test_alignments_are_distributions_over_the_source_tokens():
     assert (layers, heads) == (2, 2)
     assert source == len(out["source_tokens"])
     assert target == len(out["target_tokens"])
-    assert out["target_tokens"][0] == "<s>"
+    # Row t predicts target token t: the sentence's pieces, then </s>.
+    pieces = [model.preprocessor.tokenizer.id_to_token(int(i)) for i in
+              np.asarray(model.preprocessor.tokenizer.tokenize(
+                  ENGLISH[0])).reshape(-1)]
+    assert out["target_tokens"] == pieces + ["</s>"]
     np.testing.assert_allclose(out["mean"].sum(-1), 1.0, atol=1e-5)
     rnn = translator("rnn").alignments(GERMAN[0], ENGLISH[0])
     assert rnn["weights"].shape[:2] == (1, 1)
@@ -336,3 +340,49 @@ def test_presets_and_configs():
     with pytest.raises(ValueError, match="divisible"):
         TransformerSeq2SeqBackbone(50, num_heads=3, hidden_dim=16)
     assert ops.convert_to_numpy(ops.ones(1)).shape == (1,)
+
+
+def test_a_tokenizer_larger_than_the_backbone_is_refused():
+    preprocessor = TranslationPreprocessor(tokenizer(), 32, 32)
+    small = tokenizer().vocabulary_size() - 1
+    for kind in ("transformer", "rnn"):
+        with pytest.raises(ValueError, match="vocabulary_size="):
+            Translator(backbone(kind, small), preprocessor)
+
+
+def test_rnn_ids_outside_the_vocabulary_are_a_clear_error():
+    model = backbone("rnn", vocabulary_size=100)
+    batch = ids_batch()
+    batch["encoder_token_ids"][0, 0] = 160
+    with pytest.raises(ValueError, match="token id 160 is outside"):
+        model(batch)
+
+
+def test_sample_weight_and_beam_options_without_a_sampler_are_refused():
+    model = translator("transformer")
+    model.compile(sampler="beam")
+    with pytest.raises(ValueError, match="sample_weight"):
+        model.fit(GERMAN[:4], ENGLISH[:4], sample_weight=np.zeros(4),
+                  verbose=0)
+    with pytest.raises(ValueError, match="sample_weight"):
+        model.evaluate(GERMAN[:4], ENGLISH[:4], sample_weight=np.zeros(4),
+                       verbose=0)
+    with pytest.raises(ValueError, match="num_beams need the sampler"):
+        model.generate(GERMAN[:1], num_beams=3)
+
+
+def test_the_loss_is_per_real_target_token_whatever_the_padding():
+    losses = []
+    for length in (32, 64):
+        preprocessor = TranslationPreprocessor(tokenizer(), length, length)
+        model = Translator(TransformerSeq2SeqBackbone(
+            tokenizer().vocabulary_size(), num_layers=1, num_heads=2,
+            hidden_dim=16, intermediate_dim=32, encoder_sequence_length=64,
+            decoder_sequence_length=64), preprocessor)
+        model.backbone.set_weights(
+            [np.random.default_rng(i).normal(0, 0.1, w.shape)
+             for i, w in enumerate(model.backbone.get_weights())])
+        model.compile()
+        losses.append(model.evaluate(GERMAN[:16], ENGLISH[:16], verbose=0,
+                                     return_dict=True)["loss"])
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)

@@ -28,6 +28,7 @@ from zoo.layers.sublayers import call_sublayer
 from zoo.layers.sublayers import concrete_index
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.arguments import check_preprocessor_fits
+from zoo.models.arguments import check_vocabulary_fits
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import pad_rows
@@ -74,6 +75,7 @@ class GPT(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
         self.preprocessor = preprocessor
         check_preprocessor_fits(self, backbone.sequence_length,
                                 "sequence_length")
+        check_vocabulary_fits(self, backbone.vocabulary_size)
         self._init_generation()
         self.logits_dtype = keras.layers.Activation(
             "linear", dtype="float32", name="logits"

@@ -27,6 +27,7 @@ from zoo.layers import LuongAttention
 from zoo.layers import PositionalEmbedding
 from zoo.layers import TransformerDecoder
 from zoo.layers import TransformerEncoder
+from zoo.layers.checks import check_token_ids
 from zoo.layers.sublayers import call_sublayer
 from zoo.layers.sublayers import concrete_index
 from zoo.layers.sublayers import without_keras_mask
@@ -400,8 +401,21 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
 
     def encode(self, token_ids, padding_mask, check_ids=True):
         """The bidirectional GRU's states `(batch, src_len, 2 * units)`."""
+        if check_ids:
+            check_token_ids(token_ids, self.embedding.input_dim,
+                            "RNNSeq2SeqBackbone encoder_token_ids")
         x = self.embedding_dropout(self.embedding(token_ids))
         return self.encoder_rnn(x, mask=ops.cast(padding_mask, "bool"))
+
+    def call(self, inputs, training=None, mask=None):
+        # keras.layers.Embedding checks no ids (a gather past the table
+        # gives NaN under JAX); eager calls only, as TokenEmbedding does.
+        if isinstance(inputs, dict):
+            for name in ("encoder_token_ids", "decoder_token_ids"):
+                if name in inputs:
+                    check_token_ids(inputs[name], self.embedding.input_dim,
+                                    f"RNNSeq2SeqBackbone {name}")
+        return super().call(inputs, training=training, mask=mask)
 
     def _initial_state(self, encoder_output, padding_mask):
         mask = ops.cast(padding_mask, encoder_output.dtype)[..., None]

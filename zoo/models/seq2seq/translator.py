@@ -21,6 +21,7 @@ from keras import ops
 from zoo.data.text import fit_dataset
 from zoo.data.text import texts_of
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.arguments import check_vocabulary_fits
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import resolve_sampler
@@ -64,6 +65,7 @@ class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
     def __init__(self, backbone, preprocessor=None, **kwargs):
         self.backbone = backbone
         self.preprocessor = preprocessor
+        check_vocabulary_fits(self, backbone.vocabulary_size)
         self._init_generation()
         self.logits_dtype = keras.layers.Activation(
             "linear", dtype="float32", name="logits")
@@ -92,13 +94,16 @@ class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
                 weighted_metrics="auto", sampler="greedy",
                 label_smoothing=0.1, **kwargs):
         """keras-hub's `Seq2SeqLM.compile`; `loss="auto"` is the
-        cross-entropy with `label_smoothing`, `optimizer="auto"` Adam
-        (5e-4)."""
+        cross-entropy with `label_smoothing`, averaged over the real target
+        tokens (keras-hub's divides by every position, padding included, so
+        its figure shrinks with the padding of a batch), `optimizer="auto"`
+        Adam (5e-4)."""
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(5e-4)
-        if loss == "auto":
+        if loss == "auto":  # per real target token, padding left out
             loss = SparseCategoricalCrossentropyWithSmoothing(
-                label_smoothing, from_logits=True)
+                label_smoothing, from_logits=True,
+                reduction="mean_with_sample_weight")
         super().compile(optimizer=optimizer, loss=loss,
                         weighted_metrics=weighted_metrics,
                         sampler=resolve_sampler(sampler),
@@ -108,12 +113,23 @@ class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
             shuffle=True, **kwargs):
         """keras-hub's `fit` on `(sources, targets)` strings (or a dataset
-        of them), arrays reshuffled every epoch."""
+        of them), arrays reshuffled every epoch. Every real target token
+        weighs the same (`sample_weight` is refused: the preprocessor's
+        padding weights would replace it)."""
+        _refuse_sample_weight(sample_weight, "fit")
         x, y, sample_weight, batch_size = fit_dataset(
             x, y, sample_weight, batch_size, shuffle)
         return super().fit(x, y, batch_size=batch_size,
                            sample_weight=sample_weight, shuffle=False,
                            **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto",
+                 sample_weight=None, **kwargs):
+        """keras-hub's `evaluate`; every real target token weighs the same
+        (`sample_weight` is refused, as in `fit`)."""
+        _refuse_sample_weight(sample_weight, "evaluate")
+        return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
+                                **kwargs)
 
     def predict(self, x, *args, **kwargs):
         """Keras' `predict`: next-token logits of target sentences given
@@ -271,8 +287,10 @@ class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
             target: its translation; default: `generate(source)`.
 
         Returns:
-            A dict: `source_tokens` and `target_tokens` (subword strings,
-            the target from `<s>` to the last token before `</s>`),
+            A dict: `source_tokens` and `target_tokens` (subword strings;
+            row `t` of the weights is the decoder step that reads target
+            token `t - 1`, `<s>` first, and predicts `target_tokens[t]`,
+            so the rows run from the first word to `</s>`),
             `weights` `(layers, heads, target_len, source_len)` (the RNN:
             one layer, one head) and `mean` `(target_len, source_len)`,
             averaged over layers and heads.
@@ -287,9 +305,15 @@ class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
         source_ids = self._source_ids([source])
         real = int(source_ids["encoder_padding_mask"][0].sum())
         length = self.preprocessor.decoder_sequence_length
-        target_ids = [tokenizer.start_token_id] + list(
-            np.asarray(tokenizer.tokenize(target)).reshape(-1))
-        target_ids = np.asarray(target_ids, "int32")[:length]
+        pieces_of_target = [int(i) for i in np.asarray(
+            tokenizer.tokenize(target)).reshape(-1)]
+        # Row t is the decoder step that reads token t (from <s>) and
+        # predicts token t + 1, so it is labelled with what it predicts.
+        end = getattr(tokenizer, "end_token_id", None)
+        predicted = (pieces_of_target + ([] if end is None else [end]))[
+            :length]
+        target_ids = np.asarray([tokenizer.start_token_id]
+                                + pieces_of_target, "int32")[:len(predicted)]
         weights = self.backbone.cross_attention(
             source_ids["encoder_token_ids"],
             source_ids["encoder_padding_mask"], target_ids[None])
@@ -301,7 +325,7 @@ class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
             return [tokenizer.id_to_token(int(i)) for i in ids]
 
         return {"source_tokens": pieces(ids),
-                "target_tokens": pieces(target_ids),
+                "target_tokens": pieces(predicted),
                 "weights": weights, "mean": weights.mean(axis=(0, 1))}
 
 
@@ -312,3 +336,12 @@ def _one_sentence(text, name):
         raise ValueError(f"alignments() reads one {name} sentence; got "
                          f"{len(texts)}.")
     return texts[0]
+
+
+def _refuse_sample_weight(sample_weight, method):
+    if sample_weight is not None:
+        raise ValueError(
+            f"Translator.{method}() weighs every real target token the same "
+            "and cannot take sample_weight (the preprocessor's padding "
+            "weights would replace it silently): leave it out, or repeat "
+            "or drop sentence pairs instead.")
