@@ -96,7 +96,7 @@ def parse_args(argv=None):
             ("warmup-fraction", rate, "share of the steps warming up"),
             ("label-smoothing", rate, "label smoothing"),
             ("translate", rate, "random translation, share of the size "
-             "(0: no augmentation)"),
+             "(0: none; CIFAR images are also flipped)"),
             ("dropout", rate, "dropout in the backbone"),
             ("drop-path-rate", rate, "stochastic depth of the last block "
              "(linear from 0 in the first)")):
@@ -125,7 +125,23 @@ def parse_args(argv=None):
                     PRESETS.part(args.preset, "backbone").get(key, 0.0))
     if args.output_dir is None:
         args.output_dir = os.path.join(ROOT, "runs", "vit", args.dataset)
+    if args.validation_fraction == 0:
+        parser.error("argument --validation-fraction: must be above 0 (the "
+                     "recipe measures accuracy on held-out images)")
     return args
+
+
+def check_channels(images, args):
+    """A clear error when the images' channels are not the preset's (a
+    colour --data file with the grey default preset, say)."""
+    channels = 1 if images.ndim == 3 else images.shape[-1]
+    wanted = PRESETS.part(args.preset, "backbone")["num_channels"]
+    if channels != wanted:
+        raise SystemExit(
+            f"error: the images have {channels} channel(s) but the "
+            f"{args.preset!r} preset reads {wanted}: pass --preset "
+            f"{'cifar' if channels == 3 else 'mnist'} (or --dataset naming "
+            "the data).")
 
 
 def load_data(args):
@@ -198,6 +214,7 @@ def run(args):
                   f"devices")
     x_train, y_train = splits["train"]
     x_val, y_val = splits["validation"]
+    check_channels(x_train, args)
     num_classes = int(max(y_train.max(), y_val.max())) + 1
     print(f"{args.dataset if not args.smoke else 'generated'}: train "
           f"{len(y_train)}, validation {len(y_val)}"

@@ -95,3 +95,24 @@ def test_empty_or_blank_texts_are_a_warning_naming_how_many():
         warnings.simplefilter("error")
         text_batch(["fine", "dull"], "predict")
         text_batch(np.array(["fine"]), "fit")
+
+
+def test_split_validation_arrays_holds_out_the_last_part_as_keras_does():
+    from zoo.data.text import split_validation_arrays
+
+    x = np.arange(10).reshape(10, 1)
+    y = np.arange(10) * 2
+    (train_x, train_y, weights), validation = split_validation_arrays(
+        x, y, None, 0.3)
+    np.testing.assert_array_equal(train_x[:, 0], np.arange(7))
+    assert weights is None
+    np.testing.assert_array_equal(validation[0][:, 0], [7, 8, 9])
+    np.testing.assert_array_equal(validation[1], [14, 16, 18])
+    (texts, _, _), validation = split_validation_arrays(
+        ["a", "b", "c", "d"], [0, 1, 0, 1], [1.0, 1.0, 2.0, 2.0], 0.5)
+    assert texts == ["a", "b"] and validation[0] == ["c", "d"]
+    assert validation[2] == [2.0, 2.0]
+    same, none = split_validation_arrays(x, y, None, None)
+    assert same[0] is x and none is None
+    with pytest.raises(ValueError, match="no training or no validation"):
+        split_validation_arrays(x[:2], y[:2], None, 0.6)

@@ -70,8 +70,21 @@ def test_flags(capsys):
     with pytest.raises(SystemExit):
         vit_images.parse_args(["--dataset", "imagenet"])
     with pytest.raises(SystemExit):
+        vit_images.parse_args(["--validation-fraction", "0"])
+    assert "--validation-fraction: must be above 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
         vit_images.main(["--help"])
     text = capsys.readouterr().out
     for flag in ("--dataset", "--data", "--epochs", "--mixed-precision",
                  "--translate", "--ship", "--smoke"):
         assert flag in text
+
+
+def test_colour_images_with_the_grey_preset_are_one_clear_error(tmp_path):
+    x = np.zeros((40, 28, 28, 3), "uint8")
+    path = tmp_path / "colour.npz"
+    np.savez(path, x=x, y=np.arange(40) % 4)
+    with pytest.raises(SystemExit, match="3 channel\\(s\\) but the 'mnist' "
+                       "preset reads 1: pass --preset cifar"):
+        vit_images.main(["--data", str(path), "--epochs", "1",
+                         "--output-dir", str(tmp_path / "out")])

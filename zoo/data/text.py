@@ -95,6 +95,45 @@ def pair_dataset(sources, targets, batch_size=64, shuffle=False, seed=None,
     return without_autotune(dataset)
 
 
+def split_validation_arrays(x, y=None, sample_weight=None,
+                            validation_split=None):
+    """`((x, y, sample_weight), validation_data)`: the last
+    `validation_split` of arrays (or lists) held out, before any
+    shuffling, as `keras.Model.fit(validation_split=...)` does (keras-hub's
+    tasks cannot, once `x` has become a dataset). Without a split, or for a
+    dataset, `validation_data` is None and the rest comes back as it was.
+
+    Example:
+
+    >>> (x, y, _), validation = split_validation_arrays(x, y, None, 0.2)
+    """
+    if not validation_split or x is None or is_dataset(x) or isinstance(
+            x, keras.utils.PyDataset):
+        return (x, y, sample_weight), None
+    if isinstance(x, (str, bytes)):
+        x = [x]
+    count = len(x)
+    split_at = int(count * (1.0 - float(validation_split)))
+    if not 0 < split_at < count:
+        raise ValueError(
+            f"validation_split={validation_split} of {count} examples leaves "
+            "no training or no validation example.")
+
+    def part(value, rows):
+        if value is None:
+            return None
+        return value[rows] if isinstance(value, np.ndarray) else (
+            list(value)[rows] if isinstance(value, (list, tuple))
+            else np.asarray(value)[rows])
+
+    train = slice(0, split_at)
+    held = slice(split_at, None)
+    validation = tuple(part(v, held) for v in (x, y, sample_weight)
+                       if v is not None)
+    return (part(x, train), part(y, train), part(sample_weight, train)), (
+        validation)
+
+
 def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
                 shuffle=True):
     """What a task's `fit` trains on: `x` itself when it is already a

@@ -3,6 +3,7 @@
 import keras
 
 from zoo.data.text import fit_dataset
+from zoo.data.text import split_validation_arrays
 from zoo.data.text import text_batch
 
 
@@ -24,17 +25,24 @@ class RawTextMixin:
     """
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
+            shuffle=True, validation_split=None, validation_data=None,
+            **kwargs):
         if isinstance(x, keras.utils.PyDataset):
             # Keras refuses y, batch_size or sample_weight beside it.
             return keras.Model.fit(self, x, y, batch_size=batch_size,
                                    sample_weight=sample_weight,
-                                   shuffle=False, **kwargs)
+                                   shuffle=False,
+                                   validation_split=validation_split,
+                                   validation_data=validation_data, **kwargs)
+        x = text_batch(x, "fit")
+        if validation_data is None:  # held out before x becomes a dataset
+            (x, y, sample_weight), validation_data = split_validation_arrays(
+                x, y, sample_weight, validation_split)
         x, y, sample_weight, batch_size = fit_dataset(
-            text_batch(x, "fit"), y, sample_weight, batch_size, shuffle)
+            x, y, sample_weight, batch_size, shuffle)
         return super().fit(x, y, batch_size=batch_size,
                            sample_weight=sample_weight, shuffle=False,
-                           **kwargs)
+                           validation_data=validation_data, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         if isinstance(x, keras.utils.PyDataset):

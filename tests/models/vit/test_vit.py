@@ -261,3 +261,20 @@ def test_bad_images_are_one_clear_error():
             classifier.predict(images, verbose=0)
     with pytest.raises(ValueError, match="num_classes"):
         ViTImageClassifier.from_preset("smoke", num_classes=1)
+
+
+def test_fit_holds_out_a_validation_split_and_checks_validation_images():
+    x, y = digits()
+    classifier = ViTImageClassifier.from_preset("smoke", num_classes=2)
+    classifier.compile(optimizer=keras.optimizers.AdamW(3e-3))
+    history = classifier.fit(x, y, epochs=1, batch_size=16, verbose=0,
+                             validation_split=0.25)
+    assert np.isfinite(history.history["val_loss"][0])
+    bad = x[:8].astype("float32")
+    bad[3, 2, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        classifier.fit(x, y, epochs=1, verbose=0,
+                       validation_data=(bad, y[:8]))
+    with pytest.raises(ValueError, match="scaled to"):
+        classifier.fit(x, y, epochs=1, verbose=0,
+                       validation_data=(x[:8] / 255.0, y[:8]))

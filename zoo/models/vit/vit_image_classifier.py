@@ -4,6 +4,7 @@ import keras
 import keras_hub
 
 from zoo.data.text import fit_dataset
+from zoo.data.text import split_validation_arrays
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
@@ -101,14 +102,22 @@ class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
         return x
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
+            shuffle=True, validation_split=None, validation_data=None,
+            **kwargs):
         """keras-hub's `fit` on raw images (or a dataset of them), arrays
-        reshuffled every epoch as `keras.Model.fit` does."""
+        reshuffled every epoch and `validation_split` held out as
+        `keras.Model.fit` does; validation images are checked as the
+        training ones are."""
+        if validation_data is None:
+            (x, y, sample_weight), validation_data = split_validation_arrays(
+                x, y, sample_weight, validation_split)
+        if isinstance(validation_data, (tuple, list)) and validation_data:
+            self._checked(validation_data[0])
         x, y, sample_weight, batch_size = fit_dataset(
             self._checked(x), y, sample_weight, batch_size, shuffle)
         return super().fit(x, y, batch_size=batch_size,
                            sample_weight=sample_weight, shuffle=False,
-                           **kwargs)
+                           validation_data=validation_data, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         return super().evaluate(self._checked(x), y, *args, **kwargs)
