@@ -53,6 +53,7 @@ import numpy as np  # noqa: E402
 from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
+from recipes.flags import open_rate  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
 from recipes.flags import rate  # noqa: E402
@@ -60,6 +61,7 @@ from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import read_history  # noqa: E402
+from zoo.callbacks import BackupUntilDone  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
 from zoo.data.imdb import DataNotFoundError  # noqa: E402
@@ -152,7 +154,9 @@ def _pretrain_flags(parser):
     group.add_argument("--sequence-length", type=positive_int, default=None,
                        help="tokens per pretraining piece")
     group.add_argument("--vocab-size", type=positive_int, default=None)
-    group.add_argument("--mask-rate", type=rate, default=0.15)
+    group.add_argument("--mask-rate", type=open_rate, default=0.15,
+                       help="share of the ordinary tokens chosen for "
+                       "prediction, in (0, 1)")
     group.add_argument("--warmup-fraction", type=rate, default=None,
                        help="share of the steps warming up")
     group.add_argument("--dropout", type=rate, default=None,
@@ -407,7 +411,7 @@ def pretrain(args):
             return {"packed": packed}
     (validation_ids,), _ = trim_to_replicas((validation_ids,), strategy)
     data_seconds = time.perf_counter() - start
-    real_tokens = int((token_ids != 0).sum())
+    real_tokens = int((token_ids != tokenizer.pad_token_id).sum())
     print(f"pretraining text: {reviews} reviews -> {len(token_ids)} pieces "
           f"of <= {args.sequence_length} tokens ({real_tokens / 1e6:.1f}M "
           f"tokens), vocabulary {tokenizer.vocabulary_size()}; held out "
@@ -452,7 +456,8 @@ def pretrain(args):
         ReproducibleEpochs(args.seed, [batches]),
         # Every finished epoch's figures, kept across interruptions.
         keras.callbacks.CSVLogger(history_path, append=args.resume),
-        keras.callbacks.BackupAndRestore(backup, double_checkpoint=True),
+        # Kept when --max-minutes stops the run, so --resume continues.
+        BackupUntilDone(backup, double_checkpoint=True),
         stopper,
     ]
     start = time.perf_counter()
@@ -565,9 +570,10 @@ class EncodedReviews:
                     self.ids.append(np.asarray(row, "int32"))
             self.save()
         token_ids = np.stack([self.ids[self.rows[d]] for d in digests])
+        pad = self.preprocessor.tokenizer.pad_token_id
         return {"token_ids": token_ids,
                 "segment_ids": np.zeros_like(token_ids),
-                "padding_mask": token_ids != 0}
+                "padding_mask": token_ids != pad}
 
     def save(self):
         order = sorted(self.rows, key=self.rows.get)
@@ -643,8 +649,10 @@ def finetune_fold(args, fold, strategy):
           f" | backend {keras.backend.backend()}")
 
     def pretrained():
+        # In --mixed-precision's policy, whatever the file was saved in.
         return BertClassifier.from_pretrained(
             mlm, sequence_length=args.finetune_sequence_length,
+            dtype=keras.config.dtype_policy().name,
             dropout=args.finetune_dropout, name="bert_classifier")
 
     # Loaded for each fold: the classifier fine-tunes the masked LM's own
@@ -670,7 +678,8 @@ def finetune_fold(args, fold, strategy):
         tokenizer = preprocessor.tokenizer
         keras.utils.set_random_seed(args.seed + fold)
 
-        architecture = classifier.backbone.get_config()
+        architecture = {**classifier.backbone.get_config(),
+                        "dtype": keras.config.dtype_policy().name}
 
         def scratch():  # the pretrained model's architecture, fresh weights
             return BertClassifier(

@@ -55,6 +55,16 @@ def rate(text):
     return value
 
 
+def open_rate(text):
+    """A float in (0, 1): a share that must choose something."""
+    value = _number(float, text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"must be in (0, 1); got {value}"
+        )
+    return value
+
+
 def positive_float(text):
     value = _number(float, text)
     if not value > 0:

@@ -89,20 +89,23 @@ def config_round_trip(layer):
 
 
 def run_interrupted_after_first_epoch(monkeypatch, run):
-    """Calls `run()` (a recipe's `main`) with `keras.callbacks.
-    BackupAndRestore` writing its backup after the first epoch and then
+    """Calls `run()` (a recipe's `main`) with `zoo.callbacks.
+    BackupUntilDone` writing its backup after the first epoch and then
     stopping the run, as an interruption would; the backup stays."""
     import pytest
 
     class Interrupted(Exception):
         pass
 
-    class StopAfterFirstEpoch(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            super().on_epoch_end(epoch, logs)  # the backup is written
-            raise Interrupted
+    from zoo.callbacks import BackupUntilDone
+
+    save = BackupUntilDone.on_epoch_end
+
+    def stop_after_first_epoch(self, epoch, logs=None):
+        save(self, epoch, logs)  # the backup is written
+        raise Interrupted
 
     with monkeypatch.context() as patch:
-        patch.setattr(keras.callbacks, "BackupAndRestore", StopAfterFirstEpoch)
+        patch.setattr(BackupUntilDone, "on_epoch_end", stop_after_first_epoch)
         with pytest.raises(Interrupted):
             run()

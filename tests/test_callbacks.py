@@ -183,11 +183,37 @@ def test_resume_callbacks_append_to_the_log_only_when_resuming(tmp_path):
     from zoo.callbacks import resume_callbacks
 
     logger, backup = resume_callbacks(str(tmp_path))
-    assert isinstance(backup, keras.callbacks.BackupAndRestore)
+    assert isinstance(backup, callbacks.BackupUntilDone)
     assert isinstance(logger, keras.callbacks.CSVLogger)
     assert not logger.append  # a fresh run starts a fresh log
     (tmp_path / "backup").mkdir()
     assert resume_callbacks(str(tmp_path))[0].append
+
+
+@pytest.mark.parametrize("budget_minutes, kept", [(2.5, True),
+                                                  (float("inf"), False)])
+def test_a_run_stopped_early_keeps_its_backup_and_continues(
+        monkeypatch, tmp_path, budget_minutes, kept):
+    from zoo.callbacks import BackupUntilDone
+
+    clock = FakeClock(epoch_seconds=60)
+    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    backup = str(tmp_path / "backup")
+
+    def fit(budget):
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        return len(model.fit(
+            np.ones((4, 2)), np.ones((4, 1)), epochs=5, verbose=0,
+            callbacks=[Tick(clock), BackupUntilDone(backup),
+                       StopAfterMinutes(budget)]).history["loss"])
+
+    trained = fit(budget_minutes)
+    assert os.path.isdir(backup) == kept
+    if kept:  # 2 epochs in the budget; the same fit again does the rest
+        assert trained == 2
+        assert fit(float("inf")) == 3
+        assert not os.path.isdir(backup)  # all 5 epochs done: removed
 
 
 def test_resumed_history_gives_the_whole_curves_and_where_this_fit_began(

@@ -395,11 +395,35 @@ class KeepBest(keras.callbacks.Callback):
             self.model.load_weights(self._path(self.WEIGHTS))
 
 
+class BackupUntilDone(keras.callbacks.BackupAndRestore):
+    """`keras.callbacks.BackupAndRestore` that removes its backup only once
+    `fit` has run all its epochs.
+
+    Keras' callback also removes it when `fit` ends early on purpose
+    (`StopAfterMinutes`, or anything that sets `model.stop_training`), so
+    running the same `fit` again started over instead of continuing. This
+    one keeps the backup then, as after a crash, and the next `fit` resumes
+    from the last finished epoch. Arguments as Keras' (`delete_checkpoint`
+    applies to a finished run).
+
+    Example:
+
+    >>> model.fit(data, epochs=20, callbacks=[
+    ...     BackupUntilDone("runs/x/backup"), StopAfterMinutes(30)])
+    """
+
+    def on_train_end(self, logs=None):
+        epochs = (self.params or {}).get("epochs")
+        if epochs is not None and self._current_epoch < epochs:
+            return  # stopped early: the next fit continues from here
+        super().on_train_end(logs)
+
+
 def resume_callbacks(directory):
     """Callbacks that let a recipe's `fit` resume where it was interrupted:
-    `keras.callbacks.BackupAndRestore` in `<directory>/backup` (weights,
-    optimizer, schedule step and epoch after every epoch; removed once
-    training ends) and a `keras.callbacks.CSVLogger` of every epoch's
+    `BackupUntilDone` in `<directory>/backup` (weights, optimizer,
+    schedule step and epoch after every epoch; removed once `fit` has run
+    all its epochs, kept when it stopped early) and a `keras.callbacks.CSVLogger` of every epoch's
     figures in `<directory>/history.csv`, appended to when a backup is
     there, so `read_history` gives the whole run's curves.
 
@@ -416,8 +440,7 @@ def resume_callbacks(directory):
     return [
         keras.callbacks.CSVLogger(os.path.join(directory, HISTORY_FILE),
                                   append=_resuming(directory)),
-        keras.callbacks.BackupAndRestore(
-            os.path.join(directory, BACKUP_FOLDER), delete_checkpoint=True),
+        BackupUntilDone(os.path.join(directory, BACKUP_FOLDER)),
     ]
 
 

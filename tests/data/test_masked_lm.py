@@ -66,6 +66,7 @@ class _Tokenizer:
     special_token_ids = [0, 2, 3, 4]
     oov_token = "[UNK]"
     mask_token_id = 4
+    pad_token_id = 0
 
     def token_to_id(self, token):
         return 1
@@ -102,3 +103,15 @@ def test_pack_texts_writes_cls_text_sep_and_cuts():
                                         [2, 7, 7, 7, 7, 3]])
     with pytest.raises(ValueError):
         pack_texts(tokenizer, ["a"], sequence_length=2)
+
+
+def test_the_padding_mask_follows_the_tokenizers_pad_id():
+    # [PAD] is id 4 here, [UNK] id 0: packed rows pad with 4.
+    tokenizer = keras_hub.models.BertTokenizer(
+        vocabulary=["[UNK]", "[CLS]", "[SEP]", "[MASK]", "[PAD]", "a", "good",
+                    "film"], lowercase=True)
+    ids = pack_texts(tokenizer, ["a zebra film", "good"], sequence_length=8)
+    np.testing.assert_array_equal(ids, [[1, 5, 0, 7, 2, 4, 4, 4],
+                                        [1, 6, 2, 4, 4, 4, 4, 4]])
+    inputs, _, _ = MaskedLMBatches(ids, 2, tokenizer, shuffle=False)[0]
+    np.testing.assert_array_equal(inputs["padding_mask"], ids != 4)

@@ -11,6 +11,7 @@ import pytest
 
 import zoo  # noqa: F401  (registers the classes for loading)
 from recipes import bert_imdb
+from zoo.callbacks import BackupUntilDone
 
 
 @pytest.fixture(scope="module")
@@ -65,16 +66,29 @@ def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all, capsys):
     assert "scratch" not in other["folds"][0]
 
 
+def test_pretraining_stopped_by_its_time_budget_resumes(tmp_path):
+    argv = ["pretrain", "--smoke", "--epochs", "3", "--steps-per-epoch", "6",
+            "--verbose", "0", "--output-dir", str(tmp_path)]
+    stopped = bert_imdb.main(argv + ["--max-minutes", "0.0001"])
+    assert stopped["stopped"] and len(stopped["history"]["loss"]) == 1
+    assert (tmp_path / "backup").is_dir()  # kept for --resume
+    resumed = bert_imdb.main(argv + ["--resume"])
+    assert resumed["history"]["epochs_this_run"] == 2
+    assert len(resumed["history"]["loss"]) == 3
+    assert not (tmp_path / "backup").exists()  # all epochs done
+
+
 def test_an_interrupted_pretraining_resumes_to_the_same_weights(
         tmp_path, monkeypatch):
     class Interrupted(Exception):
         pass
 
-    class StopAfterSecondEpoch(keras.callbacks.BackupAndRestore):
-        def on_epoch_end(self, epoch, logs=None):
-            super().on_epoch_end(epoch, logs)  # the checkpoint is written
-            if epoch == 1:
-                raise Interrupted
+    save = BackupUntilDone.on_epoch_end
+
+    def stop_after_second_epoch(self, epoch, logs=None):
+        save(self, epoch, logs)  # the checkpoint is written
+        if epoch == 1:
+            raise Interrupted
 
     def argv(folder, *extra):
         return ["pretrain", "--smoke", "--epochs", "3", "--steps-per-epoch",
@@ -82,8 +96,8 @@ def test_an_interrupted_pretraining_resumes_to_the_same_weights(
 
     whole = bert_imdb.main(argv(tmp_path / "whole"))
     with monkeypatch.context() as patch:
-        patch.setattr(keras.callbacks, "BackupAndRestore",
-                      StopAfterSecondEpoch)
+        patch.setattr(BackupUntilDone, "on_epoch_end",
+                      stop_after_second_epoch)
         with pytest.raises(Interrupted):
             bert_imdb.main(argv(tmp_path / "cut"))
     # Without --resume an unfinished run is never overwritten.
@@ -107,7 +121,8 @@ def test_flags_and_errors(tmp_path, capsys):
     assert args.batch_size == 128 and args.epochs == 18
     for bad in (["finetune", "--folds", "7"], ["finetune", "--folds", "a"],
                 ["pretrain", "--sequence-length", "999"],
-                ["pretrain", "--packed", "x.npz", "--mask-rate", "2"]):
+                ["pretrain", "--packed", "x.npz", "--mask-rate", "2"],
+                ["pretrain", "--packed", "x.npz", "--mask-rate", "0"]):
         with pytest.raises(SystemExit):
             bert_imdb.parse_args(bad)
         assert "error" in capsys.readouterr().err

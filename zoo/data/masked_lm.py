@@ -4,9 +4,9 @@
 `MaskedLMMaskGenerator`: right for `fit` on raw strings, but its random
 state lives in the pipeline, so an interrupted run cannot replay the batches
 it would have seen. Long pretraining runs tokenize the corpus once
-(`pack_texts`) and mask here instead, with NumPy: batch `i` of epoch `e` is
-drawn from `numpy.random.default_rng([seed, e, i])`, the same on every
-backend and after a resume, so a resumed run ends with the weights an
+(`pack_texts`) and mask here instead, with NumPy: the `k`-th batch of the
+run (batch `i` of epoch `e` is `k = e * batches_per_epoch + i`) is masked
+from `numpy.random.default_rng([seed, k])`, the same on every backend and after a resume, so a resumed run ends with the weights an
 uninterrupted one would have.
 
 The masking is BERT's: each ordinary token (never [CLS], [SEP], [PAD],
@@ -53,7 +53,7 @@ def pack_texts(tokenizer, texts, sequence_length, batch_size=512):
 
 def mask_tokens(token_ids, rng, *, vocabulary_size, mask_token_id,
                 special_token_ids, mask_rate=0.15, mask_selection_length=None,
-                mask_token_rate=0.8, random_token_rate=0.1):
+                mask_token_rate=0.8, random_token_rate=0.1, pad_token_id=0):
     """BERT's masking of a batch of packed ids, with NumPy.
 
     Args:
@@ -67,6 +67,7 @@ def mask_tokens(token_ids, rng, *, vocabulary_size, mask_token_id,
         mask_rate: chance that an ordinary token is chosen.
         mask_selection_length: most choices per row (default `seq`).
         mask_token_rate, random_token_rate: what a chosen token becomes.
+        pad_token_id: the [PAD] id, what the padding mask leaves out.
 
     Returns:
         `(inputs, mask_ids, mask_weights)`: `inputs` holds the masked
@@ -109,7 +110,7 @@ def mask_tokens(token_ids, rng, *, vocabulary_size, mask_token_id,
     inputs = {
         "token_ids": masked.astype("int32"),
         "segment_ids": np.zeros_like(masked, dtype="int32"),
-        "padding_mask": token_ids != 0,
+        "padding_mask": token_ids != pad_token_id,
         "mask_positions": positions,
     }
     return inputs, mask_ids.astype("int32"), weights
@@ -157,6 +158,7 @@ class MaskedLMBatches(keras.utils.PyDataset):
             vocabulary_size=int(tokenizer.vocabulary_size()),
             mask_token_id=int(tokenizer.mask_token_id),
             special_token_ids=unselectable_token_ids(tokenizer),
+            pad_token_id=int(tokenizer.pad_token_id),
             **mask_options)
         self.seed = int(seed)
         self.shuffle = bool(shuffle)

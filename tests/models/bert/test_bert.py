@@ -178,6 +178,16 @@ def test_the_head_is_tied_to_the_token_embedding():
     assert sum(tuple(v.shape) == shape for v in mlm.weights) == 1
 
 
+def test_segment_ids_outside_the_segments_are_a_clear_error():
+    backbone = BertBackbone(50, **SIZE)
+    ids = np.ones((1, 6), "int32")
+    inputs = {"token_ids": ids, "segment_ids": np.full_like(ids, 5),
+              "padding_mask": np.ones_like(ids)}
+    with pytest.raises(ValueError, match="BertBackbone: segment id 5 is "
+                       "outside \\[0, num_segments=2\\)"):
+        backbone(inputs)
+
+
 def test_bad_sizes_are_refused():
     with pytest.raises(ValueError, match="divisible"):
         BertBackbone(50, num_heads=3, hidden_dim=16)
@@ -322,6 +332,54 @@ def test_pretrain_save_load_fine_tune_save_load(tmp_path):
     classifier.save(path)
     after = keras.saving.load_model(path).predict(reviews, verbose=0)
     np.testing.assert_allclose(after, before, atol=1e-6)
+
+
+def test_masked_lm_loss_is_the_mean_over_real_masked_tokens():
+    mlm = make_masked_lm()
+    mlm.compile()
+    vocabulary = mlm.backbone.vocabulary_size
+    inputs = random_inputs(vocabulary=vocabulary, pad_from=7)
+    inputs["mask_positions"] = np.array([[1, 3, 0], [2, 0, 0]], "int32")
+    labels = np.array([[5, 9, 0], [7, 0, 0]], "int32")
+    weights = np.array([[1, 1, 0], [1, 0, 0]], "float32")  # 3 real of 6
+    logits = to_numpy(mlm(inputs)).astype("float64")
+    top = logits.max(-1, keepdims=True)
+    log_probs = logits - top - np.log(np.exp(logits - top).sum(-1,
+                                                                keepdims=True))
+    nll = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    expected = (nll * weights).sum() / weights.sum()
+    loss = keras.Model.evaluate(mlm, inputs, labels, sample_weight=weights,
+                                verbose=0, return_dict=True)["loss"]
+    np.testing.assert_allclose(loss, expected, rtol=1e-4)
+
+
+def test_from_pretrained_fine_tunes_in_the_policy_asked_for():
+    mlm = make_masked_lm()  # float32
+    shared = BertClassifier.from_pretrained(mlm, num_classes=1)
+    assert shared.backbone is mlm.backbone  # no dtype: the LM's own
+    mixed = BertClassifier.from_pretrained(mlm, num_classes=1,
+                                           dtype="mixed_bfloat16")
+    assert mixed.backbone is not mlm.backbone
+    assert mixed.backbone.compute_dtype == "bfloat16"
+    assert mixed.backbone.variable_dtype == "float32"
+    for mine, pretrained in zip(mixed.backbone.weights, mlm.backbone.weights):
+        np.testing.assert_array_equal(to_numpy(mine), to_numpy(pretrained))
+    same = BertClassifier.from_pretrained(mlm, num_classes=1, dtype="float32")
+    assert same.backbone is mlm.backbone
+    reviews = ["an utterly wonderful film", "a waste of two hours"]
+    mixed.set_weights(shared.get_weights())  # the same head too
+    np.testing.assert_allclose(mixed.predict(reviews, verbose=0),
+                               shared.predict(reviews, verbose=0), atol=2e-2)
+
+
+def test_classifier_fit_holds_out_a_validation_split():
+    texts, labels, _ = _data()
+    classifier = BertClassifier.from_pretrained(make_masked_lm(),
+                                                num_classes=1)
+    classifier.compile(optimizer=keras.optimizers.AdamW(1e-3))
+    history = classifier.fit(texts, labels, epochs=1, batch_size=32,
+                             validation_split=0.25, verbose=0)
+    assert np.isfinite(history.history["val_loss"][0])
 
 
 def test_from_pretrained_refuses_other_models():

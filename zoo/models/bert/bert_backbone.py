@@ -16,6 +16,7 @@ import keras
 import keras_hub
 
 from zoo.layers import PositionalEmbedding
+from zoo.layers.checks import check_token_ids
 from zoo.layers import TransformerEncoder
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_presets import PRESETS
@@ -199,6 +200,16 @@ class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         self.attention_dropout = (
             dropout if attention_dropout is None else attention_dropout
         )
+
+    def call(self, inputs, training=None, mask=None):
+        # Token ids are checked by their embedding; segment ids here (a
+        # gather past the table gives NaN under JAX). Eager calls only:
+        # inside a compiled step there is no value to check.
+        if isinstance(inputs, dict) and "segment_ids" in inputs:
+            check_token_ids(inputs["segment_ids"], self.num_segments,
+                            "BertBackbone", what="segment id",
+                            limit="num_segments")
+        return super().call(inputs, training=training, mask=mask)
 
     def attention_scores(self, inputs, layer_index=-1):
         """The self-attention weights of one block, for head views.

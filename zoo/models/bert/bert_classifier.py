@@ -6,6 +6,7 @@ import keras_hub
 
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.arguments import check_preprocessor_fits
+from zoo.models.arguments import check_vocabulary_fits
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import bert_kernel_initializer
 from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
@@ -65,6 +66,7 @@ class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
         self.preprocessor = preprocessor
         check_preprocessor_fits(self, backbone.max_sequence_length,
                                 "max_sequence_length")
+        check_vocabulary_fits(self, backbone.vocabulary_size)
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=backbone.dtype_policy, name="pooled_dropout")
         # The head stays float32 under mixed precision.
@@ -100,7 +102,8 @@ class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
         return cls(backbone, preprocessor, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, masked_lm, sequence_length=None, **kwargs):
+    def from_pretrained(cls, masked_lm, sequence_length=None, dtype=None,
+                        **kwargs):
         """A classifier on a pretrained masked LM's backbone, with a new
         head.
 
@@ -108,10 +111,20 @@ class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
             masked_lm: a `BertMaskedLM`, or the path of its `.keras` file.
             sequence_length: the classifier's packed length (default: the
                 backbone's `max_sequence_length`).
+            dtype: the dtype policy to fine-tune in (e.g. "mixed_bfloat16");
+                default: the masked LM's. A loaded model keeps the policy
+                it was saved with, whatever the global one.
             **kwargs: `num_classes`, `dropout`, ...
 
         The backbone is the masked LM's own object (its weights, shared, not
-        copied again); the tokenizer is the masked LM's.
+        copied again), or, where `dtype` asks for another policy, a copy of
+        it in that policy; the tokenizer is the masked LM's.
+
+        Example:
+
+        >>> classifier = BertClassifier.from_pretrained(
+        ...     "saved_models/bert_imdb_mlm.keras", num_classes=1,
+        ...     dtype="mixed_bfloat16")
         """
         if isinstance(masked_lm, str):
             masked_lm = load_model(masked_lm)
@@ -123,6 +136,12 @@ class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
         if masked_lm.preprocessor is None:
             raise ValueError("The masked LM has no preprocessor, so there is "
                              "no tokenizer to classify text with.")
+        if dtype is not None and (keras.dtype_policies.get(dtype).name
+                                  != backbone.dtype_policy.name):
+            pretrained = backbone
+            backbone = BertBackbone.from_config(
+                {**pretrained.get_config(), "dtype": dtype})
+            backbone.set_weights(pretrained.get_weights())
         preprocessor = BertClassifierPreprocessor(
             masked_lm.preprocessor.tokenizer,
             sequence_length=sequence_length or backbone.max_sequence_length)
