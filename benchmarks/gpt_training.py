@@ -25,7 +25,8 @@ estimates of each step, and `--hlo-dir` keeps the optimised HLO, to tell
 where one model's step spends what the other's does not.
 `--approximate-gelu` also times zoo's GPT with keras-hub GPT-2's tanh GELU
 (zoo's default is the exact one), the one place where the two models'
-blocks compute different functions. Timings are only compared within one run on one machine.
+blocks compute different functions. Timings are only compared within
+one run on one machine.
 """
 
 import os

@@ -11,7 +11,8 @@
 # than its minimum is left. OUT_DIR (default $OUT, else runs/gpu_session)
 # receives log.txt, results.tgz (each benchmark's --json, the attention
 # scaling plot) and hlo.tgz (the GPT-2 step's optimised HLO under JAX),
-# written as the run goes, so a run cut short still returns what finished. --smoke runs every step at toy sizes (and a tenth of each
+# written as the run goes, so a run cut short still returns what
+# finished. --smoke runs every step at toy sizes (and a tenth of each
 # step's minimum), on a CPU too, to check the script itself.
 #
 # Wheels for what the machine lacks (keras, keras-hub, ...) may travel in

@@ -19,7 +19,8 @@ row padded) x compute dtype x {train, predict}:
   of the cell's length, both with keras-hub's cache convention.
 
 Each side is a small Keras model (inputs -> layer -> output), fed tensors
-already on the device, compiled the backend's way (jit on JAX, XLA on TensorFlow; PyTorch eager unless
+already on the device, compiled the backend's way (jit on JAX, XLA on
+TensorFlow; PyTorch eager unless
 `--jit-compile`, which asks every backend for `jit_compile=True`:
 `torch.compile` under PyTorch); a training
 step is `train_on_batch` with SGD on a mean-squared loss, a prediction

@@ -423,7 +423,8 @@ def resume_callbacks(directory):
     """Callbacks that let a recipe's `fit` resume where it was interrupted:
     `BackupUntilDone` in `<directory>/backup` (weights, optimizer,
     schedule step and epoch after every epoch; removed once `fit` has run
-    all its epochs, kept when it stopped early) and a `keras.callbacks.CSVLogger` of every epoch's
+    all its epochs, kept when it stopped early) and a
+    `keras.callbacks.CSVLogger` of every epoch's
     figures in `<directory>/history.csv`, appended to when a backup is
     there, so `read_history` gives the whole run's curves.
 

@@ -6,7 +6,8 @@ state lives in the pipeline, so an interrupted run cannot replay the batches
 it would have seen. Long pretraining runs tokenize the corpus once
 (`pack_texts`) and mask here instead, with NumPy: the `k`-th batch of the
 run (batch `i` of epoch `e` is `k = e * batches_per_epoch + i`) is masked
-from `numpy.random.default_rng([seed, k])`, the same on every backend and after a resume, so a resumed run ends with the weights an
+from `numpy.random.default_rng([seed, k])`, the same on every backend
+and after a resume, so a resumed run ends with the weights an
 uninterrupted one would have.
 
 The masking is BERT's: each ordinary token (never [CLS], [SEP], [PAD],
