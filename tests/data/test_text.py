@@ -116,3 +116,10 @@ def test_split_validation_arrays_holds_out_the_last_part_as_keras_does():
     assert same[0] is x and none is None
     with pytest.raises(ValueError, match="no training or no validation"):
         split_validation_arrays(x[:2], y[:2], None, 0.6)
+
+
+def test_fit_on_no_examples_is_a_clear_error():
+    with pytest.raises(ValueError, match="no examples"):
+        fit_dataset([], [])
+    with pytest.raises(ValueError, match="no examples"):
+        fit_dataset(np.zeros((0, 4)), np.zeros((0,)))

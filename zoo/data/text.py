@@ -156,6 +156,9 @@ def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
         if extra is not None:
             data.append(np.asarray(extra))
     count = len(data[0])
+    if not count:
+        raise ValueError("fit() got no examples (an empty x): pass at least "
+                         "one.")
     dataset = tf.data.Dataset.from_tensor_slices(tuple(data))
     dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
     dataset = without_autotune(dataset.batch(batch_size or 32))
