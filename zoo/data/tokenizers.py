@@ -307,9 +307,10 @@ class SubwordTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
     """keras-hub's `SentencePieceTokenizer` with the special tokens a
     sequence-to-sequence preprocessor packs: `<pad>` (id 0), `<unk>`,
     `<s>` (start) and `</s>` (end), as `train_subword_tokenizer` lays them
-    out. Detokenising restores the text's spaces, case and accents exactly
-    (SentencePiece keeps spaces as `▁`), so generated text needs no
-    post-processing before BLEU.
+    out. Detokenising restores the text's case, accents and single spaces
+    between words (SentencePiece keeps spaces as `▁`; it folds runs of
+    spaces into one and drops leading and trailing ones), so generated
+    text needs no post-processing before BLEU.
 
     Args:
         proto: a SentencePiece model (bytes or a file path) with those four
