@@ -305,7 +305,11 @@ def run(args):
     history, resumed_at_epoch = resumed_history(args.output_dir,
                                                 this_run)
     # The trained model first: the backup went when fit ended, and an
-    # interruption while translating for BLEU must not lose it.
+    # interruption while translating for BLEU must not lose it. A fresh
+    # optimizer: Adam's moments are of no use to translate.
+    with strategy.scope():
+        translator.compile(optimizer="auto",
+                           label_smoothing=args.label_smoothing)
     name = "translate_de_en" + ("_rnn" if args.model == "rnn" else "")
     model_path = save_model_atomic(
         translator, os.path.join(args.output_dir, f"{name}.keras"))
@@ -343,11 +347,6 @@ def run(args):
             translate_all(translator, test_de, args), test_en)
         metrics.update(test_bleu=test_bleu, test_bleu_lowercase=test_lower)
 
-    # A fresh optimizer: Adam's moments are of no use to translate.
-    with strategy.scope():
-        translator.compile(optimizer="auto",
-                           label_smoothing=args.label_smoothing)
-    model_path = save_model_atomic(translator, model_path)
     if args.ship:
         metrics["shipped"] = ship(translator, name, splits, args)
     write_json_atomic(metrics, os.path.join(args.output_dir, "metrics.json"))

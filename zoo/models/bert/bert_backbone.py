@@ -16,8 +16,8 @@ import keras
 import keras_hub
 
 from zoo.layers import PositionalEmbedding
-from zoo.layers.checks import check_token_ids
 from zoo.layers import TransformerEncoder
+from zoo.layers.checks import check_token_ids
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
