@@ -29,9 +29,9 @@ from zoo.layers import TransformerDecoder
 from zoo.layers import TransformerEncoder
 from zoo.layers.checks import check_token_ids
 from zoo.layers.sublayers import call_sublayer
-from zoo.layers.sublayers import concrete_index
 from zoo.layers.sublayers import without_keras_mask
 from zoo.models.arguments import check_model_kwargs
+from zoo.models.decoding import TransformerDecoding
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
@@ -87,7 +87,7 @@ class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
+class TransformerSeq2SeqBackbone(TransformerDecoding, Seq2SeqBackbone):
     """The Transformer of Vaswani et al. (2017): N encoder blocks over the
     source, N decoder blocks with causal self-attention and cross-attention
     to the encoder output (its padding masked).
@@ -217,60 +217,6 @@ class TransformerSeq2SeqBackbone(Seq2SeqBackbone):
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
         return x
-
-    def token_logits(self, hidden):
-        # Called per generated token: see GPT.call_with_cache.
-        if self.tie_weights:
-            return call_sublayer(
-                None, self.decoder_embedding, hidden, reverse=True
-            )
-        return call_sublayer(None, self.output_projection, hidden)
-
-    def decoder_cache(self, encoder_output, encoder_padding_mask, max_length):
-        """`(self-attention caches, cross-attention caches, source mask)`:
-        per layer `(batch, 2, length, heads, head_dim)`; the cross-attention
-        keys and values of the source, computed once."""
-        batch = ops.shape(encoder_output)[0]
-        head_dim = self.hidden_dim // self.num_heads
-        shape = (batch, 2, max_length, self.num_heads, head_dim)
-        # One tensor per layer: aliases would change after the first step
-        # (a compiled step would be traced again for that).
-        self_caches = tuple(ops.zeros(shape, dtype=self.compute_dtype)
-                            for _ in self.decoder_layers)
-        cross_caches = tuple(layer.compute_cross_attention_cache(encoder_output)
-                             for layer in self.decoder_layers)
-        return self_caches, cross_caches, encoder_padding_mask
-
-    def decode_step(self, token_ids, cache, index,
-                    return_attention_scores=False):
-        """Target positions `index ...` (`token_ids` `(batch, n)`): returns
-        `(hidden (batch, n, dim), cache[, cross-attention (batch, layers,
-        heads, n, src_len)])`."""
-        self_caches, cross_caches, source_mask = cache
-        index = concrete_index(index)
-        x = call_sublayer(None, self.decoder_embedding, token_ids,
-                          start_index=index, check_ids=False)
-        new_caches, scores = [], []
-        for layer, self_cache, cross_cache in zip(
-                self.decoder_layers, self_caches, cross_caches):
-            outputs = call_sublayer(  # see GPT.call_with_cache
-                None, layer,
-                x, self_attention_cache=self_cache,
-                self_attention_cache_update_index=index,
-                cross_attention_cache=cross_cache,
-                cross_attention_cache_update_index=None,
-                encoder_padding_mask=source_mask,
-                return_attention_scores=return_attention_scores)
-            x, self_cache = outputs[0], outputs[1]
-            if return_attention_scores:
-                scores.append(outputs[-1]["cross_attention"])
-            new_caches.append(self_cache)
-        if self.decoder_norm is not None:
-            x = call_sublayer(None, self.decoder_norm, x)
-        cache = (tuple(new_caches), cross_caches, source_mask)
-        if return_attention_scores:
-            return x, cache, ops.stack(scores, axis=1)
-        return x, cache
 
     def cross_attention(self, encoder_token_ids, encoder_padding_mask,
                         decoder_token_ids):

@@ -22,6 +22,7 @@ from zoo.data.text import fit_dataset
 from zoo.data.text import texts_of
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.arguments import check_vocabulary_fits
+from zoo.models.decoding import EncoderDecoderGeneration
 from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import resolve_sampler
@@ -33,7 +34,8 @@ from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
+class Translator(KeepsWeightsOnError, GenerationMixin,
+                 EncoderDecoderGeneration, PortableCompileConfig,
                  keras_hub.models.Seq2SeqLM):
     """Sequence-to-sequence translation: a backbone, a preprocessor, and
     generation from raw strings.
@@ -157,46 +159,28 @@ class Translator(KeepsWeightsOnError, GenerationMixin, PortableCompileConfig,
         source_mask = ops.convert_to_tensor(inputs["encoder_padding_mask"])
         target_ids, target_mask = (inputs["decoder_token_ids"],
                                    inputs["decoder_padding_mask"])
-        max_length = target_ids.shape[1]
         if self.generation_mode == "cache":
             encoder_output = backbone.encode(source_ids, source_mask,
                                              check_ids=False)
-            cache = backbone.decoder_cache(encoder_output, source_mask,
-                                           max_length)
+            return {"decoder_token_ids": self.decode_with_cache(
+                encoder_output, source_mask, target_ids, target_mask,
+                stop_token_ids)}
 
-            step = self.decode_function(self.decode_token)
-
-            def next(prompt, cache, index):
-                token = ops.slice(prompt, [0, index - 1],
-                                  [ops.shape(prompt)[0], 1])
-                return step(token, cache, index - 1)
-
-        else:
-            cache = (source_ids, source_mask)
-
-            def next(prompt, cache, index):
-                ids, mask = cache
-                features = backbone({
-                    "encoder_token_ids": ids, "encoder_padding_mask": mask,
-                    "decoder_token_ids": prompt,
-                    "decoder_padding_mask": ops.ones_like(prompt)})
-                hidden = ops.take(features["decoder_sequence_output"],
-                                  index - 1, axis=1)
-                logits = backbone.token_logits(hidden)
-                return ops.cast(logits, "float32"), hidden, cache
+        def next(prompt, cache, index):
+            ids, mask = cache
+            features = backbone({
+                "encoder_token_ids": ids, "encoder_padding_mask": mask,
+                "decoder_token_ids": prompt,
+                "decoder_padding_mask": ops.ones_like(prompt)})
+            hidden = ops.take(features["decoder_sequence_output"],
+                              index - 1, axis=1)
+            logits = backbone.token_logits(hidden)
+            return ops.cast(logits, "float32"), hidden, cache
 
         token_ids = self.sampler(
-            next=next, prompt=target_ids, cache=cache, index=1,
-            mask=target_mask, stop_token_ids=stop_token_ids, model=self)
+            next=next, prompt=target_ids, cache=(source_ids, source_mask),
+            index=1, mask=target_mask, stop_token_ids=stop_token_ids, model=self)
         return {"decoder_token_ids": token_ids}
-
-    def decode_token(self, token, cache, index):
-        """One decoding step: `token` `(batch, 1)` at target position
-        `index` -> `(logits (batch, vocab) float32, hidden (batch, dim),
-        cache)`, the cache from the backbone's `decoder_cache`."""
-        hidden, cache = self.backbone.decode_step(token, cache, index)
-        logits = self.backbone.token_logits(hidden)[:, 0]
-        return ops.cast(logits, "float32"), hidden[:, 0], cache
 
     def generate(self, inputs, max_length=None, sampler=None, temperature=1.0,
                  seed=None, use_cache=True, **sampler_options):
