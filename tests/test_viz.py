@@ -44,6 +44,24 @@ def _reviews():
     ]
 
 
+def _caption_items():
+    rng = np.random.default_rng(0)
+    return [
+        {
+            "image": rng.integers(0, 256, (24, 32, 3)).astype("uint8"),
+            "words": ["a", "dog", "runs", "$x$", "on", "the", "grass"],
+            "maps": rng.random((7, 3, 4)),
+            "label": "A dog runs on the grass , with a very long reference "
+                     "caption that wraps .",
+        },
+        {   # grey floats in [0, 1], a wide canvas, no label
+            "image": rng.random((16, 48)),
+            "words": ["seven", "two"],
+            "maps": np.eye(2, 6).reshape(2, 1, 6),
+        },
+    ]
+
+
 # One valid call per plotting function: name -> (function, args before path).
 PLOTS = {
     "training_curves": (viz.plot_training_curves, (HISTORY,)),
@@ -53,6 +71,7 @@ PLOTS = {
     ),
     "attention_text": (viz.plot_attention_text, (_reviews(),)),
     "top_words": (viz.plot_top_words, (["great", "awful", "$1"], [0.3, 0.5, 0.1])),
+    "caption_attention": (viz.plot_caption_attention, (_caption_items(),)),
 }
 
 
@@ -88,8 +107,11 @@ def test_plot_replaces_an_existing_file(tmp_path, name):
         lambda path: viz.plot_entropy_histograms({"epoch 1": []}, path),
         lambda path: viz.plot_attention_text([{"words": ["a", "b"], "weights": [1.0]}], path),
         lambda path: viz.plot_top_words(["a", "b"], [1.0], path),
+        lambda path: viz.plot_caption_attention(
+            [dict(_caption_items()[1], words=["seven"])], path),
     ],
-    ids=["training_curves", "entropy_histograms", "attention_text", "top_words"],
+    ids=["training_curves", "entropy_histograms", "attention_text", "top_words",
+         "caption_attention"],
 )
 def test_bad_input_leaves_an_existing_file_intact(tmp_path, call):
     path = tmp_path / "plot.png"
@@ -243,6 +265,78 @@ def test_attention_text_rejects_bad_input(tmp_path, reviews, kwargs, match):
 def test_top_words_rejects_bad_input(tmp_path, words, scores, match):
     with pytest.raises(ValueError, match=match):
         viz.plot_top_words(words, scores, tmp_path / "top.png")
+
+
+# -- caption attention ---------------------------------------------------------
+
+
+def _png_size(path):
+    data = pathlib.Path(path).read_bytes()
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_caption_attention_wraps_long_captions_onto_more_rows(tmp_path):
+    item = _caption_items()[0]
+    short = viz.plot_caption_attention(
+        [dict(item, words=item["words"][:3], maps=item["maps"][:3])],
+        tmp_path / "short.png", columns=6)
+    long = viz.plot_caption_attention([item], tmp_path / "long.png", columns=3)
+    _assert_png(short)
+    _assert_png(long)
+    (short_width, short_height), (long_width, long_height) = (
+        _png_size(short), _png_size(long))
+    assert long_height > 2.5 * short_height  # 3 rows of panels, not 1
+    assert long_width < short_width  # 1 + 3 panels across, not 1 + 6
+
+
+def test_caption_attention_accepts_one_item_grey_uint8_and_no_words(tmp_path):
+    image = np.zeros((28, 56, 1), "uint8")
+    image[5:20, 10:20] = 255
+    maps = np.zeros((2, 2, 4))
+    maps[0, 0, 0] = maps[1, 1, 3] = 1.0
+    item = {"image": image, "words": ["one", "<end>"], "maps": maps}
+    _assert_png(viz.plot_caption_attention(item, tmp_path / "one.png"))
+    _assert_png(viz.plot_caption_attention(
+        [dict(item, words=[], maps=[])], tmp_path / "none.png"))
+    _assert_png(viz.plot_caption_attention(  # all-zero maps draw no heat
+        [dict(item, maps=np.zeros((2, 2, 4)))], tmp_path / "zero.png"))
+
+
+def test_upsampling_is_bilinear_between_cell_centres():
+    grid = np.array([[0.0, 1.0]])
+    row = viz._upsample_bilinear(grid, 1, 4)[0]
+    np.testing.assert_allclose(row, [0.0, 0.25, 0.75, 1.0])
+    up = viz._upsample_bilinear(np.arange(6.0).reshape(2, 3), 8, 12)
+    assert up.shape == (8, 12)
+    assert up.min() == 0.0 and up.max() == 5.0
+    assert np.all(np.diff(up, axis=1) >= 0) and np.all(np.diff(up, axis=0) >= 0)
+
+
+@pytest.mark.parametrize(
+    "items, kwargs, match",
+    [
+        ([], {}, "non-empty"),
+        ([{"image": np.zeros((4, 4)), "words": ["a"]}], {}, '"maps"'),
+        ([{"image": np.zeros((4, 4)), "words": ["a", "b"],
+           "maps": np.ones((3, 2, 2))}], {}, "2 words but 3 maps"),
+        ([{"image": np.zeros((4, 4)), "words": ["a"],
+           "maps": np.full((1, 2, 2), np.nan)}], {}, "NaN or infinite"),
+        ([{"image": np.zeros((4, 4)), "words": ["a"],
+           "maps": -np.ones((1, 2, 2))}], {}, "negative"),
+        ([{"image": np.zeros((4, 4)), "words": ["a"],
+           "maps": np.ones((1, 4))}], {}, "rows, columns"),
+        ([{"image": np.zeros((4, 4, 2)), "words": ["a"],
+           "maps": np.ones((1, 2, 2))}], {}, "not an"),
+        ([{"image": np.zeros((4, 4)), "words": "ab",
+           "maps": np.ones((2, 2, 2))}], {}, "one string"),
+        ([{"image": np.zeros((4, 4)), "words": ["a"],
+           "maps": np.ones((1, 2, 2))}], {"columns": 0}, "columns"),
+    ],
+)
+def test_caption_attention_rejects_bad_input(tmp_path, items, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.plot_caption_attention(items, tmp_path / "c.png", **kwargs)
+    assert not (tmp_path / "c.png").exists()
 
 
 # -- table helper --------------------------------------------------------------

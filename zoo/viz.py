@@ -1,6 +1,7 @@
 """Plots for the recipes: training curves, attention entropy, attention
-weights over review text, the most-attended words, and translation
-alignments.
+weights over review text, the most-attended words, translation
+alignments, vision-transformer attention and where a captioner looked for
+each word.
 
 Every function takes plain Python / NumPy data (no tensors, no Keras objects
 beyond the dict in `History.history`) and writes one PNG file:
@@ -44,6 +45,7 @@ __all__ = [
     "attention_words_table",
     "plot_alignments",
     "plot_attention_text",
+    "plot_caption_attention",
     "plot_entropy_histograms",
     "plot_top_words",
     "plot_training_curves",
@@ -694,4 +696,169 @@ def plot_position_similarity(table, grid_size, path, num_prefix_tokens=1,
                   cmap=_colormap("viridis"), vmin=-1.0, vmax=1.0)
     _set_title(fig, title)
     fig.tight_layout(pad=0.2)
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------
+# 8. image captioning (Show, Attend and Tell)
+
+
+def _upsample_bilinear(grid, height, width):
+    """`grid` `(rows, columns)` resampled to `(height, width)` bilinearly,
+    each value at its cell's centre (edges held constant), as
+    `align_corners=False` resizing does."""
+    rows, columns = grid.shape
+
+    def positions(size, cells):
+        where = np.clip((np.arange(size) + 0.5) * cells / size - 0.5,
+                        0.0, cells - 1.0)
+        low = np.floor(where).astype(np.int64)
+        return low, np.minimum(low + 1, cells - 1), where - low
+
+    r0, r1, wr = positions(height, rows)
+    c0, c1, wc = positions(width, columns)
+    tall = grid[r0] * (1.0 - wr)[:, None] + grid[r1] * wr[:, None]
+    return tall[:, c0] * (1.0 - wc) + tall[:, c1] * wc
+
+
+def _display_image(image, where):
+    """`image` as floats in [0, 1], `(H, W)` or `(H, W, 3)`."""
+    try:
+        image = np.asarray(image, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where} is not an array of numbers ({err})") from None
+    if image.ndim == 3 and image.shape[-1] == 1:
+        image = image[..., 0]
+    if (image.ndim not in (2, 3) or 0 in image.shape[:2]
+            or (image.ndim == 3 and image.shape[-1] not in (3, 4))):
+        raise ValueError(f"{where} of shape {image.shape} is not an (H, W) or "
+                         "(H, W, 3) image")
+    _check_finite(image, where)
+    image = image[..., :3] if image.ndim == 3 else image
+    if image.max() > 1.0:  # uint8-like values
+        image = image / 255.0
+    return np.clip(image, 0.0, 1.0)
+
+
+def plot_caption_attention(items, path, title=None, columns=6):
+    """Where a captioner looked for each word (the figure of Show, Attend
+    and Tell): per image one row, the image and then one panel per
+    generated word, its attention map upsampled smoothly (bilinear) and
+    laid over the image in grey as a heat layer whose colour and opacity
+    grow with the weight; the word is the panel's title.
+
+    Each map is scaled by its own largest weight, so every panel shows
+    where that word looked most (a uniform map colours the whole image).
+    Captions longer than `columns` words
+    continue on more rows.
+
+    Args:
+        items: a list of dicts, one per image, with
+            `"image"`: `(H, W)` or `(H, W, 3)` image (uint8, or floats in
+            [0, 1] or [0, 255]);
+            `"words"`: the generated words (list of strings);
+            `"maps"`: `(len(words), rows, columns)` non-negative attention
+            over the image's grid of locations, one map per word;
+            `"label"` (optional): text above the image, e.g. the reference
+            caption.
+        path: the PNG file to write.
+        title: optional figure title.
+        columns: word panels per row.
+
+    Returns:
+        `path`, as a string.
+
+    Raises:
+        ValueError: no items, an item without "image"/"words"/"maps", a
+            bad image, words and maps of different counts, maps that are
+            not `(words, rows, columns)`, negative or not finite, or
+            `columns` < 1.
+
+    Example:
+
+    >>> image = np.zeros((64, 128), "uint8")
+    >>> maps = np.eye(2, 4).reshape(2, 1, 4)  # 1 x 4 grid, two words
+    >>> viz.plot_caption_attention(  # doctest: +SKIP
+    ...     [{"image": image, "words": ["one", "two"], "maps": maps,
+    ...       "label": "one two"}], "plots/captions.png")
+    'plots/captions.png'
+    """
+    import textwrap
+
+    if isinstance(items, Mapping):
+        items = [items]
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError("items must be a non-empty list of dicts")
+    if isinstance(columns, bool) or not isinstance(columns, numbers.Integral) \
+            or columns < 1:
+        raise ValueError(f"columns must be a positive integer, got {columns!r}")
+    rows_of = []  # per item: (image, words, unit-scaled maps, label)
+    for index, item in enumerate(items):
+        where = f"items[{index}]"
+        if not isinstance(item, Mapping) or not all(
+                key in item for key in ("image", "words", "maps")):
+            raise ValueError(
+                f'{where} must be a dict with "image", "words" and "maps"')
+        image = _display_image(item["image"], f'{where}["image"]')
+        words = _check_words(item["words"], f'{where}["words"]')
+        try:
+            maps = np.asarray(item["maps"], dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f'{where}["maps"] is not an array of numbers '
+                             f"({err})") from None
+        if not words and maps.size == 0:
+            maps = np.zeros((0, 1, 1))
+        if maps.ndim != 3 or 0 in maps.shape[1:]:
+            raise ValueError(f'{where}["maps"] must be (words, rows, columns), '
+                             f"got shape {maps.shape}")
+        if len(maps) != len(words):
+            raise ValueError(f"{where}: {len(words)} words but {len(maps)} "
+                             "maps; give one map per word")
+        _check_finite(maps, f'{where}["maps"]')
+        if np.any(maps < 0):
+            raise ValueError(f'{where}["maps"] has negative values')
+        top = maps.max(axis=(1, 2), initial=0.0)
+        maps = maps / np.where(top > 0, top, 1.0)[:, None, None]
+        label = item.get("label")
+        label = None if label is None else textwrap.fill(
+            _clip(str(label), 120), 26)
+        rows_of.append((image, words, maps, label))
+
+    columns = int(columns)
+    rows = [max(1, math.ceil(len(words) / columns))
+            for _, words, _, _ in rows_of]
+    panel = 1.7  # inches across a panel
+    heights = []  # inches, one per row of panels
+    for (image, _, _, label), count in zip(rows_of, rows):
+        aspect = min(max(image.shape[0] / image.shape[1], 0.35), 1.6)
+        heights += [panel * aspect + 0.35] * count
+        heights[-count] += 0.16 * (label.count("\n") + 1 if label else 0)
+    fig = _new_figure(panel * (columns + 1) + 0.2,
+                      sum(heights) + (0.4 if title else 0.0))
+    axes = fig.subplots(len(heights), columns + 1, squeeze=False,
+                        gridspec_kw={"height_ratios": heights})
+    for ax in axes.ravel():
+        ax.set_axis_off()
+    cmap, grey_map = _colormap("inferno"), _colormap("gray")
+    first = 0
+    for (image, words, maps, label), count in zip(rows_of, rows):
+        height, width = image.shape[:2]
+        ax = axes[first, 0]
+        ax.imshow(image, cmap=grey_map if image.ndim == 2 else None,
+                  vmin=0.0, vmax=1.0)
+        if label:
+            ax.set_title(label, fontsize="x-small", parse_math=False)
+        grey = image if image.ndim == 2 else image @ np.array(
+            [0.299, 0.587, 0.114])
+        for k, (word, grid) in enumerate(zip(words, maps)):
+            ax = axes[first + k // columns, 1 + k % columns]
+            heat = _upsample_bilinear(grid, height, width)
+            layer = cmap(heat)
+            layer[..., 3] = 0.8 * heat
+            ax.imshow(0.85 * grey, cmap=grey_map, vmin=0.0, vmax=1.0)
+            ax.imshow(layer)
+            ax.set_title(_clip(word, 16), fontsize="medium", parse_math=False)
+        first += count
+    _set_title(fig, title)
+    fig.tight_layout(pad=0.4)
     return _save(fig, path)
