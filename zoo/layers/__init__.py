@@ -18,6 +18,8 @@ from zoo.layers.pooling import attention_entropy
 from zoo.layers.positions import LearnedPositionEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
 from zoo.layers.recurrent import PackedBidirectional
+from zoo.layers.soft_attention import DoublyStochasticPenalty
+from zoo.layers.soft_attention import SoftAttentionLSTM
 from zoo.layers.stochastic_depth import StochasticDepth
 from zoo.layers.token_window import RandomTokenWindow
 from zoo.layers.transformer import TransformerDecoder
@@ -28,6 +30,7 @@ __all__ = [
     "AttentionPooling",
     "BahdanauAttention",
     "ClassToken",
+    "DoublyStochasticPenalty",
     "LearnedPositionEmbedding",
     "LuongAttention",
     "MultiHeadAttention",
@@ -36,6 +39,7 @@ __all__ = [
     "PositionalEmbedding",
     "RandomTokenWindow",
     "SinusoidalPositionEncoding",
+    "SoftAttentionLSTM",
     "StochasticDepth",
     "TokenEmbedding",
     "TransformerDecoder",
