@@ -13,6 +13,7 @@ import pytest
 import zoo
 from zoo import layers
 from zoo import models
+from zoo.models import captioning
 from tests.test_readme import shipped_files_loaded_by_the_readme
 
 ZOO_DIR = pathlib.Path(zoo.__file__).parent
@@ -35,6 +36,14 @@ PUBLIC_LAYERS = [
     models.TransformerSeq2SeqBackbone,
     models.RNNSeq2SeqBackbone,
     models.SparseCategoricalCrossentropyWithSmoothing,
+    models.ImageCaptioner,
+    models.ImageCaptionerPreprocessor,
+    models.ShowAttendTellBackbone,
+    models.TransformerCaptionBackbone,
+    captioning.EfficientNetLiteEncoder,
+    captioning.ConvStackEncoder,
+    captioning.KerasApplicationsEncoder,
+    captioning.FeatureGridInput,
 ]
 
 

@@ -143,31 +143,38 @@ class SoftAttentionLSTM(keras.layers.Layer):
                 "SoftAttentionLSTM expects inputs (batch, steps, dim) and "
                 "annotations (batch, regions, feature_dim); got "
                 f"{tuple(inputs.shape)} and {tuple(annotations.shape)}.")
-        steps = inputs.shape[1]
-        if steps is None:
-            raise ValueError("SoftAttentionLSTM unrolls its steps: the "
-                             "number of steps must be known when it is "
-                             "called.")
         state = (list(initial_state) if initial_state is not None
                  else self.initial_state(annotations))
         keys = self.compute_keys(annotations)
-        real = None if mask is None else ops.cast(mask, "bool")
-        hidden, contexts, alphas = [], [], []
-        for t in range(steps):
-            h, z, alpha, new_state = self.step(
-                inputs[:, t], state, annotations, keys, training=training)
-            if real is not None:
-                keep = real[:, t][:, None]
-                new_state = [ops.where(keep, n, s)
-                             for n, s in zip(new_state, state)]
-                h = new_state[0]
-                alpha = alpha * ops.cast(keep, alpha.dtype)
-            state = new_state
-            hidden.append(h)
-            contexts.append(z)
-            alphas.append(alpha)
-        return (ops.stack(hidden, axis=1), ops.stack(contexts, axis=1),
-                ops.stack(alphas, axis=1))
+        if mask is None:
+            mask = ops.ones(ops.shape(inputs)[:2], dtype="bool")
+        # Time first: `ops.scan` (jax.lax.scan, a TensorFlow while loop, a
+        # Python loop under PyTorch) runs one compiled step per word.
+        steps = (ops.transpose(inputs, (1, 0, 2)),
+                 ops.transpose(ops.cast(mask, "bool"), (1, 0)))
+
+        def step(carry, x):
+            words, real = x
+            keep = real[:, None]
+            state = list(carry[:2])
+            _, z, alpha, new_state = self.step(words, state, annotations,
+                                               keys, training=training)
+            h, c = (ops.where(keep, n, s) for n, s in zip(new_state, state))
+            alpha = alpha * ops.cast(keep, alpha.dtype)
+            # What each step gives is its carry (the TensorFlow scan keeps
+            # one structure for both).
+            carry = (h, c, ops.cast(z, carry[2].dtype), alpha)
+            return carry, carry
+
+        batch = ops.shape(annotations)[0]
+        carry = (*state,
+                 ops.zeros((batch, ops.shape(annotations)[2]),
+                           self.compute_dtype),
+                 ops.zeros((batch, ops.shape(annotations)[1]), "float32"))
+        _, (hidden, _, contexts, alphas) = ops.scan(step, carry, steps)
+        return (ops.transpose(hidden, (1, 0, 2)),
+                ops.transpose(contexts, (1, 0, 2)),
+                ops.transpose(alphas, (1, 0, 2)))
 
     def compute_mask(self, inputs, annotations=None, mask=None):
         return None

@@ -1,5 +1,6 @@
 """Attention models composed from `zoo.layers`, one folder per family
-(`text_classifier/`, `gpt/`, `seq2seq/`, `bert/`, `vit/`): backbone, tasks, preprocessor and presets,
+(`text_classifier/`, `gpt/`, `seq2seq/`, `bert/`, `vit/`, `captioning/`):
+backbone, tasks, preprocessor and presets,
 in keras-hub's shape, and the generation shared by generating tasks."""
 
 from zoo.models.bert import BertBackbone
@@ -7,6 +8,10 @@ from zoo.models.bert import BertClassifier
 from zoo.models.bert import BertClassifierPreprocessor
 from zoo.models.bert import BertMaskedLM
 from zoo.models.bert import BertMaskedLMPreprocessor
+from zoo.models.captioning import ImageCaptioner
+from zoo.models.captioning import ImageCaptionerPreprocessor
+from zoo.models.captioning import ShowAttendTellBackbone
+from zoo.models.captioning import TransformerCaptionBackbone
 from zoo.models.generation import SAMPLERS
 from zoo.models.generation import get_sampler
 from zoo.models.gpt import GPT

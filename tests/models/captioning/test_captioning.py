@@ -1,0 +1,345 @@
+"""zoo.models.captioning under the current backend: the preprocessor
+(resizing, caption packing, every bad image as one clear error), both
+backbones (attention over the regions, causality, cached decoding against
+the full pass), generation (greedy with and without the cache, beam search
+on a hand-made distribution), attention maps, training on raw images,
+the encoder swap after training on cached features, saving and mixed
+precision."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from tests.helpers import keras_round_trip
+from tests.helpers import to_numpy
+from zoo.data.captions import CaptionPairs
+from zoo.data.captions import make_synthetic_captions
+from zoo.data.tokenizers import SubwordTokenizer
+from zoo.data.tokenizers import train_subword_tokenizer
+from zoo.models.captioning import ConvStackEncoder
+from zoo.models.captioning import FeatureGridInput
+from zoo.models.captioning import ImageCaptioner
+from zoo.models.captioning import ImageCaptionerPreprocessor
+from zoo.models.captioning import ShowAttendTellBackbone
+from zoo.models.captioning import TransformerCaptionBackbone
+from zoo.models.generation import BeamSampler
+from zoo.models.generation import get_sampler
+
+IMAGES, CAPTIONS = make_synthetic_captions(96, size=16, seed=0)
+KINDS = ("lstm", "transformer")
+LENGTH = 10
+_PROTO = []
+
+
+def tokenizer():
+    """A fresh tokenizer per call (the suite clears the Keras session
+    between tests, which frees the TensorFlow resource of an earlier one)."""
+    if not _PROTO:
+        _PROTO.append(train_subword_tokenizer(
+            [c for options in CAPTIONS for c in options], 40,
+            model_type="word").proto)
+    return SubwordTokenizer(proto=_PROTO[0])
+
+
+def encoder(dtype=None):
+    return ConvStackEncoder((16, 16), 3, filters=(4, 8),
+                            convs_per_stage=1, dtype=dtype)
+
+
+def backbone(kind, image_encoder=None, dtype=None, **kwargs):
+    image_encoder = image_encoder or encoder(dtype)
+    vocabulary = tokenizer().vocabulary_size()
+    if kind == "lstm":
+        return ShowAttendTellBackbone(
+            image_encoder, vocabulary, embedding_dim=8, hidden_dim=16,
+            attention_units=8, dropout=0.0, decoder_sequence_length=LENGTH,
+            dtype=dtype, **kwargs)
+    return TransformerCaptionBackbone(
+        image_encoder, vocabulary, num_layers=2, num_heads=2, hidden_dim=8,
+        intermediate_dim=16, dropout=0.0, decoder_sequence_length=LENGTH,
+        dtype=dtype, **kwargs)
+
+
+def preprocessor(**kwargs):
+    return ImageCaptionerPreprocessor(tokenizer(), (16, 16), 3, LENGTH,
+                                      **kwargs)
+
+
+def captioner(kind, **kwargs):
+    return ImageCaptioner(backbone(kind, **kwargs), preprocessor())
+
+
+def ids_batch(seed=0, length=6):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(4, tokenizer().vocabulary_size(), (2, length)).astype(
+        "int32")
+    ids[:, 0] = tokenizer().start_token_id
+    return {"images": IMAGES[:2].astype("float32"),
+            "decoder_token_ids": ids, "decoder_padding_mask": np.ones_like(ids)}
+
+
+# ---- Preprocessor ------------------------------------------------------------
+
+def test_preprocessor_resizes_images_and_packs_shifted_captions():
+    pre = preprocessor()
+    big = np.full((1, 40, 24, 3), 200, "uint8")
+    x, y, weights = pre(big, ["A red Square, on the LEFT!"])
+    assert tuple(x["images"].shape) == (1, 16, 16, 3)
+    np.testing.assert_allclose(to_numpy(x["images"]), 200.0, atol=1e-3)
+    ids = to_numpy(x["decoder_token_ids"])[0]
+    targets, weights = to_numpy(y)[0], to_numpy(weights)[0]
+    tok = tokenizer()
+    words = tok.tokenize("a red square on the left")
+    assert ids[0] == tok.start_token_id
+    np.testing.assert_array_equal(ids[1:7], words)
+    np.testing.assert_array_equal(targets[:6], words)
+    assert targets[6] == tok.end_token_id
+    np.testing.assert_array_equal(weights, np.arange(LENGTH) < 7)
+    # A list of images of different sizes, one image alone.
+    batch, single = pre.image_batch([IMAGES[0], big[0]])
+    assert batch.shape == (2, 16, 16, 3) and not single
+    batch, single = pre.image_batch(IMAGES[0])
+    assert batch.shape == (1, 16, 16, 3) and single
+
+
+def test_preprocessor_config_round_trip():
+    pre = preprocessor(normalize_captions=False)
+    again = ImageCaptionerPreprocessor.from_config(pre.get_config())
+    assert again.image_size == (16, 16) and again.num_channels == 3
+    assert again.decoder_sequence_length == LENGTH
+    assert not again.normalize_captions
+
+
+@pytest.mark.parametrize("images, message", [
+    (np.zeros((0, 16, 16, 3), "uint8"), "empty batch"),
+    ([], "empty list"),
+    (None, "got None"),
+    (np.zeros((2, 16, 16), "uint8"), "batch of grey images"),
+    (np.zeros((16, 16), "uint8"), "grey image"),
+    (np.zeros((1, 16, 16, 1), "uint8"), "grey image"),
+    (np.zeros((1, 16, 16, 4), "uint8"), "RGBA"),
+    (np.zeros((1, 3, 16, 16), "uint8"), "channels first"),
+    (np.full((1, 16, 16, 3), 0.5, "float32"), "scaled to \\[0, 1\\]"),
+    (np.zeros((1, 16, 16, 3), bool), "bool image"),
+    (np.zeros((1, 0, 16, 3), "uint8"), "empty image"),
+    (np.full((1, 16, 16, 3), np.nan, "float32"), "NaN"),
+    (np.full((1, 16, 16, 3), 300.0, "float32"), "\\[0, 255\\]"),
+    (np.zeros((1, 2, 16, 16, 3), "uint8"), "expected a batch of images"),
+    ("image.jpg", "got str"),
+])
+def test_every_bad_image_is_one_clear_error(images, message):
+    model = captioner("lstm")
+    with pytest.raises(ValueError, match=message) as error:
+        model.generate(images)
+    assert "\n" not in str(error.value)
+
+
+def test_generation_arguments_out_of_range_are_refused():
+    model = captioner("lstm")
+    for bad in (0, 1, LENGTH + 1, 2.5, "long"):
+        with pytest.raises(ValueError, match="max_length"):
+            model.generate(IMAGES[:1], max_length=bad)
+    with pytest.raises(ValueError, match="num_beams must be >= 1"):
+        model.generate(IMAGES[:1], sampler="beam", num_beams=0)
+    with pytest.raises(ValueError, match="need the sampler"):
+        model.generate(IMAGES[:1], num_beams=2)
+    with pytest.raises(ValueError, match="generate\\(images\\)"):
+        model.predict(IMAGES[:2])
+    with pytest.raises(ValueError, match="needs captions"):
+        model.fit(IMAGES[:2])
+    with pytest.raises(ValueError, match="sample_weight"):
+        model.fit(IMAGES[:2], ["a", "b"], sample_weight=np.ones(2))
+
+
+# ---- Backbones ---------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_attention_maps_are_distributions_over_the_regions(kind):
+    model = backbone(kind)
+    batch = ids_batch()
+    maps = to_numpy(model.attention_maps(batch["images"],
+                                         batch["decoder_token_ids"]))
+    assert maps.shape == (2, 6, model.num_regions)
+    assert model.grid_size == (4, 4)
+    np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-5)
+    assert (maps > 0).all()  # no region is left out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_decoder_is_causal(kind):
+    model = backbone(kind)
+    batch = ids_batch()
+    changed = dict(batch, decoder_token_ids=batch["decoder_token_ids"].copy())
+    changed["decoder_token_ids"][:, 4:] = 7
+    a = to_numpy(model(batch)["sequence_output"])
+    b = to_numpy(model(changed)["sequence_output"])
+    np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-5)
+    assert np.abs(a[:, 4:] - b[:, 4:]).max() > 1e-4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cached_decoding_equals_the_full_pass_token_by_token(kind):
+    model = backbone(kind)
+    batch = ids_batch()
+    full = to_numpy(model.token_logits(model(batch)["sequence_output"]))
+    maps = to_numpy(model.attention_maps(batch["images"],
+                                         batch["decoder_token_ids"]))
+    encoded = model.encode(batch["images"])
+    cache = model.decoder_cache(encoded, model.encoder_mask(encoded), 6)
+    ids = ops.convert_to_tensor(batch["decoder_token_ids"])
+    for t in range(6):
+        hidden, cache, weights = model.decode_step(
+            ids[:, t:t + 1], cache, t, return_attention_scores=True)
+        np.testing.assert_allclose(to_numpy(model.token_logits(hidden))[:, 0],
+                                   full[:, t], atol=1e-4)
+        step_map = to_numpy(weights)[:, -1].mean(axis=1)[:, 0]
+        np.testing.assert_allclose(step_map, maps[:, t], atol=1e-5)
+
+
+def test_the_lstm_adds_the_doubly_stochastic_penalty_while_training():
+    model = backbone("lstm", attention_penalty=2.0)
+    batch = ids_batch()
+    model(batch, training=False)
+    assert not model.losses
+    # (training: the encoder's batch normalisation reads batch statistics)
+    alphas = to_numpy(model(batch, training=True)["attention_weights"])
+    (loss,) = model.losses
+    expected = 2.0 / alphas.shape[-1] * (
+        (1 - alphas.sum(1)) ** 2).sum(-1).mean()
+    np.testing.assert_allclose(float(to_numpy(loss)), expected, rtol=1e-5)
+
+
+# ---- Generation --------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_greedy_with_the_cache_equals_greedy_without(kind):
+    model = captioner(kind)
+    cached = model.generate(IMAGES[:3])
+    assert cached == model.generate(IMAGES[:3], use_cache=False)
+    assert len(cached) == 3 and all(isinstance(c, str) for c in cached)
+    assert isinstance(model.generate(IMAGES[0]), str)
+    beams = model.generate(IMAGES[:3], sampler="beam", num_beams=3)
+    assert len(beams) == 3
+
+
+def test_beam_search_finds_the_likelier_caption_greedy_misses():
+    # Step 1: token 4 (0.6) or 5 (0.4). After 4 the end (token 3) has
+    # p=0.3 and the rest is spread; after 5 the end is certain. Greedy
+    # takes 4 then the end: 0.6 * 0.3 = 0.18 < 0.4 * 1.0 for 5 then end.
+    vocabulary, end = 8, 3
+
+    def next(prompt, cache, index):
+        previous = ops.take(prompt, index - 1, axis=1)
+        probs = np.full((3, vocabulary), 1e-9, "float32")
+        probs[0, 4], probs[0, 5] = 0.6, 0.4
+        probs[1, end] = 0.3
+        probs[1, 6:] = 0.35
+        probs[2, end] = 1.0
+        row = ops.where(previous == 4, 1, ops.where(previous == 5, 2, 0))
+        logits = ops.log(ops.take(ops.convert_to_tensor(probs), row, axis=0))
+        return logits, None, cache
+
+    prompt = np.zeros((1, 4), "int32")
+    mask = np.array([[True, False, False, False]])
+    greedy_ids = to_numpy(get_sampler("greedy")(
+        next, prompt, index=1, mask=mask, stop_token_ids=(end,)))
+    beam_ids = to_numpy(BeamSampler(num_beams=2, length_penalty=0.0)(
+        next, prompt, index=1, mask=mask, stop_token_ids=(end,)))
+    assert greedy_ids[0, 1:3].tolist() == [4, 6]  # 0.35 beats the end
+    assert beam_ids[0, 1:3].tolist() == [5, end]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_attention_maps_of_generated_words(kind):
+    model = captioner(kind)
+    results = model.attention_maps(IMAGES[:2])
+    assert len(results) == 2
+    for item, caption in zip(results, model.generate(IMAGES[:2])):
+        assert item["caption"] == caption
+        assert len(item["words"]) == len(item["maps"])
+        assert item["maps"].shape[1:] == (4, 4)
+        np.testing.assert_allclose(item["maps"].sum((1, 2)), 1.0, atol=1e-5)
+    given = model.attention_maps(IMAGES[0], "a red bar on the left")
+    assert given["words"] == ["a", "red", "bar", "on", "the", "left"]
+    with pytest.raises(ValueError, match="2 images but 1 captions"):
+        model.attention_maps(IMAGES[:2], ["a red bar"])
+
+
+# ---- Training, saving --------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_on_raw_images_lowers_the_loss_and_survives_saving(
+        kind, tmp_path):
+    model = captioner(kind)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = model.fit(IMAGES[:48], CAPTIONS[:48], batch_size=48, epochs=3,
+                        verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0] and np.isfinite(losses).all()
+    loaded = keras_round_trip(model, tmp_path)
+    assert loaded.generate(IMAGES[:4]) == model.generate(IMAGES[:4])
+    np.testing.assert_allclose(
+        to_numpy(loaded.predict({"images": IMAGES[:2],
+                                 "captions": ["a red bar", "a blue bar"]},
+                                verbose=0)),
+        to_numpy(model.predict({"images": IMAGES[:2],
+                                "captions": ["a red bar", "a blue bar"]},
+                               verbose=0)), atol=1e-5)
+
+
+def test_a_decoder_trained_on_cached_features_gets_its_encoder_back():
+    image_encoder = encoder()
+    grid = to_numpy(image_encoder(IMAGES[:8].astype("float32")))
+    cached = ImageCaptioner(
+        backbone("lstm", image_encoder=FeatureGridInput((4, 4), 8)),
+        ImageCaptionerPreprocessor(tokenizer(), (4, 4), 8, LENGTH,
+                                   raw_pixels=False))
+    cached.compile(optimizer=keras.optimizers.Adam(1e-2))
+    cached.fit(CaptionPairs(grid, CAPTIONS[:8], 4).dataset(), epochs=1,
+               verbose=0)
+    full = cached.with_image_encoder(image_encoder, preprocessor())
+    assert full.generate(IMAGES[:8]) == cached.generate(grid)
+    np.testing.assert_allclose(to_numpy(full.encode_images(IMAGES[:8])),
+                               grid, atol=1e-5)
+    with pytest.raises(ValueError, match="grid"):
+        cached.with_image_encoder(ConvStackEncoder((16, 16), 3, (4,)))
+
+
+def test_caption_pairs_serve_every_pair_or_one_caption_per_image():
+    pairs = CaptionPairs(IMAGES[:4], CAPTIONS[:4], 3, shuffle=True, seed=1)
+    assert len(pairs) == 7  # 20 pairs
+    rows = pairs.pairs(epoch=0)
+    assert sorted(map(tuple, rows)) == [(i, j) for i in range(4)
+                                        for j in range(5)]
+    np.testing.assert_array_equal(rows, pairs.pairs(epoch=0))
+    assert not np.array_equal(rows, pairs.pairs(epoch=1))
+    one = CaptionPairs(IMAGES[:4], CAPTIONS[:4], 3, seed=1,
+                       one_caption_per_image=True)
+    assert len(one) == 2 and sorted(one.pairs()[:, 0]) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="4 images but 3 caption"):
+        CaptionPairs(IMAGES[:4], CAPTIONS[:3])
+    with pytest.raises(ValueError, match="image 1 has no caption"):
+        CaptionPairs(IMAGES[:2], [["a"], []])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mixed_bfloat16_trains_and_captions(kind):
+    model = ImageCaptioner(backbone(kind, dtype="mixed_bfloat16"),
+                           preprocessor())
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    logs = model.train_on_batch(IMAGES[:8].astype("float32"),
+                                [c[0] for c in CAPTIONS[:8]],
+                                return_dict=True)
+    assert np.isfinite(logs["loss"])
+    logits = model.predict({"images": IMAGES[:2], "captions": ["a", "b"]},
+                           verbose=0)
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    assert len(model.generate(IMAGES[:2])) == 2
+
+
+def test_a_tokenizer_larger_than_the_backbone_is_refused():
+    with pytest.raises(ValueError, match="vocabulary"):
+        ImageCaptioner(ShowAttendTellBackbone(
+            encoder(), 10, embedding_dim=8, hidden_dim=8, attention_units=8),
+            preprocessor())
