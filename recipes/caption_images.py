@@ -231,10 +231,8 @@ def load_data(args):
                 "validation": make_synthetic_captions(validation, size[0],
                                                       args.seed + 1)}
     image_size = PRESETS.part(args.preset, "preprocessor")["image_size"]
-    cache = args.cache_dir or os.path.join(os.path.dirname(
-        os.path.abspath(args.output_dir)), "cache")
     splits = load_flickr8k(args.data_dir, image_size=tuple(image_size),
-                           cache_dir=cache, limit=args.limit)
+                           cache_dir=cache_folder(args), limit=args.limit)
     data = {}
     for name, split in splits.items():
         key = "validation" if name == "dev" else name
@@ -291,10 +289,17 @@ def make_optimizer(args, total_steps):
     return keras.optimizers.Adam(schedule, global_clipnorm=5.0)
 
 
+def cache_folder(args):
+    """Where decoded images and encoder grids are kept between runs."""
+    return args.cache_dir or os.path.join(
+        os.path.dirname(os.path.abspath(args.output_dir)), "cache")
+
+
 def encoder_and_features(args, data):
     """The preset's image encoder and, when it is frozen and the preset
-    caches features, every split's grid computed once (kept in the output
-    folder, so a resumed run does not compute it again)."""
+    caches features, every split's grid computed once (kept in the cache
+    folder, shared by the presets of one encoder, so another run or a
+    resumed one does not compute it again)."""
     spec = PRESETS.part(args.preset, "image_encoder")
     encoder = image_encoder_from_config(spec)
     cache = (PRESETS.part(args.preset, "training").get("cache_features")
@@ -302,8 +307,14 @@ def encoder_and_features(args, data):
     if not cache:
         return encoder, None
     features = {}
+    tag = "-".join(str(spec.get(key)) for key in ("kind", "output"))
+    size = "x".join(str(n) for n in spec["image_size"])
+    os.makedirs(cache_folder(args), exist_ok=True)
     for split in ("train", "validation"):
-        path = os.path.join(args.output_dir, f"features_{split}.npy")
+        path = os.path.join(
+            cache_folder(args),
+            f"features-{args.dataset}-{split}-{len(data[split][0])}-{tag}-"
+            f"{size}.npy")
         if os.path.exists(path):
             features[split] = np.load(path)
             continue

@@ -19,6 +19,7 @@ from zoo.models.captioning import FeatureGridInput
 from zoo.models.captioning import KerasApplicationsEncoder
 from zoo.models.captioning import convert_efficientnet_lite as convert
 from zoo.models.captioning.image_encoders import APPLICATIONS
+from zoo.models.captioning.image_encoders import DepthwiseConv2D
 from zoo.models.captioning.image_encoders import preprocessing_affine
 
 LITE_FEATURES = {"stage5": 112, "top": 320, "head": 1280}
@@ -333,3 +334,27 @@ def test_missing_weights_package_or_torch_is_one_clear_line(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "torch", None)
     with pytest.raises(ImportError, match=r'pip install "attention-zoo'):
         convert.read_state_dict(__file__)
+
+
+@pytest.mark.parametrize("kernel, strides, padding, size", [
+    (3, 1, "same", (9, 7)), (5, 2, "same", (11, 8)), (3, 2, "valid", (9, 10)),
+])
+def test_depthwise_convolution_equals_keras_layer(kernel, strides, padding,
+                                                   size):
+    # Under JAX on a CPU the zoo's layer sums shifted copies of the input.
+    images = np.random.default_rng(0).normal(size=(2, *size, 5)).astype(
+        "float32")
+    ours = DepthwiseConv2D(kernel, strides=strides, padding=padding,
+                           use_bias=True)
+    reference = keras.layers.DepthwiseConv2D(kernel, strides=strides,
+                                             padding=padding, use_bias=True)
+    ours.build(images.shape)
+    reference.build(images.shape)
+    rng = np.random.default_rng(1)
+    weights = [rng.normal(size=w.shape).astype("float32")
+               for w in reference.get_weights()]
+    ours.set_weights(weights)
+    reference.set_weights(weights)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(ours(images)),
+                               keras.ops.convert_to_numpy(reference(images)),
+                               atol=1e-5)
