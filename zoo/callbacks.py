@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import importlib
 import random
 import time
 
@@ -49,12 +50,13 @@ class ReproducibleEpochs(keras.callbacks.Callback):
     `zoo.data.masked_lm.MaskedLMBatches`, whose order and masks follow it)
     and reseeds every `keras.random.SeedGenerator` of the model (dropout's),
     whose state `BackupAndRestore` does not save, and the global generators:
-    Python's and NumPy's, and under PyTorch all of
-    `keras.utils.set_random_seed` (unseeded dropout there draws from torch's
-    own generator). Not TensorFlow's global seed: setting it clears
+    Python's and NumPy's, and under PyTorch torch's (unseeded dropout there
+    draws from it). Not TensorFlow's global seed: setting it clears
     TensorFlow's kernel cache, so every compiled function would be
-    optimised again at each epoch, and no random op of a Keras model reads
-    it (they take their seeds from the model's `SeedGenerator`s).
+    optimised again at each epoch (and the resources of tf.data ops, such
+    as a SentencePiece tokenizer's, are gone), and no random op of a Keras
+    model reads it (they take their seeds from the model's
+    `SeedGenerator`s).
 
     Args:
         seed: the run's seed.
@@ -78,11 +80,13 @@ class ReproducibleEpochs(keras.callbacks.Callback):
             dataset.epoch = int(epoch)
         seed = int(np.random.default_rng(
             [self.seed, int(epoch)]).integers(0, 2**31 - 1))
+        random.seed(seed)
+        np.random.seed(seed)
         if keras.backend.backend() == "torch":
-            keras.utils.set_random_seed(seed)
-        else:
-            random.seed(seed)
-            np.random.seed(seed)
+            # What keras.utils.set_random_seed does for PyTorch, without
+            # TensorFlow's seed (see above; it also frees the resources of
+            # tf.data ops such as a SentencePiece tokenizer's).
+            importlib.import_module("torch").manual_seed(seed)
         states = [v for v in self.model.variables
                   if v.name == "seed_generator_state"]
         for index, state in enumerate(states):
