@@ -319,8 +319,10 @@ def encoder_and_features(args, data):
             features[split] = np.load(path)
             continue
         start = time.perf_counter()
-        grid = encoder.predict(data[split][0].astype("float32"),
-                               batch_size=64, verbose=0)
+        grid = np.concatenate([
+            encoder.predict_on_batch(batch.astype("float32"))
+            for batch in np.array_split(
+                data[split][0], max(1, len(data[split][0]) // 64))])
         features[split] = grid.astype("float16")
         tmp = path + ".tmp.npy"
         np.save(tmp, features[split])

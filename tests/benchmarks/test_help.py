@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-BENCHMARKS = ("attention_scaling", "bert_pretraining", "gpt_generation",
+BENCHMARKS = ("attention_scaling", "bert_pretraining", "captioning",
+              "gpt_generation",
               "gpt_training", "layers", "packed_rnn", "translation",
               "vit_images")
 

@@ -48,9 +48,9 @@ def _np_soft_attention_lstm(layer, words, regions, mask):
         alpha = np_softmax(scores)
         z = (alpha[:, :, None] * regions).sum(1)
         z = z * _sigmoid(h @ w["gate/kernel"] + w["gate/bias"])
-        x = np.concatenate([words[:, t], z], -1)
-        gates = x @ w["cell/kernel"] + h @ w["cell/recurrent_kernel"] + w[
-            "cell/bias"]
+        gates = (words[:, t] @ w["word_gates/kernel"] + w["word_gates/bias"]
+                 + z @ w["context_gates/kernel"]
+                 + h @ w["recurrent_gates/kernel"])
         i, f, g, o = np.split(gates, 4, axis=-1)
         new_c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
         new_h = _sigmoid(o) * np.tanh(new_c)
@@ -182,3 +182,20 @@ def test_a_training_step_lowers_the_loss_with_the_penalty_in_it():
     losses = [float(model.train_on_batch(inputs, target)) for _ in range(5)]
     assert losses[-1] < first
     assert np.isfinite(losses).all()
+
+
+def test_the_forget_gate_starts_open_and_the_gates_quantise():
+    model = _model()
+    layer = model.get_layer("lstm")
+    bias = to_numpy(layer.word_gates.bias)
+    np.testing.assert_array_equal(bias[UNITS:2 * UNITS], 1.0)
+    assert not bias[:UNITS].any() and not bias[2 * UNITS:].any()
+    # Every weight matrix is a Dense layer: Keras' int8 (weight-only)
+    # quantisation applies to all of them.
+    inputs = [*_inputs(), _mask()]
+    before = to_numpy(model.predict_on_batch(inputs))
+    model.quantize("int8", config=keras.quantizers.Int8QuantizationConfig(
+        activation_quantizer=None))
+    assert layer.recurrent_gates.quantization_mode == "int8"
+    after = to_numpy(model.predict_on_batch(inputs))
+    assert 0 < np.abs(after - before).max() < 0.05

@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from recipes import caption_images
 from recipes import check_backends
 from recipes import flags
 from recipes import gpt_text
@@ -64,6 +65,7 @@ class _Captured(Exception):
 
 @pytest.mark.parametrize("module", [
     imdb_attention, gpt_text, imdb_cross_validate, check_backends,
+    caption_images,
 ], ids=lambda m: m.__name__.split(".")[-1])
 def test_help_explains_every_flag(module, monkeypatch):
     """`--help` says what each flag does (not just its name and default)."""
@@ -85,7 +87,8 @@ def test_help_explains_every_flag(module, monkeypatch):
 
 
 @pytest.mark.parametrize("recipe", ["imdb_attention", "gpt_text", "translate",
-                                    "bert_imdb", "vit_images"])
+                                    "bert_imdb", "vit_images",
+                                    "caption_images"])
 def test_every_recipe_takes_the_accelerator_flags(recipe):
     import importlib
 

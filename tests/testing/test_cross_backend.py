@@ -392,3 +392,17 @@ def test_vit_agrees_across_backends_on_float_images(tmp_path):
     assert code == 0, output
     report = json.loads(report_path.read_text())
     assert report["variants"]["default"]["passed"]
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_captioning_agrees_across_backends_captions_included(tmp_path):
+    report_path = tmp_path / "report.json"
+    code, output = run_tool(
+        ["caption_images", "--smoke", "--steps", "3", "--json",
+         str(report_path), "--timeout", "400"], timeout=450)
+    assert code == 0, output
+    report = json.loads(report_path.read_text())
+    assert sorted(report["variants"]) == ["lstm", "transformer"]
+    for result in report["variants"].values():
+        assert result["passed"] and result["generate"]["max"] == 0
+        assert len(result["generate"]["reference"]) == 3

@@ -11,6 +11,8 @@ mean:
     beta_t  = sigmoid(w_beta . h_{t-1} + b_beta)  (the gating scalar)
     z_t     = beta_t * sum_i alpha_ti a_i
     h_t, c_t = LSTM([E y_{t-1}; z_t], (h_{t-1}, c_{t-1}))
+             (gates i, f, g, o = W_x E y_{t-1} + W_z z_t + U h_{t-1} + b;
+              c_t = sig(f) c_{t-1} + sig(i) tanh(g), h_t = sig(o) tanh(c_t))
 
 with the state started from the mean annotation, h_0 = tanh(W_h mean_i a_i
 + b), c_0 = tanh(W_c mean_i a_i + b). f_att is Bahdanau's additive score
@@ -24,6 +26,7 @@ divided by the number of regions L.
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from zoo.layers.alignment import BahdanauAttention
@@ -55,7 +58,7 @@ class SoftAttentionLSTM(keras.layers.Layer):
             carried unchanged and its attention weights are 0.
         initial_state: optional `[h_0, c_0]`, each `(batch, units)`;
             default `self.initial_state(annotations)`.
-        training: passed to the LSTM cell.
+        training: unused (the layer has no dropout of its own).
 
     Returns:
         `(hidden, context, alphas)`: `h_t` `(batch, steps, units)`, `z_t`
@@ -106,9 +109,26 @@ class SoftAttentionLSTM(keras.layers.Layer):
         pooled_shape = (annotations_shape[0], feature_dim)
         self.init_h.build(pooled_shape)
         self.init_c.build(pooled_shape)
-        self.cell = keras.layers.LSTMCell(
-            self.units, dtype=self.dtype_policy, name="cell")
-        self.cell.build((inputs_shape[0], inputs_shape[-1] + feature_dim))
+        # The LSTM's gates (i, f, g, o), from the word, the context and the
+        # previous state: three Dense layers (quantisable like any other;
+        # the word's part is computed for all steps at once).
+        gates = 4 * self.units
+        self.word_gates = self._dense(gates, "word_gates")
+        self.word_gates.build(inputs_shape)
+        self.context_gates = keras.layers.Dense(
+            gates, use_bias=False,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy, name="context_gates")
+        self.context_gates.build((annotations_shape[0], feature_dim))
+        self.recurrent_gates = keras.layers.Dense(
+            gates, use_bias=False, kernel_initializer="orthogonal",
+            dtype=self.dtype_policy, name="recurrent_gates")
+        self.recurrent_gates.build(state_shape)
+        # The forget gate's bias starts at 1 (Jozefowicz et al., 2015; Keras'
+        # LSTM does the same).
+        bias = np.zeros((gates,), "float32")
+        bias[self.units:2 * self.units] = 1.0
+        self.word_gates.bias.assign(bias)
         self.built = True
 
     def initial_state(self, annotations):
@@ -125,16 +145,24 @@ class SoftAttentionLSTM(keras.layers.Layer):
     def step(self, inputs, state, annotations, keys, training=None):
         """One word: `inputs` `(batch, input_dim)`, `state` `[h, c]` ->
         `(h_t, z_t, alpha_t (batch, regions) float32, [h_t, c_t])`."""
-        h = state[0]
+        return self._step(call_sublayer(self, self.word_gates, inputs),
+                          state, annotations, keys)
+
+    def _step(self, word_gates, state, annotations, keys):
+        """`step` from the word's part of the gates, `W_x E y_{t-1} + b`."""
+        h, c = state
         context, alpha = call_sublayer(
             self, self.attention, h, annotations, keys=keys,
             return_attention_scores=True)
         if self.gate is not None:
             context = context * call_sublayer(self, self.gate, h)
-        x = ops.concatenate([inputs, ops.cast(context, inputs.dtype)], -1)
-        output, new_state = call_sublayer(self, self.cell, x, list(state),
-                                          training=training)
-        return output, context, ops.cast(alpha, "float32"), list(new_state)
+        context = ops.cast(context, h.dtype)
+        gates = (word_gates + call_sublayer(self, self.context_gates, context)
+                 + call_sublayer(self, self.recurrent_gates, h))
+        i, f, g, o = ops.split(gates, 4, axis=-1)
+        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+        h = ops.sigmoid(o) * ops.tanh(c)
+        return h, context, ops.cast(alpha, "float32"), [h, c]
 
     def call(self, inputs, annotations, mask=None, initial_state=None,
              training=None):
@@ -149,16 +177,18 @@ class SoftAttentionLSTM(keras.layers.Layer):
         if mask is None:
             mask = ops.ones(ops.shape(inputs)[:2], dtype="bool")
         # Time first: `ops.scan` (jax.lax.scan, a TensorFlow while loop, a
-        # Python loop under PyTorch) runs one compiled step per word.
-        steps = (ops.transpose(inputs, (1, 0, 2)),
+        # Python loop under PyTorch) runs one compiled step per word; the
+        # words' part of the gates is one product for all steps.
+        word_gates = call_sublayer(self, self.word_gates, inputs)
+        steps = (ops.transpose(word_gates, (1, 0, 2)),
                  ops.transpose(ops.cast(mask, "bool"), (1, 0)))
 
         def step(carry, x):
             words, real = x
             keep = real[:, None]
             state = list(carry[:2])
-            _, z, alpha, new_state = self.step(words, state, annotations,
-                                               keys, training=training)
+            _, z, alpha, new_state = self._step(words, state, annotations,
+                                                keys)
             h, c = (ops.where(keep, n, s) for n, s in zip(new_state, state))
             alpha = alpha * ops.cast(keep, alpha.dtype)
             # What each step gives is its carry (the TensorFlow scan keeps
