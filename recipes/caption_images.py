@@ -154,6 +154,15 @@ def parse_args(argv=None):
             ("intermediate-dim", positive_int, "transformer: MLP width")):
         parser.add_argument(f"--{name}", type=kind, default=None,
                             help=f"{text}; default from the preset")
+    parser.add_argument("--keras-application", default=None, metavar="NAME",
+                        help="encode with a keras.applications model "
+                        "instead of the preset's encoder (e.g. MobileNetV2, "
+                        "ResNet50; frozen, its last grid cached), with "
+                        "--encoder-weights")
+    parser.add_argument("--encoder-weights", choices=("imagenet", "random"),
+                        default="imagenet",
+                        help="--keras-application's weights: ImageNet "
+                        "(downloaded by Keras once) or random")
     parser.add_argument("--beam", type=positive_int, default=3,
                         help="beams for the evaluation (1: greedy only)")
     parser.add_argument("--length-penalty", type=float, default=0.6,
@@ -289,6 +298,20 @@ def make_optimizer(args, total_steps):
     return keras.optimizers.Adam(schedule, global_clipnorm=5.0)
 
 
+def encoder_spec(args):
+    """The preset's image encoder, or `--keras-application`'s (frozen, its
+    grid cached)."""
+    spec = PRESETS.part(args.preset, "image_encoder")
+    if args.keras_application is None:
+        return spec
+    return {"kind": "keras_applications",
+            "application": args.keras_application,
+            "image_size": spec["image_size"],
+            "weights": (None if args.encoder_weights == "random"
+                        else "imagenet"),
+            "trainable": False}
+
+
 def cache_folder(args):
     """Where decoded images and encoder grids are kept between runs."""
     return args.cache_dir or os.path.join(
@@ -300,14 +323,16 @@ def encoder_and_features(args, data):
     caches features, every split's grid computed once (kept in the cache
     folder, shared by the presets of one encoder, so another run or a
     resumed one does not compute it again)."""
-    spec = PRESETS.part(args.preset, "image_encoder")
+    spec = encoder_spec(args)
     encoder = image_encoder_from_config(spec)
-    cache = (PRESETS.part(args.preset, "training").get("cache_features")
-             and not encoder.trainable)
+    cache = not encoder.trainable and (
+        args.keras_application or PRESETS.part(args.preset, "training").get(
+            "cache_features"))
     if not cache:
         return encoder, None
     features = {}
-    tag = "-".join(str(spec.get(key)) for key in ("kind", "output"))
+    tag = "-".join(str(spec.get(key)) for key in (
+        "kind", "output", "application", "weights") if key in spec)
     size = "x".join(str(n) for n in spec["image_size"])
     os.makedirs(cache_folder(args), exist_ok=True)
     for split in ("train", "validation"):
@@ -444,18 +469,25 @@ def run(args):
     # its captions, drawn anew every epoch.
     one_caption = PRESETS.part(args.preset, "training")[
         "one_caption_per_image"]
+    # Captions tokenized once; batches of ready arrays (no strings per step).
     pairs = CaptionPairs(train_x, train_captions, args.batch_size,
                          shuffle=True, seed=args.seed,
-                         one_caption_per_image=one_caption)
-    validation = CaptionPairs(val_x, val_captions, args.batch_size)
+                         one_caption_per_image=one_caption,
+                         preprocessor=captioner.preprocessor)
+    validation = CaptionPairs(val_x, val_captions, args.batch_size,
+                              preprocessor=captioner.preprocessor)
     with strategy.scope():
         captioner.compile(optimizer=make_optimizer(args,
                                                    args.epochs * len(pairs)),
                           label_smoothing=args.label_smoothing)
-    parameters = int(captioner.count_params())
-    print(f"{args.preset}: {parameters / 1e6:.2f}M parameters ("
-          f"{int(encoder.count_params()) / 1e6:.2f}M in the "
-          f"{'frozen ' if not encoder.trainable else ''}encoder), vocabulary "
+    encoder_parameters = int(encoder.count_params())
+    decoder_parameters = int(captioner.count_params()) - (
+        encoder_parameters if features is None else 0)
+    parameters = encoder_parameters + decoder_parameters
+    print(f"{args.preset}: {parameters / 1e6:.2f}M parameters (decoder "
+          f"{decoder_parameters / 1e6:.2f}M, "
+          f"{'frozen ' if not encoder.trainable else ''}encoder "
+          f"{encoder_parameters / 1e6:.2f}M), vocabulary "
           f"{tokenizer.vocabulary_size()}, {len(pairs)} steps per epoch")
 
     speed = Throughput(args.batch_size, unit="captions")
@@ -471,8 +503,7 @@ def run(args):
         stopper,
     ]
     start = time.perf_counter()
-    this_run = captioner.fit(pairs.dataset(),
-                             validation_data=validation.dataset(),
+    this_run = captioner.fit(pairs, validation_data=validation,
                              epochs=args.epochs, callbacks=callbacks,
                              verbose=args.verbose)
     seconds = time.perf_counter() - start
@@ -500,7 +531,8 @@ def run(args):
         "dataset": args.dataset, "preset": args.preset, "model": args.model,
         "backend": keras.backend.backend(), "parameters": parameters,
         "encoder": type(encoder).__name__,
-        "encoder_parameters": int(encoder.count_params()),
+        "encoder_parameters": encoder_parameters,
+        "decoder_parameters": decoder_parameters,
         "encoder_trainable": bool(encoder.trainable),
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "epochs": args.epochs,

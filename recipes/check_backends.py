@@ -26,6 +26,11 @@ from recipes.flags import non_negative_int  # noqa: E402
 from zoo.testing import cross_backend  # noqa: E402
 
 
+# A family's name -> the recipe that trains it.
+FAMILIES = {"captioning": "caption_images", "translation": "translate",
+            "gpt": "gpt_text", "vit": "vit_images", "bert": "bert_imdb"}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Check that JAX, TensorFlow and PyTorch agree on a "
@@ -35,7 +40,8 @@ def parse_args(argv=None):
     )
     parser.add_argument("recipe",
                         help="module in recipes/ with a check_setup hook, "
-                        "e.g. imdb_attention or gpt_text")
+                        "e.g. imdb_attention or gpt_text, or a family's "
+                        f"name ({', '.join(sorted(FAMILIES))})")
     parser.add_argument("--variants", nargs="+", default=None,
                         help="default: the recipe's CHECK_VARIANTS")
     parser.add_argument("--smoke", action="store_true",
@@ -77,6 +83,7 @@ def parse_args(argv=None):
         parser.error("--backends repeats a backend")
     if args.no_train:
         args.steps = 0
+    args.recipe = FAMILIES.get(args.recipe, args.recipe)
     return args
 
 

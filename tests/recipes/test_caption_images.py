@@ -112,3 +112,21 @@ def test_bleu_against_every_reference():
     scores = caption_images.bleu_scores(["a cat sleeps", "a car"],
                                         references)
     assert scores["bleu_1"] < 50
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax",
+                    reason="one backend is enough for the encoder choice")
+def test_a_keras_applications_encoder_is_frozen_and_its_grid_cached(
+        tmp_path):
+    out = tmp_path / "out"
+    metrics = caption_images.main([
+        "--smoke", "--keras-application", "MobileNetV2", "--encoder-weights",
+        "random", "--epochs", "1", "--beam", "1", "--verbose", "0",
+        "--output-dir", str(out)])
+    assert metrics["encoder"] == "KerasApplicationsEncoder"
+    assert not metrics["encoder_trainable"]
+    cached = list((tmp_path / "cache").glob("features-*MobileNetV2*.npy"))
+    assert len(cached) == 2  # train and validation grids, computed once
+    model = load_model(out / "caption_flickr8k.keras")
+    assert type(model.backbone.image_encoder).__name__ == (
+        "KerasApplicationsEncoder")

@@ -398,7 +398,7 @@ def test_vit_agrees_across_backends_on_float_images(tmp_path):
 def test_captioning_agrees_across_backends_captions_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["caption_images", "--smoke", "--steps", "3", "--json",
+        ["captioning", "--smoke", "--steps", "3", "--json",
          str(report_path), "--timeout", "400"], timeout=450)
     assert code == 0, output
     report = json.loads(report_path.read_text())

@@ -8,15 +8,21 @@ pass per image). It indexes the image array batch by batch (no copy of the
 images into the pipeline) and draws each epoch's order from `(seed,
 epoch)`, so a run resumed at epoch e (`zoo.callbacks.ReproducibleEpochs`
 sets `epoch`) sees the batches the uninterrupted run would have.
+
+Given the captioner's preprocessor, it is also a `keras.utils.PyDataset`
+of model-ready batches: every caption is tokenized once, up front, and a
+batch is the images (as float32) with their token ids, targets and
+weights, with no string processing per step.
 """
 
+import keras
 import numpy as np
 
 from zoo._tensorflow import tf
 from zoo.data.text import without_autotune
 
 
-class CaptionPairs:
+class CaptionPairs(keras.utils.PyDataset):
     """(image, caption) batches over an image array and its captions.
 
     Args:
@@ -29,6 +35,10 @@ class CaptionPairs:
             draws from fresh entropy.
         one_caption_per_image: each image once per epoch, with one of its
             captions (drawn per epoch); else every pair.
+        preprocessor: an `ImageCaptionerPreprocessor`: the batches
+            (`pairs[i]`, what `fit` reads from a `PyDataset`) are then its
+            outputs, `(x, y, sample_weight)`, with every caption tokenized
+            once here; the images must be at the model's size already.
 
     Attributes:
         epoch: the epoch whose order the next pass serves (it counts up
@@ -40,13 +50,15 @@ class CaptionPairs:
 
     Example:
 
-    >>> pairs = CaptionPairs(images, captions, 64, shuffle=True, seed=1)
-    >>> captioner.fit(pairs.dataset(), epochs=10,
+    >>> pairs = CaptionPairs(images, captions, 64, shuffle=True, seed=1,
+    ...                      preprocessor=captioner.preprocessor)
+    >>> captioner.fit(pairs, epochs=10,
     ...               callbacks=[ReproducibleEpochs(1, [pairs])])
     """
 
     def __init__(self, images, captions, batch_size=32, shuffle=False,
-                 seed=None, one_caption_per_image=False):
+                 seed=None, one_caption_per_image=False, preprocessor=None):
+        super().__init__(workers=1, use_multiprocessing=False)
         images = np.asarray(images) if not isinstance(images, np.ndarray) \
             else images
         if images.ndim == 0 or not len(images):
@@ -76,6 +88,30 @@ class CaptionPairs:
         self.one_caption_per_image = bool(one_caption_per_image)
         self.epoch = 0
         self._entropy = np.random.default_rng(seed)
+        self.preprocessor = preprocessor
+        self._token_ids = None
+        if preprocessor is not None:
+            self._tokenize_all(preprocessor)
+
+    def _tokenize_all(self, preprocessor):
+        """Token ids and masks of every caption, `(pairs, length + 1)`, and
+        the row of caption `j` of image `i`."""
+        flat = [c for options in self.captions for c in options]
+        ids, masks = [], []
+        for start in range(0, len(flat), 4096):
+            token_ids, mask = preprocessor.tokenize(flat[start:start + 4096])
+            ids.append(np.asarray(keras.ops.convert_to_numpy(token_ids)))
+            masks.append(np.asarray(keras.ops.convert_to_numpy(mask)))
+        self._token_ids = np.concatenate(ids).astype("int32")
+        self._masks = np.concatenate(masks).astype("int32")
+        self._first_row = np.cumsum([0] + [len(options) for options in
+                                           self.captions])[:-1]
+        expected = (*preprocessor.image_size, preprocessor.num_channels)
+        shape = self.images.shape[1:]
+        if (shape if len(shape) == 3 else (*shape, 1)) != expected:
+            raise ValueError(
+                f"images of shape {tuple(shape)}; the preprocessor reads "
+                f"{expected}: resize them first (preprocessor.image_batch).")
 
     def pairs(self, epoch=None):
         """The `(image index, caption index)` rows of an epoch, in order."""
@@ -97,6 +133,32 @@ class CaptionPairs:
         count = (len(self.captions) if self.one_caption_per_image
                  else sum(len(options) for options in self.captions))
         return -(-count // self.batch_size)
+
+    def __getitem__(self, index):
+        """Batch `index` of the current epoch, preprocessed: `(x, y,
+        sample_weight)` NumPy arrays (needs the preprocessor)."""
+        if self.preprocessor is None:
+            raise ValueError("CaptionPairs serves ready batches only with "
+                             "the preprocessor; else use dataset().")
+        if self._order is None or self._order[0] != self.epoch:
+            self._order = (self.epoch, self.pairs())
+        chunk = self._order[1][index * self.batch_size:
+                               (index + 1) * self.batch_size]
+        if not len(chunk):
+            raise IndexError(index)
+        rows = self._first_row[chunk[:, 0]] + chunk[:, 1]
+        ids, mask = self._token_ids[rows], self._masks[rows]
+        images = self.images[chunk[:, 0]].astype("float32")
+        if images.ndim == 3:
+            images = images[..., None]
+        x = {"images": images, "decoder_token_ids": ids[:, :-1],
+             "decoder_padding_mask": mask[:, :-1]}
+        return x, ids[:, 1:], mask[:, 1:].astype("float32")
+
+    def on_epoch_end(self):
+        self.epoch += 1
+
+    _order = None
 
     def _batches(self):
         rows = self.pairs()

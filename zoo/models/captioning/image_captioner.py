@@ -28,6 +28,7 @@ from zoo.models.generation import GenerationMixin
 from zoo.models.generation import finish_rows
 from zoo.models.generation import resolve_sampler
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.jax_state import _ReattachOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 
@@ -153,8 +154,14 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         """keras-hub's `fit` on `(images, captions)` (several captions per
         image allowed: every pair is one example) or on a dataset of
         them; pairs reshuffled every epoch. Every real caption token weighs
-        the same (`sample_weight` is refused)."""
+        the same (`sample_weight` is refused). A `keras.utils.PyDataset`
+        of preprocessed batches (`zoo.data.captions.CaptionPairs` given the
+        preprocessor) trains as it is, with no string processing per step;
+        `validation_data` must then be one too."""
         _refuse_sample_weight(sample_weight, "fit")
+        if isinstance(x, keras.utils.PyDataset):
+            with _ReattachOnError(self):
+                return keras.Model.fit(self, x, shuffle=False, **kwargs)
         if kwargs.get("validation_data") is not None and not is_dataset(
                 kwargs["validation_data"]):
             images, captions = kwargs["validation_data"]
@@ -166,9 +173,14 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto",
                  sample_weight=None, **kwargs):
-        """keras-hub's `evaluate` on `(images, captions)`: the
-        cross-entropy per real caption token."""
+        """keras-hub's `evaluate` on `(images, captions)` (or a
+        `PyDataset` of preprocessed batches): the cross-entropy per real
+        caption token."""
         _refuse_sample_weight(sample_weight, "evaluate")
+        if isinstance(x, keras.utils.PyDataset):
+            with _ReattachOnError(self):
+                return keras.Model.evaluate(self, x, verbose=verbose,
+                                            **kwargs)
         x, y, batch_size = self._pairs(x, y, batch_size, False, "evaluate")
         return super().evaluate(x, y, batch_size=batch_size,
                                 verbose=verbose, **kwargs)
