@@ -277,7 +277,9 @@ def test_training_on_raw_images_lowers_the_loss_and_survives_saving(
                         verbose=0)
     losses = history.history["loss"]
     assert losses[-1] < losses[0] and np.isfinite(losses).all()
+    model.backbone.image_encoder.trainable = False
     loaded = keras_round_trip(model, tmp_path)
+    assert not loaded.backbone.image_encoder.trainable  # a frozen encoder
     assert loaded.generate(IMAGES[:4]) == model.generate(IMAGES[:4])
     np.testing.assert_allclose(
         to_numpy(loaded.predict({"images": IMAGES[:2],
@@ -298,7 +300,9 @@ def test_a_decoder_trained_on_cached_features_gets_its_encoder_back():
     cached.compile(optimizer=keras.optimizers.Adam(1e-2))
     cached.fit(CaptionPairs(grid, CAPTIONS[:8], 4).dataset(), epochs=1,
                verbose=0)
+    image_encoder.trainable = False
     full = cached.with_image_encoder(image_encoder, preprocessor())
+    assert not full.backbone.image_encoder.trainable  # stays frozen
     assert full.generate(IMAGES[:8]) == cached.generate(grid)
     np.testing.assert_allclose(to_numpy(full.encode_images(IMAGES[:8])),
                                grid, atol=1e-5)
@@ -319,6 +323,20 @@ def test_caption_pairs_serve_every_pair_or_one_caption_per_image():
     assert len(one) == 2 and sorted(one.pairs()[:, 0]) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="4 images but 3 caption"):
         CaptionPairs(IMAGES[:4], CAPTIONS[:3])
+    # With the preprocessor: ready batches, as the preprocessor makes them.
+    ready = CaptionPairs(IMAGES[:4], CAPTIONS[:4], 3, shuffle=True, seed=1,
+                         preprocessor=preprocessor())
+    x, y, weights = ready[1]
+    rows = ready.pairs(epoch=0)[3:6]
+    want_x, want_y, want_w = preprocessor()(
+        IMAGES[rows[:, 0]], [CAPTIONS[i][j] for i, j in rows])
+    for key in want_x:
+        np.testing.assert_array_equal(x[key], to_numpy(want_x[key]))
+    np.testing.assert_array_equal(y, to_numpy(want_y))
+    np.testing.assert_array_equal(weights, to_numpy(want_w))
+    with pytest.raises(ValueError, match="resize them first"):
+        CaptionPairs(np.zeros((2, 8, 8, 3), "uint8"), ["a", "b"],
+                     preprocessor=preprocessor())
     with pytest.raises(ValueError, match="image 1 has no caption"):
         CaptionPairs(IMAGES[:2], [["a"], []])
 

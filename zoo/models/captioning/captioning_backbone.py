@@ -125,8 +125,12 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
 
     def _finish(self, inputs, outputs, dtype, config, **kwargs):
         check_model_kwargs(self, kwargs)
+        # A model's `trainable` (True in every saved config) is set on all
+        # its layers: the encoder keeps its own (a frozen one stays so).
+        encoder_trainable = self.image_encoder.trainable
         keras_hub.models.Backbone.__init__(
             self, inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self.image_encoder.trainable = encoder_trainable
         self._zoo_config = dict(config)
         for key, value in config.items():
             setattr(self, key, value)
