@@ -73,6 +73,7 @@ from recipes.flags import rate  # noqa: E402
 from recipes.flags import setup_accelerators  # noqa: E402
 from zoo import viz  # noqa: E402
 from zoo.callbacks import BackupUntilDone  # noqa: E402
+from zoo.callbacks import KeepBest  # noqa: E402
 from zoo.callbacks import ReproducibleEpochs  # noqa: E402
 from zoo.callbacks import StopAfterMinutes  # noqa: E402
 from zoo.callbacks import Throughput  # noqa: E402
@@ -88,6 +89,7 @@ from zoo.data.flickr8k import load_flickr8k  # noqa: E402
 from zoo.data.flickr8k import normalize_caption  # noqa: E402
 from zoo.data.tokenizers import train_subword_tokenizer  # noqa: E402
 from zoo.models.captioning import PRESETS  # noqa: E402
+from zoo.models.captioning import EfficientNetLiteEncoder  # noqa: E402
 from zoo.models.captioning import FeatureGridInput  # noqa: E402
 from zoo.models.captioning import ImageCaptioner  # noqa: E402
 from zoo.models.captioning import ImageCaptionerPreprocessor  # noqa: E402
@@ -177,12 +179,23 @@ def parse_args(argv=None):
     parser.add_argument("--resume", action="store_true",
                         help="continue the interrupted run in --output-dir "
                         "from its last finished epoch")
+    parser.add_argument("--keep-best", default=False,
+                        action=argparse.BooleanOptionalAction,
+                        help="end with the weights of the epoch of lowest "
+                        "validation loss, not the last (kept in the output "
+                        "folder, so a resumed run keeps the best of all its "
+                        "epochs)")
     parser.add_argument("--max-minutes", type=positive_float, default=None,
                         help="stop training before this budget runs out; "
                         "--resume continues later")
     parser.add_argument("--ship", action="store_true",
                         help="also write saved_models/caption_<dataset>.keras "
                         "(float16 weights) and measure that file")
+    parser.add_argument("--int8-encoder", action="store_true",
+                        help="with --ship: store the frozen EfficientNet "
+                        "encoder's 1x1 convolutions as int8 (Keras' "
+                        "weight-only quantisation; a quarter of their "
+                        "float32 size)")
     parser.add_argument("--evaluate", default=None, metavar="MODEL.keras",
                         help="train nothing: measure a saved captioner on "
                         "the validation split")
@@ -494,8 +507,10 @@ def run(args):
     stopper = StopAfterMinutes(args.max_minutes or float("inf"),
                                note="; --resume continues")
     history_path = os.path.join(args.output_dir, "history.csv")
+    keep = KeepBest(args.output_dir, resume=args.resume)
     callbacks = [
         speed,
+        *([keep] if args.keep_best else []),
         ReproducibleEpochs(args.seed, [pairs]),
         keras.callbacks.CSVLogger(history_path, append=args.resume),
         # Kept when --max-minutes stops the run, so --resume continues.
@@ -509,6 +524,12 @@ def run(args):
     seconds = time.perf_counter() - start
     print(speed.describe())
     history = read_history(history_path)
+    kept_epoch = len(history["val_loss"])
+    if args.keep_best and keep.best_epoch is not None:
+        kept_epoch = keep.best_epoch
+        print(f"kept the weights of epoch {kept_epoch} of "
+              f"{len(history['val_loss'])} (validation loss "
+              f"{keep.best:.4f})")
     if stopper.stopped:
         print(f"RESULT caption stopped after {len(history['loss'])} of "
               f"{args.epochs} epochs; resume with --resume")
@@ -540,7 +561,8 @@ def run(args):
             this_run.history.get("loss", [])),
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
-        "validation_loss": round(history["val_loss"][-1], 4),
+        "validation_loss": round(history["val_loss"][kept_epoch - 1], 4),
+        "kept_epoch": kept_epoch,
         "bleu_tokenisation": "sacreBLEU 13a, lowercased; captions "
                              "lowercased without punctuation",
         "config": {k: getattr(args, k) for k in TRAINING_FLAGS + (
@@ -591,8 +613,17 @@ def split_report(captioner, data, args):
 
 
 def ship(captioner, name, data, args):
-    """Writes `saved_models/<name>.keras` with float16 weights, reloads it
+    """Writes `saved_models/<name>.keras` with float16 weights (and, with
+    `--int8-encoder`, the encoder's 1x1 convolutions as int8), reloads it
     and measures it: what a user of the file gets."""
+    encoder = captioner.backbone.image_encoder
+    if args.int8_encoder:
+        if not isinstance(encoder, EfficientNetLiteEncoder):
+            raise SystemExit(f"error: --int8-encoder: {type(encoder).__name__}"
+                             " is not quantised by the zoo; only "
+                             "EfficientNetLiteEncoder is.")
+        encoder.quantize("int8", config=keras.quantizers.Int8QuantizationConfig(
+            activation_quantizer=None))
     path = save_model_atomic(
         captioner, os.path.join(ROOT, "saved_models", f"{name}.keras"),
         weights_dtype="float16")
@@ -602,7 +633,8 @@ def ship(captioner, name, data, args):
                              args)}
     tag = f"beam{args.beam}" if args.beam > 1 else "greedy"
     print(f"shipped {report['path']} ({report['megabytes']} MB, float16 "
-          f"weights): validation BLEU-4 "
+          f"weights{', int8 encoder' if args.int8_encoder else ''}): "
+          f"validation BLEU-4 "
           f"{report['validation'][tag]['bleu_4']:.2f}")
     return report
 

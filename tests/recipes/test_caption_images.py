@@ -27,7 +27,8 @@ def test_smoke_trains_measures_and_the_saved_model_captions_raw_images(
     out = tmp_path / "out"
     metrics = caption_images.main(["--smoke", "--dataset", dataset,
                                    "--beam", "2", "--verbose", "0",
-                                   "--output-dir", str(out)])
+                                   "--keep-best", "--output-dir", str(out)])
+    assert 1 <= metrics["kept_epoch"] <= metrics["epochs"]
     written = json.loads((out / "metrics.json").read_text())
     assert written["validation_bleu_4"] == metrics["validation_bleu_4"]
     report = metrics["validation"]

@@ -34,7 +34,7 @@ PRESETS = Presets("captioning", {
         "preprocessor": {"image_size": (224, 224), "num_channels": 3,
                          **_FLICKR_TEXT},
         "tokenizer": dict(_FLICKR_TOKENIZER),
-        "training": {"epochs": 16, "batch_size": 64, "learning_rate": 1e-3,
+        "training": {"epochs": 10, "batch_size": 64, "learning_rate": 1e-3,
                      "warmup_fraction": 0.05,
                      "label_smoothing": 0.0, "weight_decay": 0.0,
                      "cache_features": True, "one_caption_per_image": False},
