@@ -66,6 +66,7 @@ import numpy as np  # noqa: E402
 from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
+from recipes.flags import fill_from_preset  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
@@ -123,7 +124,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Image captioning with visual attention (any backend).",
         formatter_class=HelpFormatter)
-    parser.add_argument("--dataset", choices=DATASETS, default="flickr8k")
+    parser.add_argument("--dataset", choices=DATASETS, default="flickr8k",
+                        help="flickr8k photographs, or digits: scenes of "
+                        "MNIST digits whose boxes are known")
     parser.add_argument("--data-dir", default=None,
                         help="flickr8k: a folder in the official layout; "
                         "default: download the public release archives")
@@ -220,21 +223,8 @@ def parse_args(argv=None):
                 (args.dataset, model)]
         else:
             args.preset = f"{args.dataset}_{model}"
-    kind = PRESETS.part(args.preset, "backbone")["kind"]
-    if args.model is not None and args.model != kind:
-        parser.error(f"--model {args.model} and --preset {args.preset} "
-                     f"disagree: the preset is a {kind} model")
-    args.model = kind
-    defaults = {**PRESETS.part(args.preset, "training"),
-                **PRESETS.part(args.preset, "backbone"),
-                "vocab_size": PRESETS.part(args.preset,
-                                           "tokenizer")["vocabulary_size"]}
-    for key, value in defaults.items():
-        if hasattr(args, key) and getattr(args, key) is None:
-            setattr(args, key, value)
-    if args.output_dir is None:
-        args.output_dir = os.path.join(ROOT, "runs", "caption", args.preset)
-    return args
+    return fill_from_preset(parser, args, PRESETS,
+                            os.path.join(ROOT, "runs", "caption"))
 
 
 # --- Data ---------------------------------------------------------------------

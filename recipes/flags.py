@@ -3,6 +3,7 @@ gives one `error: argument --epochs: ...` line instead of a traceback from
 deep inside Keras or tf.data."""
 
 import argparse
+import os
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -123,3 +124,32 @@ def accelerator_metrics(args, strategy, speed=None):
     if speed is not None:
         metrics["throughput"] = speed.summary()
     return metrics
+
+
+def fill_from_preset(parser, args, presets, runs_folder):
+    """Completes a recipe's flags from its preset: `--model` must name the
+    preset's kind of backbone (one `error:` line otherwise) and becomes it;
+    flags left at None take the preset's training, backbone and tokenizer
+    (`vocab_size`) settings; `--output-dir` defaults to
+    `<runs_folder>/<preset>`.
+
+    Example:
+
+    >>> args = fill_from_preset(parser, parser.parse_args(argv), PRESETS,
+    ...                         os.path.join(ROOT, "runs", "translate"))
+    """
+    kind = presets.part(args.preset, "backbone")["kind"]
+    if args.model is not None and args.model != kind:
+        parser.error(f"--model {args.model} and --preset {args.preset} "
+                     f"disagree: the preset is a {kind} model")
+    args.model = kind
+    defaults = {**presets.part(args.preset, "training"),
+                **presets.part(args.preset, "backbone"),
+                "vocab_size": presets.part(args.preset,
+                                           "tokenizer")["vocabulary_size"]}
+    for key, value in defaults.items():
+        if hasattr(args, key) and getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.output_dir is None:
+        args.output_dir = os.path.join(runs_folder, args.preset)
+    return args

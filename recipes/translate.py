@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 from recipes.flags import HelpFormatter  # noqa: E402
 from recipes.flags import accelerator_metrics  # noqa: E402
 from recipes.flags import add_accelerator_flags  # noqa: E402
+from recipes.flags import fill_from_preset  # noqa: E402
 from recipes.flags import non_negative_int  # noqa: E402
 from recipes.flags import positive_float  # noqa: E402
 from recipes.flags import positive_int  # noqa: E402
@@ -173,21 +174,8 @@ def parse_args(argv=None):
         model = args.model or "transformer"
         args.preset = (("smoke" if model == "transformer" else "rnn_smoke")
                        if args.smoke else f"{model}_cpu_small")
-    kind = PRESETS.part(args.preset, "backbone")["kind"]
-    if args.model is not None and args.model != kind:
-        parser.error(f"--model {args.model} and --preset {args.preset} "
-                     f"disagree: the preset is a {kind} model")
-    args.model = kind
-    defaults = {**PRESETS.part(args.preset, "training"),
-                **PRESETS.part(args.preset, "backbone"),
-                "vocab_size": PRESETS.part(args.preset,
-                                           "tokenizer")["vocabulary_size"]}
-    for key, value in defaults.items():
-        if hasattr(args, key) and getattr(args, key) is None:
-            setattr(args, key, value)
-    if args.output_dir is None:
-        args.output_dir = os.path.join(ROOT, "runs", "translate", args.preset)
-    return args
+    return fill_from_preset(parser, args, PRESETS,
+                            os.path.join(ROOT, "runs", "translate"))
 
 
 def load_pairs(args):

@@ -19,6 +19,7 @@ from zoo.data.tokenizers import SubwordTokenizer
 from zoo.data.tokenizers import train_subword_tokenizer
 from zoo.models.captioning import ConvStackEncoder
 from zoo.models.captioning import FeatureGridInput
+from zoo.models.captioning import PRESETS
 from zoo.models.captioning import ImageCaptioner
 from zoo.models.captioning import ImageCaptionerPreprocessor
 from zoo.models.captioning import ShowAttendTellBackbone
@@ -361,3 +362,19 @@ def test_a_tokenizer_larger_than_the_backbone_is_refused():
         ImageCaptioner(ShowAttendTellBackbone(
             encoder(), 10, embedding_dim=8, hidden_dim=8, attention_units=8),
             preprocessor())
+
+
+@pytest.mark.parametrize("preset", PRESETS.names())
+def test_every_preset_builds_its_encoder_and_decoder(preset):
+    from zoo.models.captioning import image_encoder_from_config
+
+    spec = PRESETS.part(preset, "image_encoder")
+    encoder = image_encoder_from_config(spec, pretrained=False)
+    assert encoder.trainable == spec["trainable"]
+    pre = ImageCaptionerPreprocessor.from_preset(preset, tokenizer())
+    model = ImageCaptioner.from_preset(preset, pre, image_encoder=encoder)
+    assert model.backbone.decoder_sequence_length == (
+        pre.decoder_sequence_length)
+    assert tuple(model.backbone.image_encoder.input.shape[1:3]) == (
+        pre.image_size)
+    assert model.backbone.image_encoder.trainable == spec["trainable"]
