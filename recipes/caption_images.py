@@ -199,6 +199,11 @@ def parse_args(argv=None):
                         "encoder's 1x1 convolutions as int8 (Keras' "
                         "weight-only quantisation; a quarter of their "
                         "float32 size)")
+    parser.add_argument("--int8-decoder", action="store_true",
+                        help="with --ship: store the decoder's Dense and "
+                        "Embedding layers as Keras int8 (int8 weights; "
+                        "Dense layers quantise their inputs per token as "
+                        "they run)")
     parser.add_argument("--evaluate", default=None, metavar="MODEL.keras",
                         help="train nothing: measure a saved captioner on "
                         "the validation split")
@@ -604,8 +609,9 @@ def split_report(captioner, data, args):
 
 def ship(captioner, name, data, args):
     """Writes `saved_models/<name>.keras` with float16 weights (and, with
-    `--int8-encoder`, the encoder's 1x1 convolutions as int8), reloads it
-    and measures it: what a user of the file gets."""
+    `--int8-encoder`, the encoder's 1x1 convolutions as weight-only int8;
+    with `--int8-decoder`, the decoder's Dense and Embedding layers as Keras
+    int8), reloads it and measures it: what a user of the file gets."""
     encoder = captioner.backbone.image_encoder
     if args.int8_encoder:
         if not isinstance(encoder, EfficientNetLiteEncoder):
@@ -614,6 +620,8 @@ def ship(captioner, name, data, args):
                              "EfficientNetLiteEncoder is.")
         encoder.quantize("int8", config=keras.quantizers.Int8QuantizationConfig(
             activation_quantizer=None))
+    if args.int8_decoder:
+        captioner.quantize_decoder("int8")
     path = save_model_atomic(
         captioner, os.path.join(ROOT, "saved_models", f"{name}.keras"),
         weights_dtype="float16")
@@ -622,8 +630,10 @@ def ship(captioner, name, data, args):
               **split_report(load_model(path, expected=ImageCaptioner), data,
                              args)}
     tag = f"beam{args.beam}" if args.beam > 1 else "greedy"
+    int8 = [part for part, flag in (("encoder", args.int8_encoder),
+                                    ("decoder", args.int8_decoder)) if flag]
     print(f"shipped {report['path']} ({report['megabytes']} MB, float16 "
-          f"weights{', int8 encoder' if args.int8_encoder else ''}): "
+          f"weights{', int8 ' + ' and '.join(int8) if int8 else ''}): "
           f"validation BLEU-4 "
           f"{report['validation'][tag]['bleu_4']:.2f}")
     return report
@@ -639,6 +649,10 @@ def evaluate_saved(args):
     if args.ship:
         name = os.path.basename(args.evaluate)[:-len(".keras")]
         metrics["shipped"] = ship(captioner, name, data, args)
+    if args.output_dir is not None:
+        os.makedirs(args.output_dir, exist_ok=True)
+        write_json_atomic(metrics, os.path.join(args.output_dir,
+                                                "metrics.json"))
     tag = f"beam{args.beam}" if args.beam > 1 else "greedy"
     print(f"RESULT caption evaluate {args.evaluate} "
           f"backend={keras.backend.backend()} validation BLEU-4 "

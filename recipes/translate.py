@@ -55,6 +55,7 @@ from zoo.data.multi30k import load_multi30k  # noqa: E402
 from zoo.data.multi30k import make_synthetic_pairs  # noqa: E402
 from zoo.data.text import pair_dataset  # noqa: E402
 from zoo.data.tokenizers import train_subword_tokenizer  # noqa: E402
+from zoo.models.quantization import quantize_matrices  # noqa: E402
 from zoo.models.seq2seq import PRESETS  # noqa: E402
 from zoo.models.seq2seq import TranslationPreprocessor  # noqa: E402
 from zoo.models.seq2seq import Translator  # noqa: E402
@@ -156,6 +157,10 @@ def parse_args(argv=None):
                         help="also save saved_models/translate_de_en"
                         "[_rnn].keras, with float16 weights, and report the "
                         "BLEU of that file")
+    parser.add_argument("--int8", action="store_true",
+                        help="with --ship: store the Dense and Embedding "
+                        "layers as Keras int8 (int8 weights; Dense layers "
+                        "quantise their inputs per token as they run)")
     parser.add_argument("--evaluate", default=None, metavar="MODEL.keras",
                         help="train nothing: measure BLEU of a saved "
                         "translator on --data-dir's validation (and test) "
@@ -366,7 +371,10 @@ def run(args):
 
 def ship(translator, name, splits, args):
     """Writes `saved_models/<name>.keras` with float16 weights (half the
-    size), reloads it and measures its BLEU: what a user of the file gets."""
+    size; with `--int8`, its Dense and Embedding layers as Keras int8),
+    reloads it and measures its BLEU: what a user of the file gets."""
+    if args.int8:
+        quantize_matrices(translator)
     path = save_model_atomic(
         translator, os.path.join(ROOT, "saved_models", f"{name}.keras"),
         weights_dtype="float16")
@@ -374,7 +382,8 @@ def ship(translator, name, splits, args):
               "megabytes": round(os.path.getsize(path) / 1e6, 2),
               **split_bleu(keras.saving.load_model(path), splits, args)}
     print(f"shipped {report['path']} ({report['megabytes']} MB, float16 "
-          f"weights): validation BLEU {report['validation_bleu']:.2f}")
+          f"weights{', int8 matrices' if args.int8 else ''}): validation "
+          f"BLEU {report['validation_bleu']:.2f}")
     return report
 
 

@@ -398,11 +398,14 @@ def test_vit_agrees_across_backends_on_float_images(tmp_path):
 def test_captioning_agrees_across_backends_captions_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["captioning", "--smoke", "--steps", "3", "--json",
-         str(report_path), "--timeout", "400"], timeout=450)
+        ["captioning", "--smoke", "--variants", "lstm", "--steps", "3",
+         "--json", str(report_path), "--timeout", "400"], timeout=450)
     assert code == 0, output
     report = json.loads(report_path.read_text())
-    assert sorted(report["variants"]) == ["lstm", "transformer"]
+    # The LSTM decoder here; the Transformer decoder's blocks are the
+    # translation family's, checked there (`check_backends.py captioning`
+    # checks both).
+    assert sorted(report["variants"]) == ["lstm"]
     for result in report["variants"].values():
         assert result["passed"] and result["generate"]["max"] == 0
         assert len(result["generate"]["reference"]) == 3

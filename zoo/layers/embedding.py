@@ -78,6 +78,17 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     def compute_output_spec(self, inputs, reverse=False, check_ids=True):
         return super().compute_output_spec(inputs, reverse=reverse)
 
+    # A quantised layer's __call__ runs `_<mode>_call` instead of `call`.
+    def _int8_call(self, inputs, reverse=False, check_ids=True):
+        if not reverse and check_ids:
+            check_token_ids(inputs, self.input_dim, self.name)
+        return super()._int8_call(inputs, reverse=reverse)
+
+    def _int4_call(self, inputs, reverse=False, check_ids=True):
+        if not reverse and check_ids:
+            check_token_ids(inputs, self.input_dim, self.name)
+        return super()._int4_call(inputs, reverse=reverse)
+
     def _reverse_in_compute_dtype(self, inputs):
         """The projection to logits in the layer's compute dtype.
 

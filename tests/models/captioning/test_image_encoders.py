@@ -223,8 +223,9 @@ def test_mixed_bfloat16_builds_and_runs():
 
 # ---- EfficientNet-Lite0 against the PyTorch reference -----------------------
 
-@pytest.mark.parametrize("image_size", [(224, 224), (160, 192)])
-def test_conversion_matches_the_pytorch_reference(random_state, image_size):
+def test_conversion_matches_the_pytorch_reference(random_state):
+    # Not square and not a multiple of 32: "same" padding at every stride.
+    image_size = (112, 144)
     ref = reference()
     model = ref.reference_model(random_state)
     x = pixels((*image_size, 3), seed=3)

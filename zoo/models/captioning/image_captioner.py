@@ -31,6 +31,7 @@ from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.jax_state import _ReattachOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.quantization import quantize_matrices
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -208,6 +209,33 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         images, _ = preprocessor.image_batch(images) if preprocessor else (
             np.asarray(images), False)
         return encoder.predict(images, batch_size=batch_size, verbose=0)
+
+    def quantize_decoder(self, mode="int8", config=None):
+        """Quantises the decoder's `Dense` and `Embedding` layers with
+        Keras' `quantize` and leaves the image encoder as it is (the
+        EfficientNet encoder has its own weight-only `quantize`). The
+        backbone's config records the quantised layers (keras-hub's
+        `DTypePolicyMap`), so a saved `.keras` file loads quantised. Called
+        on the task, so that its compiled functions are traced afresh.
+
+        Args:
+            mode: "int8" (default; Dense layers also quantise their inputs
+                per token as they run), or another `keras.Model.quantize`
+                mode.
+            config: a `keras.quantizers.QuantizationConfig`, or None for
+                the mode's default.
+
+        Returns:
+            The number of layers quantised.
+
+        Example:
+
+        >>> count = captioner.quantize_decoder()
+        >>> captioner.backbone.output_projection.quantization_mode
+        'int8'
+        """
+        return quantize_matrices(self, mode, config,
+                                 exclude=self.backbone.image_encoder)
 
     def with_image_encoder(self, image_encoder, preprocessor=None):
         """A new captioner whose backbone reads `image_encoder`'s grid with
