@@ -288,6 +288,12 @@ class ShowAttendTellBackbone(CaptioningBackbone):
                 "attention_penalty": attention_penalty, "use_gate": use_gate,
                 "decoder_sequence_length": decoder_sequence_length,
             }, **kwargs)
+        # Under PyTorch a functional model lists only its graph's layers
+        # once built; the output projection (used outside the graph, by
+        # `token_logits`) is tracked again, so that the backbone's weights
+        # and its record of quantised layers include it on every backend.
+        output_projection = self.output_projection
+        self.output_projection = output_projection
 
     def _deep_output(self, embedded, hidden, context):
         """`tanh(E y_{t-1} + L_h h_t + L_z z_t)`."""
