@@ -66,11 +66,14 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     # there). A subclass must opt in again.
     _same_when_called_directly = True
 
-    def call(self, inputs, reverse=False, check_ids=True):
+    def _check_ids(self, inputs, reverse, check_ids):
         # Generation feeds ids it made itself, and a host copy per step
         # would stall an accelerator, so it passes check_ids=False.
         if not reverse and check_ids:
             check_token_ids(inputs, self.input_dim, self.name)
+
+    def call(self, inputs, reverse=False, check_ids=True):
+        self._check_ids(inputs, reverse, check_ids)
         if reverse and self.reverse_dtype is None:
             return self._reverse_in_compute_dtype(inputs)
         return super().call(inputs, reverse=reverse)
@@ -80,13 +83,11 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
 
     # A quantised layer's __call__ runs `_<mode>_call` instead of `call`.
     def _int8_call(self, inputs, reverse=False, check_ids=True):
-        if not reverse and check_ids:
-            check_token_ids(inputs, self.input_dim, self.name)
+        self._check_ids(inputs, reverse, check_ids)
         return super()._int8_call(inputs, reverse=reverse)
 
     def _int4_call(self, inputs, reverse=False, check_ids=True):
-        if not reverse and check_ids:
-            check_token_ids(inputs, self.input_dim, self.name)
+        self._check_ids(inputs, reverse, check_ids)
         return super()._int4_call(inputs, reverse=reverse)
 
     def _reverse_in_compute_dtype(self, inputs):
