@@ -409,3 +409,26 @@ def test_captioning_agrees_across_backends_captions_included(tmp_path):
     for result in report["variants"].values():
         assert result["passed"] and result["generate"]["max"] == 0
         assert len(result["generate"]["reference"]) == 3
+
+
+def test_weights_are_matched_by_path_not_by_order():
+    raw = agreeing_raw()
+    names = raw["weight_names"]
+    for b in BACKENDS:
+        raw["weights"][b] = dict(zip(names, raw["weights"][b]))
+    # Another backend lists the same weights in another order: no difference.
+    raw["weights"]["torch"] = dict(reversed(raw["weights"]["torch"].items()))
+    weights = report_of(raw)["variants"]["attention"]["weights"]
+    assert weights["max"] == 0.0
+    # A weight one backend lacks is named, not a bare "inf".
+    del raw["weights"]["torch"]["classifier/bias"]
+    weights = report_of(raw)["variants"]["attention"]["weights"]
+    assert weights["pairs"]["jax vs torch"] == float("inf")
+    assert "only under jax: classifier/bias" in (
+        weights["worst_weight"]["jax vs torch"])
+    assert weights["pairs"]["jax vs tensorflow"] == 0.0
+
+
+def test_unique_weight_paths():
+    assert cb._unique(["a/k", "b/k", "a/k", "a/k"]) == [
+        "a/k", "b/k", "a/k#2", "a/k#3"]

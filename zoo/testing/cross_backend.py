@@ -273,17 +273,28 @@ def compare_losses(losses, backends, tolerance=TOLERANCES["loss"]):
 
 
 def compare_weights(weights, names, backends, tolerance=TOLERANCES["weights"]):
-    """weights: backend -> list of arrays (same order); names: their paths.
-    Max abs difference of every pair, and the weight where it happens."""
+    """weights: backend -> {path: array} (or a list of arrays in one order,
+    `names` their paths). Max abs difference of every pair, weight by weight
+    (matched by path, whatever order each backend lists its weights in), and
+    the weight where it happens; a weight that one backend lacks is an
+    infinite difference, named."""
     pairs, where = {}, {}
     for a, b in _pairs(backends):
         name = pair_name(a, b)
-        if len(weights[a]) != len(weights[b]):
+        wa, wb = _by_path(weights[a], names), _by_path(weights[b], names)
+        if wa is None or wb is None:
             pairs[name], where[name] = math.inf, "(different weight lists)"
             continue
-        diffs = [max_abs_diff(x, y) for x, y in zip(weights[a], weights[b])]
+        if set(wa) != set(wb):
+            only = [f"only under {x}: {', '.join(sorted(set(wx) - set(wy))[:3])}"
+                    for x, wx, wy in ((a, wa, wb), (b, wb, wa))
+                    if set(wx) - set(wy)]
+            pairs[name], where[name] = math.inf, f"({'; '.join(only)})"
+            continue
+        paths = sorted(wa)
+        diffs = [max_abs_diff(wa[p], wb[p]) for p in paths]
         pairs[name] = max(diffs, default=0.0)
-        where[name] = names[int(np.argmax(diffs))] if diffs else None
+        where[name] = paths[int(np.argmax(diffs))] if diffs else None
     worst = max(pairs.values(), default=0.0)
     failures = [f"weights: {p} max abs diff {_fmt(d)} > {_fmt(tolerance)} "
                 f"({where[p]})"
@@ -291,6 +302,26 @@ def compare_weights(weights, names, backends, tolerance=TOLERANCES["weights"]):
     return {"pairs": pairs, "worst_weight": where, "max": worst,
             "tolerance": tolerance, "passed": not failures,
             "failures": failures}
+
+
+def _unique(names):
+    """Paths made unique in order of appearance: the second 'dense/kernel'
+    becomes 'dense/kernel#2'."""
+    seen, unique = {}, []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return unique
+
+
+def _by_path(weights, names):
+    """{path: array} from a dict, or from a list in the order of `names`
+    (None when the list and the names differ in length)."""
+    if isinstance(weights, dict):
+        return weights
+    if len(weights) != len(names):
+        return None
+    return dict(zip(names, weights))
 
 
 def compare_saved(outputs, preprocessed_match, backends,
@@ -431,7 +462,8 @@ def compare_variant(raw, backends):
     """Every check of one variant from the workers' raw results.
 
     raw: {"forward": {b: array}, "losses": {b: [..]} or None,
-          "weights": {b: [arrays]} or None, "weight_names": [..],
+          "weights": {b: {path: array}} (or {b: [arrays]} in the order
+          of "weight_names") or None, "weight_names": [..],
           "saved": {loader: {saver: array}}, "preprocessed_match":
           {loader: {saver: bool}}, "generated": {loader: {saver: outputs}}
           or None, "full": {b: metrics} or None, "full_tolerances": {..},
@@ -1074,8 +1106,12 @@ def collect_raw(workdir, variant, backends, *, train, full,
                     trained = json.load(f)
                 stored = np.load(os.path.join(out, "weights.npz"))
                 raw["losses"][b] = trained["losses"]
-                raw["weights"][b] = [stored[f"w{i:04d}"]
-                                     for i in range(len(trained["names"]))]
+                # By path: backends may list the same weights in other
+                # orders (a functional model under PyTorch tracks the
+                # layers used outside its graph after the graph's own).
+                raw["weights"][b] = {
+                    name: stored[f"w{i:04d}"]
+                    for i, name in enumerate(_unique(trained["names"]))}
                 raw["weight_names"] = trained["names"]
             except OSError:
                 missing("training results", b)
