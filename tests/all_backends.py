@@ -8,6 +8,11 @@ Each backend runs in its own pytest process (a Keras backend is chosen once
 per process), so the suite pays each backend's import once. Backends run
 side by side (`--jobs`, default 2); each one's output is printed when it ends.
 Exits non-zero if any backend fails or collects no test.
+
+Tests marked `one_backend` (plumbing that behaves the same under every
+backend: a recipe's flags, files and resumption) run in one backend's run
+only, `--one-backend` (default torch, the quickest to run them), when
+several backends run.
 """
 
 import argparse
@@ -42,8 +47,13 @@ def main(argv=None):
         "--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS
     )
     parser.add_argument("--jobs", type=int, default=2, help="backends at once")
+    parser.add_argument(
+        "--one-backend", default="torch", choices=BACKENDS,
+        help="the backend whose run takes the tests marked one_backend")
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest")
     args = parser.parse_args(argv)
+    if len(args.backends) > 1 and args.one_backend in args.backends:
+        os.environ.setdefault("ZOO_TESTS_ONE_BACKEND", args.one_backend)
 
     start = time.perf_counter()
     # The suite compiles many identical JAX programs (one smoke model in

@@ -26,6 +26,22 @@ def pytest_configure(config):
             {"disable_meta_optimizer": True})
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `one_backend` check plumbing that is the same under
+    every backend (a recipe's flags, files, resumption, a benchmark's
+    report); when `tests/all_backends.py` runs the suite under several
+    backends it names one of them in ZOO_TESTS_ONE_BACKEND, and the other
+    runs skip these tests. A plain `pytest` runs them all."""
+    one = os.environ.get("ZOO_TESTS_ONE_BACKEND")
+    if not one or keras.backend.backend() == one:
+        return
+    skip = pytest.mark.skip(
+        reason=f"the same under every backend: runs in the {one} run")
+    for item in items:
+        if item.get_closest_marker("one_backend"):
+            item.add_marker(skip)
+
+
 def pytest_report_header(config):
     return f"keras {keras.__version__}, backend: {keras.backend.backend()}"
 

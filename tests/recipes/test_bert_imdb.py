@@ -66,6 +66,7 @@ def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all, capsys):
     assert "scratch" not in other["folds"][0]
 
 
+@pytest.mark.one_backend
 def test_pretraining_stopped_by_its_time_budget_resumes(tmp_path):
     argv = ["pretrain", "--smoke", "--epochs", "3", "--steps-per-epoch", "6",
             "--verbose", "0", "--output-dir", str(tmp_path)]
@@ -154,6 +155,7 @@ runpy.run_path("recipes/bert_imdb.py", run_name="__main__")
 """
 
 
+@pytest.mark.one_backend
 def test_packed_corpus_trains_and_fine_tunes_without_tensorflow(smoke_all,
                                                                tmp_path):
     """The accelerator path: `--prepare-only` packs the text where

@@ -50,6 +50,7 @@ def test_smoke_trains_measures_and_the_saved_model_captions_raw_images(
     assert len(captions) == 2 and all(isinstance(c, str) for c in captions)
 
 
+@pytest.mark.one_backend
 def test_a_local_flickr8k_folder_and_an_interrupted_run(tmp_path,
                                                         monkeypatch):
     folder = write_flickr8k(tmp_path / "flickr8k", with_test=True)
@@ -115,6 +116,7 @@ def test_bleu_against_every_reference():
     assert scores["bleu_1"] < 50
 
 
+@pytest.mark.one_backend
 @pytest.mark.skipif(keras.backend.backend() != "jax",
                     reason="one backend is enough for the encoder choice")
 def test_a_keras_applications_encoder_is_frozen_and_its_grid_cached(

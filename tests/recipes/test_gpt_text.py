@@ -61,6 +61,7 @@ def test_smoke_trains_writes_and_the_saved_model_generates(tmp_path):
         "vocabulary_size"]
 
 
+@pytest.mark.one_backend
 def test_smoke_with_the_wordpiece_tokenizer(tmp_path):
     metrics, out = smoke(tmp_path, "--tokenizer", "wordpiece",
                          "--vocab-size", "120")
@@ -71,6 +72,7 @@ def test_smoke_with_the_wordpiece_tokenizer(tmp_path):
     assert isinstance(text, str) and text.startswith("ROMEO")
 
 
+@pytest.mark.one_backend
 def test_default_corpus_comes_from_keras_get_file(tmp_path, monkeypatch):
     from zoo.data import corpus
 
@@ -91,6 +93,7 @@ def test_default_corpus_comes_from_keras_get_file(tmp_path, monkeypatch):
     assert metrics["data"] == gpt_text.SHAKESPEARE_URL
 
 
+@pytest.mark.one_backend
 def test_smoke_runs_offline_on_a_generated_play(tmp_path, monkeypatch):
     def no_download(*args, **kwargs):
         raise AssertionError("--smoke must not download")
@@ -102,6 +105,7 @@ def test_smoke_runs_offline_on_a_generated_play(tmp_path, monkeypatch):
     assert np.isfinite(metrics["validation_loss"])
 
 
+@pytest.mark.one_backend
 def test_evaluate_reports_a_saved_models_validation_loss(tmp_path):
     metrics, out = smoke(tmp_path)
     data = str(tmp_path / "corpus.txt")
@@ -150,6 +154,7 @@ def test_an_interrupted_run_on_token_windows_resumes_exactly(tmp_path,
     assert not (tmp_path / "cut" / "backup").exists()
 
 
+@pytest.mark.one_backend
 def test_token_windows_train_without_tensorflow(tmp_path):
     """The accelerator path: a machine with JAX or PyTorch and no
     TensorFlow trains, samples and saves from the character ids."""
@@ -226,6 +231,7 @@ def test_shipped_model_writes_a_page_the_same_on_every_backend():
     assert page == expected[:400]
 
 
+@pytest.mark.one_backend
 def test_the_saved_model_is_the_best_epochs_not_the_last(tmp_path,
                                                         monkeypatch):
     # A learning rate far too high: the loss jumps after the first epochs.

@@ -16,7 +16,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 REVIEWS = ["an utterly wonderful film", "a waste of two hours"]
 
 
-@pytest.mark.parametrize("model", imdb_attention.MODELS)
+# The recipe's default model on every backend; the others' code is the
+# same recipe path (their layers are tested on every backend in
+# tests/models/text_classifier).
+@pytest.mark.parametrize("model", [
+    m if m == "attention" else pytest.param(m, marks=pytest.mark.one_backend)
+    for m in imdb_attention.MODELS])
 def test_every_model_runs_under_smoke(model, tmp_path):
     metrics = imdb_attention.main(
         ["--smoke", "--model", model, "--verbose", "0", "--output-dir", str(tmp_path)]
@@ -51,6 +56,7 @@ def test_attention_smoke_run_learns_the_cue_words(tmp_path):
     assert vocabulary[ids[0][np.argmax(weights[0])]] == "superb"
 
 
+@pytest.mark.one_backend
 def test_regularisation_flags_reach_the_saved_model(tmp_path):
     imdb_attention.main(
         ["--smoke", "--model", "attention", "--epochs", "1", "--verbose", "0",
@@ -66,6 +72,7 @@ def test_regularisation_flags_reach_the_saved_model(tmp_path):
     assert np.isfinite(probabilities).all()
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("model,flags,check", [
     ("rnn", ["--rnn-cell", "lstm", "--rnn-units", "6", "--rnn-skip"],
      lambda b: (isinstance(b.get_layer("rnn").forward_layer, keras.layers.LSTM)
@@ -88,6 +95,7 @@ def test_architecture_flags_reach_the_saved_model(model, flags, check, tmp_path)
         assert flag[2:].replace("-", "_") in metrics, flag
 
 
+@pytest.mark.one_backend
 def test_bigrams_reach_the_saved_model_and_only_order_free_models_take_them(
         tmp_path, capsys):
     metrics = imdb_attention.main(
@@ -105,6 +113,7 @@ def test_bigrams_reach_the_saved_model_and_only_order_free_models_take_them(
         assert "reads the words in order" in capsys.readouterr().err
 
 
+@pytest.mark.one_backend
 def test_local_aclimdb_directory_and_glove(tmp_path):
     data = write_aclimdb(tmp_path / "data", per_class=20)
     glove = tmp_path / "glove.txt"
@@ -165,6 +174,7 @@ def test_model_and_preset_must_agree(capsys):
     assert "disagree" in capsys.readouterr().err
 
 
+@pytest.mark.one_backend
 def test_train_window_reaches_metrics_and_refuses_ngrams(tmp_path, capsys):
     metrics = imdb_attention.main(
         ["--smoke", "--model", "attention", "--epochs", "1", "--verbose", "0",

@@ -11,6 +11,7 @@ from recipes import imdb_attention
 from recipes import imdb_cross_validate
 
 
+@pytest.mark.one_backend
 def test_cross_validation_compares_each_model_with_the_mean_fold_by_fold(tmp_path, monkeypatch):
     argv = ["--smoke", "--models", "attention", "--folds", "2",
             "--output-dir", str(tmp_path), "--", "--epochs", "1"]

@@ -131,6 +131,7 @@ def test_presets_flags_and_help(capsys):
         assert flag in text, flag
 
 
+@pytest.mark.one_backend
 def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
                                                         monkeypatch):
     argv = ["--smoke", "--epochs", "2", "--beam", "1",
@@ -146,6 +147,7 @@ def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
     assert not (tmp_path / "backup").exists()  # removed once training ends
 
 
+@pytest.mark.one_backend
 def test_evaluate_a_saved_model_and_ship_it_with_float16_weights(
         smoke_runs, tmp_path, monkeypatch, capsys):
     out, _ = smoke_runs("transformer")
@@ -169,6 +171,7 @@ def test_evaluate_a_saved_model_and_ship_it_with_float16_weights(
     assert "holds a Sequential, not a Translator" in capsys.readouterr().err
 
 
+@pytest.mark.one_backend
 def test_the_model_is_on_disk_before_bleu_is_measured(tmp_path, monkeypatch):
     class Interrupted(Exception):
         pass

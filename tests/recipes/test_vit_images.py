@@ -30,6 +30,7 @@ def test_smoke_trains_draws_and_the_saved_model_reads_uint8(tmp_path,
     assert probabilities.shape == (2, 4)
 
 
+@pytest.mark.one_backend
 def test_a_local_npz_with_a_test_split(tmp_path):
     path = write_npz(tmp_path / "digits.npz", count=60)
     metrics = vit_images.main(["--data", path, "--preset", "smoke",
@@ -39,6 +40,7 @@ def test_a_local_npz_with_a_test_split(tmp_path):
     assert "test_accuracy" in metrics and metrics["train_images"] == 52
 
 
+@pytest.mark.one_backend
 def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
                                                         monkeypatch):
     path = write_npz(tmp_path / "digits.npz", count=40)
