@@ -68,7 +68,7 @@ def test_encoder_matches_numpy_block(norm_first):
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_encoder_equals_keras_hub_with_copied_weights(norm_first):
-    ours = TransformerEncoder(HEADS, INTERMEDIATE, norm_first=norm_first, activation="gelu")
+    ours = TransformerEncoder(HEADS, INTERMEDIATE, normalize_first=norm_first, activation="gelu")
     theirs = keras_hub.layers.TransformerEncoder(
         INTERMEDIATE, HEADS, normalize_first=norm_first, activation="gelu"
     )
@@ -87,7 +87,7 @@ def test_encoder_equals_keras_hub_with_copied_weights(norm_first):
 @pytest.mark.parametrize("cross", [False, True], ids=["decoder_only", "with_cross_attention"])
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_decoder_equals_keras_hub_with_copied_weights(cross, norm_first):
-    ours = TransformerDecoder(HEADS, INTERMEDIATE, norm_first=norm_first)
+    ours = TransformerDecoder(HEADS, INTERMEDIATE, normalize_first=norm_first)
     theirs = keras_hub.layers.TransformerDecoder(INTERMEDIATE, HEADS, normalize_first=norm_first)
     y, enc = random_array((2, 6, HIDDEN), 0), random_array((2, 8, HIDDEN), 1)
     masks = {}
@@ -349,3 +349,18 @@ def test_padding_mask_of_the_wrong_length_is_a_clear_error():
             random_array((1, 1, 16)), decoder_padding_mask=short,
             self_attention_cache=cache, self_attention_cache_update_index=0,
         )
+
+
+@pytest.mark.parametrize("block", [TransformerEncoder, TransformerDecoder])
+def test_norm_first_is_an_alias_of_keras_hubs_normalize_first(block):
+    layer = block(HEADS, INTERMEDIATE, normalize_first=True)
+    config = layer.get_config()
+    assert config["normalize_first"] is True and "norm_first" not in config
+    assert layer.norm_first is True
+    # A config written with the old name (the shipped files) still loads.
+    old = dict(config)
+    old["norm_first"] = old.pop("normalize_first")
+    assert block.from_config(old).normalize_first is True
+    assert block(HEADS, INTERMEDIATE, norm_first=True).normalize_first
+    with pytest.raises(ValueError, match="disagree"):
+        block(HEADS, INTERMEDIATE, normalize_first=True, norm_first=False)

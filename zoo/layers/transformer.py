@@ -2,7 +2,7 @@
 
 Post-LN (the original Transformer, the course's formula):
     X = LN(X + MHA(X));  X = LN(X + MLP(X))
-Pre-LN (`norm_first=True`, GPT-2 and most modern models):
+Pre-LN (`normalize_first=True`, GPT-2 and most modern models):
     X = X + MHA(LN(X));  X = X + MLP(LN(X))
 
 Sub-layer names and weight shapes follow keras-hub's `TransformerEncoder` and
@@ -60,15 +60,22 @@ class _TransformerBlock(keras.layers.Layer):
         intermediate_dim,
         dropout=0.0,
         activation="relu",
-        norm_first=False,
+        normalize_first=False,
         layer_norm_epsilon=1e-5,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         drop_path_rate=0.0,
         attention_dropout=None,
+        norm_first=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if norm_first is not None:  # the zoo's earlier name, in its files
+            if normalize_first and not norm_first:
+                raise ValueError(
+                    "normalize_first and its alias norm_first disagree: "
+                    f"{normalize_first!r} and {norm_first!r}.")
+            normalize_first = norm_first
         self.num_heads = int(num_heads)
         self.intermediate_dim = int(intermediate_dim)
         self.dropout = float(dropout)
@@ -81,7 +88,7 @@ class _TransformerBlock(keras.layers.Layer):
                     f"{name} must be in [0, 1); got {getattr(self, name)}."
                 )
         self.activation = keras.activations.get(activation)
-        self.norm_first = bool(norm_first)
+        self.normalize_first = bool(normalize_first)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -157,15 +164,21 @@ class _TransformerBlock(keras.layers.Layer):
 
     def _feedforward(self, x, training):
         residual = x
-        if self.norm_first:
+        if self.normalize_first:
             x = call_sublayer(self, self._feedforward_layer_norm, x)
         x = call_sublayer(self, self._feedforward_intermediate_dense, x)
         x = call_sublayer(self, self._feedforward_output_dense, x)
         x = self._branch_dropout(self._feedforward_dropout, x, training)
         x = x + residual
-        if not self.norm_first:
+        if not self.normalize_first:
             x = call_sublayer(self, self._feedforward_layer_norm, x)
         return x
+
+    @property
+    def norm_first(self):
+        """The old name of `normalize_first` (keras-hub's), kept for code
+        and saved files that use it."""
+        return self.normalize_first
 
     def compute_output_shape(self, *shapes, **kwargs):
         return shapes[0]
@@ -176,7 +189,7 @@ class _TransformerBlock(keras.layers.Layer):
             "intermediate_dim": self.intermediate_dim,
             "dropout": self.dropout,
             "activation": keras.activations.serialize(self.activation),
-            "norm_first": self.norm_first,
+            "normalize_first": self.normalize_first,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(
                 self.kernel_initializer
@@ -194,7 +207,7 @@ class TransformerEncoder(_TransformerBlock):
     """Transformer encoder block: self-attention then an MLP, each residual.
 
     Post-LN by default (`X = LN(X + MHA(X)); X = LN(X + MLP(X))`), pre-LN
-    with `norm_first=True`. The head size is `hidden_dim // num_heads`.
+    with `normalize_first=True`. The head size is `hidden_dim // num_heads`.
 
     Args:
         num_heads: number of attention heads; must divide `hidden_dim`.
@@ -202,7 +215,8 @@ class TransformerEncoder(_TransformerBlock):
         dropout: dropout on each residual branch, and on the attention
             weights unless `attention_dropout` is given.
         activation: MLP activation.
-        norm_first: pre-LN instead of post-LN.
+        normalize_first: pre-LN instead of post-LN (keras-hub's name;
+            `norm_first` is accepted as an alias).
         layer_norm_epsilon: LayerNormalization epsilon.
         kernel_initializer, bias_initializer: for all projections.
         drop_path_rate: stochastic depth: while training, each residual
@@ -267,7 +281,7 @@ class TransformerEncoder(_TransformerBlock):
         # Self-attention block.
         x = inputs
         residual = x
-        if self.norm_first:
+        if self.normalize_first:
             x = call_sublayer(self, self._self_attention_layer_norm, x)
         x = call_sublayer(
             self,
@@ -282,7 +296,7 @@ class TransformerEncoder(_TransformerBlock):
             x, scores = x
         x = self._branch_dropout(self._self_attention_dropout, x, training)
         x = x + residual
-        if not self.norm_first:
+        if not self.normalize_first:
             x = call_sublayer(self, self._self_attention_layer_norm, x)
 
         # Feedforward block.
@@ -317,7 +331,7 @@ class TransformerDecoder(_TransformerBlock):
     it with `cross_attention_cache_update_index=None` afterwards.
 
     Args:
-        num_heads, intermediate_dim, dropout, activation, norm_first,
+        num_heads, intermediate_dim, dropout, activation, normalize_first,
         layer_norm_epsilon, kernel_initializer, bias_initializer,
         drop_path_rate, attention_dropout: as in `TransformerEncoder`.
 
@@ -448,7 +462,7 @@ class TransformerDecoder(_TransformerBlock):
         )
         x = decoder_sequence
         residual = x
-        if self.norm_first:
+        if self.normalize_first:
             x = call_sublayer(self, self._self_attention_layer_norm, x)
         x = call_sublayer(
             self,
@@ -468,7 +482,7 @@ class TransformerDecoder(_TransformerBlock):
         caches += tuple(extras)
         x = self._branch_dropout(self._self_attention_dropout, x, training)
         x = x + residual
-        if not self.norm_first:
+        if not self.normalize_first:
             x = call_sublayer(self, self._self_attention_layer_norm, x)
 
         # Cross-attention block.
@@ -477,7 +491,7 @@ class TransformerDecoder(_TransformerBlock):
                 encoder_padding_mask, encoder_attention_mask
             )
             residual = x
-            if self.norm_first:
+            if self.normalize_first:
                 x = call_sublayer(self, self._cross_attention_layer_norm, x)
             x = call_sublayer(
                 self,
@@ -496,7 +510,7 @@ class TransformerDecoder(_TransformerBlock):
             caches += tuple(extras)
             x = self._branch_dropout(self._cross_attention_dropout, x, training)
             x = x + residual
-            if not self.norm_first:
+            if not self.normalize_first:
                 x = call_sublayer(self, self._cross_attention_layer_norm, x)
 
         # Feedforward block.
