@@ -18,6 +18,7 @@ from zoo.models.gpt import GPT
 from zoo.models.gpt import GPTBackbone
 from zoo.models.gpt import GPTPreprocessor
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
+from zoo.models.presets import list_presets
 from zoo.models.seq2seq import RNNSeq2SeqBackbone
 from zoo.models.seq2seq import TransformerSeq2SeqBackbone
 from zoo.models.seq2seq import TranslationPreprocessor

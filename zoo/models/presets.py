@@ -19,6 +19,10 @@ Trained models are `.keras` files (`saved_models/`), loaded with
 
 import copy
 
+# family -> its Presets, filled as each family's presets module is imported
+# (`import zoo` imports them all).
+_FAMILIES = {}
+
 
 class Presets(dict):
     """A family's presets: `name -> {part -> dict}`, with errors that list
@@ -32,6 +36,7 @@ class Presets(dict):
     def __init__(self, family, presets):
         super().__init__(presets)
         self.family = family
+        _FAMILIES[family] = self
 
     def part(self, name, part):
         """A copy of preset `name`'s `part` (empty when it has none)."""
@@ -47,3 +52,29 @@ class Presets(dict):
 
     def names(self):
         return sorted(self)
+
+
+def list_presets(family=None):
+    """Every preset of every family: `{family: {name: description}}`, or
+    one family's `{name: description}`.
+
+    Args:
+        family: a family's name ("bert", "captioning", "gpt", "seq2seq",
+            "text classifier", "vit"), or None for all of them.
+
+    Example:
+
+    >>> import zoo
+    >>> "nanogpt" in zoo.models.list_presets("gpt")
+    True
+    >>> sorted(zoo.models.list_presets())[:2]
+    ['bert', 'captioning']
+    """
+    if family is not None:
+        if family not in _FAMILIES:
+            raise ValueError(
+                f"Unknown family {family!r}; the families are "
+                f"{', '.join(sorted(_FAMILIES))}.")
+        presets = _FAMILIES[family]
+        return {name: presets.description(name) for name in presets.names()}
+    return {name: list_presets(name) for name in sorted(_FAMILIES)}
