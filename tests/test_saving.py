@@ -123,3 +123,19 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
                                              "Dense or LayerNormalization"):
         load_model(good, expected=(keras.layers.Dense,
                                    keras.layers.LayerNormalization))
+
+
+def test_renamed_classes_load_from_configs_with_their_old_names():
+    import zoo
+
+    assert zoo.models.GPT is zoo.models.GPTCausalLM
+    assert zoo.models.BertClassifier is zoo.models.BertTextClassifier
+    layer = zoo.layers.TokenAndPositionEmbedding(50, 8, 6)
+    config = keras.saving.serialize_keras_object(layer)
+    assert config["registered_name"] == "zoo>TokenAndPositionEmbedding"
+    config["registered_name"] = "zoo>PositionalEmbedding"  # an older file
+    config["class_name"] = "PositionalEmbedding"
+    loaded = keras.saving.deserialize_keras_object(config)
+    assert type(loaded) is zoo.layers.TokenAndPositionEmbedding
+    for old in ("GPT", "BertClassifier", "PositionalEmbedding"):
+        assert keras.saving.get_registered_object(f"zoo>{old}") is not None

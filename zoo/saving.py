@@ -9,7 +9,25 @@ import tempfile
 import zipfile
 import zlib
 
+import keras
 import numpy as np
+
+
+def register_alias(cls, *old_names, package="zoo"):
+    """Makes files that name `cls` by an earlier registered name load as
+    `cls` (a class renamed to keras-hub's name keeps its saved files).
+
+    Args:
+        cls: a class registered with `keras.saving.register_keras_serializable`.
+        *old_names: the names it was registered under before.
+        package: the registration package.
+
+    Returns:
+        `cls`.
+    """
+    for name in old_names:
+        keras.saving.get_custom_objects()[f"{package}>{name}"] = cls
+    return cls
 
 
 @contextlib.contextmanager

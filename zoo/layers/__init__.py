@@ -9,6 +9,7 @@ from zoo.layers.attention import MultiHeadAttention
 from zoo.layers.attention import causal_mask
 from zoo.layers.attention import scaled_dot_product_attention
 from zoo.layers.embedding import PositionalEmbedding
+from zoo.layers.embedding import TokenAndPositionEmbedding
 from zoo.layers.embedding import TokenEmbedding
 from zoo.layers.patches import ClassToken
 from zoo.layers.patches import PatchEmbedding
@@ -41,6 +42,7 @@ __all__ = [
     "SinusoidalPositionEncoding",
     "SoftAttentionLSTM",
     "StochasticDepth",
+    "TokenAndPositionEmbedding",
     "TokenEmbedding",
     "TransformerDecoder",
     "TransformerEncoder",

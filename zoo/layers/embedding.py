@@ -6,7 +6,8 @@ hidden states back to vocabulary logits, keras-hub's idea, now in core
 Keras) that refuses out-of-range ids: a gather with an id outside the table
 is an error on TensorFlow and PyTorch but silently gives NaN rows on JAX.
 
-`PositionalEmbedding` adds positions to it, `x_t = E[token_t] + P[t]`, and
+`TokenAndPositionEmbedding` (keras-hub's name; also importable as
+`PositionalEmbedding`) adds positions to it, `x_t = E[token_t] + P[t]`, and
 keeps the reverse direction, so one layer serves a classifier's input
 (with the padding mask) and a language model's input *and* output
 projection (tied weights, as GPT-2 and BERT's masked-LM head).
@@ -20,6 +21,7 @@ from zoo.layers.checks import check_token_ids
 from zoo.layers.positions import LearnedPositionEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
 from zoo.layers.sublayers import call_sublayer
+from zoo.saving import register_alias
 
 POSITION_KINDS = ("learned", "sinusoidal")
 
@@ -113,7 +115,7 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class PositionalEmbedding(keras.layers.Layer):
+class TokenAndPositionEmbedding(keras.layers.Layer):
     """Token embedding plus position embedding, reversible to logits.
 
     `x_t = E[token_t] + P[t]`, with `P` learned or sinusoidal. Token id 0 is
@@ -158,7 +160,7 @@ class PositionalEmbedding(keras.layers.Layer):
 
     Example:
 
-    >>> embed = PositionalEmbedding(1000, 128, 32, positions="sinusoidal")
+    >>> embed = TokenAndPositionEmbedding(1000, 128, 32, positions="sinusoidal")
     >>> x = embed(np.array([[5, 8, 2, 0, 0]]))
     >>> x.shape
     (1, 5, 32)
@@ -221,7 +223,7 @@ class PositionalEmbedding(keras.layers.Layer):
     def build(self, input_shape):
         if len(input_shape) != 2:
             raise ValueError(
-                "PositionalEmbedding expects token ids of shape (batch, seq); "
+                "TokenAndPositionEmbedding expects token ids of shape (batch, seq); "
                 f"got shape {tuple(input_shape)}."
             )
         self.token_embedding.build(input_shape)
@@ -238,7 +240,7 @@ class PositionalEmbedding(keras.layers.Layer):
             )
         if len(inputs.shape) != 2:
             raise ValueError(
-                "PositionalEmbedding expects token ids of shape (batch, seq); "
+                "TokenAndPositionEmbedding expects token ids of shape (batch, seq); "
                 f"got shape {tuple(inputs.shape)}."
             )
         check_sequence_length(
@@ -292,3 +294,9 @@ class PositionalEmbedding(keras.layers.Layer):
             "max_wavelength": self.max_wavelength,
             "scale_tokens": self.scale_tokens,
         }
+
+
+# The zoo's earlier name: code that imports it and files saved with it.
+PositionalEmbedding = register_alias(
+    TokenAndPositionEmbedding, "PositionalEmbedding")
+

@@ -6,6 +6,7 @@ in keras-hub's shape, and the generation shared by generating tasks."""
 from zoo.models.bert import BertBackbone
 from zoo.models.bert import BertClassifier
 from zoo.models.bert import BertClassifierPreprocessor
+from zoo.models.bert import BertTextClassifier
 from zoo.models.bert import BertMaskedLM
 from zoo.models.bert import BertMaskedLMPreprocessor
 from zoo.models.captioning import ImageCaptioner
@@ -15,6 +16,7 @@ from zoo.models.captioning import TransformerCaptionBackbone
 from zoo.models.generation import SAMPLERS
 from zoo.models.generation import get_sampler
 from zoo.models.gpt import GPT
+from zoo.models.gpt import GPTCausalLM
 from zoo.models.gpt import GPTBackbone
 from zoo.models.gpt import GPTPreprocessor
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing

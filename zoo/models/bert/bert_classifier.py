@@ -15,11 +15,12 @@ from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 from zoo.saving import load_model
+from zoo.saving import register_alias
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
-                     keras_hub.models.TextClassifier):
+class BertTextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
+                         keras_hub.models.TextClassifier):
     """Raw text in, class probabilities out: BERT preprocessor, backbone,
     dropout and a dense head on the pooled [CLS] vector.
 
@@ -42,7 +43,7 @@ class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
 
     Example:
 
-    >>> classifier = BertClassifier.from_pretrained("bert_imdb_mlm.keras")
+    >>> classifier = BertTextClassifier.from_pretrained("bert_imdb_mlm.keras")
     >>> classifier.compile()
     >>> classifier.fit(train_texts, train_labels, epochs=3)
     >>> classifier.predict(["an utterly wonderful film", "a waste of two hours"])
@@ -122,7 +123,7 @@ class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
 
         Example:
 
-        >>> classifier = BertClassifier.from_pretrained(
+        >>> classifier = BertTextClassifier.from_pretrained(
         ...     "saved_models/bert_imdb_mlm.keras", num_classes=1,
         ...     dtype="mixed_bfloat16")
         """
@@ -167,3 +168,8 @@ class BertClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
         config.update({"num_classes": self.num_classes,
                        "dropout": self.dropout})
         return config
+
+
+# The zoo's earlier name: code that imports it and files saved with it.
+BertClassifier = register_alias(BertTextClassifier, "BertClassifier")
+

@@ -1,7 +1,7 @@
 """GPT causal language model: next-token logits, training on raw strings,
 and generation with a key/value cache and a sliding context window.
 
-`GPT` is a keras-hub `CausalLM`: `fit`, `evaluate` and `predict` run its
+`GPTCausalLM` (also importable as `GPT`) is a keras-hub `CausalLM`: `fit`, `evaluate` and `predict` run its
 `GPTPreprocessor` (the tokenizer included) inside `tf.data`, so they take raw
 strings under every backend, and the `.keras` file carries the tokenizer.
 Generation (`zoo.models.generation`) starts from raw strings too:
@@ -38,12 +38,13 @@ from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
+from zoo.saving import register_alias
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPT(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
-          PortableCompileConfig,
-          keras_hub.models.CausalLM):
+class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
+                  PortableCompileConfig,
+                  keras_hub.models.CausalLM):
     """GPT language model: next-token logits, and text generation.
 
     Args:
@@ -61,7 +62,7 @@ class GPT(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
     Example:
 
     >>> tokenizer = CharacterTokenizer.from_text(text)
-    >>> gpt = GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 32))
+    >>> gpt = GPTCausalLM.from_preset("smoke", GPTPreprocessor(tokenizer, 32))
     >>> gpt.fit(["some training text", ...], epochs=1)
     >>> gpt.generate(["ROMEO:"], max_length=64, sampler="top_k", seed=1)
     """
@@ -429,3 +430,8 @@ def _warn_unknown(tokenizer, text, index, count):
         f"generate(): prompt {index} has {count} token(s) outside the "
         f"vocabulary{shown}; the model reads them as the unknown token, "
         "and the returned text leaves them out.", stacklevel=4)
+
+
+# The zoo's earlier name: code that imports it and files saved with it.
+GPT = register_alias(GPTCausalLM, "GPT")
+
