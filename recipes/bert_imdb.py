@@ -80,6 +80,7 @@ from zoo.models.bert import BertMaskedLMPreprocessor  # noqa: E402
 from zoo.models.bert import strip_markup  # noqa: E402
 from zoo.distribute import trim_to_replicas  # noqa: E402
 from zoo.saving import ModelFileError  # noqa: E402
+from zoo.saving import atomic_path  # noqa: E402
 from zoo.saving import load_model  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
@@ -312,10 +313,8 @@ def load_or_train_tokenizer(args, texts):
     else:
         vocabulary = train_bert_tokenizer(texts, args.vocab_size)\
             .get_vocabulary()
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write("\n".join(vocabulary) + "\n")
-        os.replace(tmp, path)
     return bert_tokenizer(vocabulary)
 
 
@@ -338,13 +337,12 @@ def packed_corpus(args, tokenizer, pieces, validation_pieces, reviews):
                         cached["validation"].astype("int32"), path)
     train = pack_texts(tokenizer, pieces, args.sequence_length)
     validation = pack_texts(tokenizer, validation_pieces, args.sequence_length)
-    tmp = path + ".tmp.npz"
-    np.savez_compressed(
-        tmp, train=compact_ids(train, len(vocabulary)),
-        validation=compact_ids(validation, len(vocabulary)),
-        vocabulary=np.array(vocabulary), key=np.array(key),
-        reviews=np.array(reviews))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        np.savez_compressed(
+            tmp, train=compact_ids(train, len(vocabulary)),
+            validation=compact_ids(validation, len(vocabulary)),
+            vocabulary=np.array(vocabulary), key=np.array(key),
+            reviews=np.array(reviews))
     return train, validation, path
 
 
@@ -577,13 +575,12 @@ class EncodedReviews:
 
     def save(self):
         order = sorted(self.rows, key=self.rows.get)
-        tmp = self.path + ".tmp.npz"
-        np.savez_compressed(tmp, key=np.array(self.key),
-                            digests=np.array(order),
-                            token_ids=compact_ids(
-                                np.stack(self.ids),
-                                self.preprocessor.tokenizer.vocabulary_size()))
-        os.replace(tmp, self.path)
+        with atomic_path(self.path) as tmp:
+            np.savez_compressed(
+                tmp, key=np.array(self.key), digests=np.array(order),
+                token_ids=compact_ids(
+                    np.stack(self.ids),
+                    self.preprocessor.tokenizer.vocabulary_size()))
 
 
 def finetune_one(args, make_classifier, splits, label, strategy):

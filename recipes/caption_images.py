@@ -96,6 +96,7 @@ from zoo.models.captioning import ImageCaptioner  # noqa: E402
 from zoo.models.captioning import ImageCaptionerPreprocessor  # noqa: E402
 from zoo.models.captioning import image_encoder_from_config  # noqa: E402
 from zoo.saving import ModelFileError  # noqa: E402
+from zoo.saving import atomic_path  # noqa: E402
 from zoo.saving import load_model  # noqa: E402
 from zoo.saving import save_model_atomic  # noqa: E402
 from zoo.saving import write_json_atomic  # noqa: E402
@@ -357,9 +358,8 @@ def encoder_and_features(args, data):
             for batch in np.array_split(
                 data[split][0], max(1, len(data[split][0]) // 64))])
         features[split] = grid.astype("float16")
-        tmp = path + ".tmp.npy"
-        np.save(tmp, features[split])
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            np.save(tmp, features[split])
         print(f"{split}: {len(grid)} images -> {grid.shape[1:]} grids in "
               f"{time.perf_counter() - start:.0f} s ({encoder.name})")
     return encoder, features

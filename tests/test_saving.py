@@ -139,3 +139,12 @@ def test_renamed_classes_load_from_configs_with_their_old_names():
     assert type(loaded) is zoo.layers.TokenAndPositionEmbedding
     for old in ("GPT", "BertClassifier", "PositionalEmbedding"):
         assert keras.saving.get_registered_object(f"zoo>{old}") is not None
+
+
+def test_docstring_examples():
+    import doctest
+
+    import zoo.saving
+
+    failures, tried = doctest.testmod(zoo.saving)
+    assert tried and not failures

@@ -31,11 +31,28 @@ def register_alias(cls, *old_names, package="zoo"):
 
 
 @contextlib.contextmanager
-def _atomically(path, suffix=None):
+def atomic_path(path, suffix=None):
     """Yields a temporary file's path beside `path`: what is written there
     replaces `path` when the block ends without an error, and the temporary
-    file is gone either way. `suffix` (default ".tmp" + `path`'s extension)
-    ends the temporary name, for writers that check it."""
+    file is gone either way, so `path` is always the old file or the whole
+    new one.
+
+    Args:
+        path: the file to write.
+        suffix: how the temporary name ends (default ".tmp" + `path`'s
+            extension), for writers that check or append an extension
+            (`np.save` adds ".npy" to a name without it).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "notes.txt")
+    >>> with atomic_path(path) as tmp:
+    ...     with open(tmp, "w") as f:
+    ...         _ = f.write("saved whole or not at all")
+    >>> open(path).read()
+    'saved whole or not at all'
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     if suffix is None:
@@ -75,7 +92,7 @@ def save_model_atomic(model, path, weights_dtype=None):
     if weights_dtype not in (None, "float16"):
         raise ValueError(f"weights_dtype must be None or 'float16'; got "
                          f"{weights_dtype!r}.")
-    with _atomically(path) as tmp:
+    with atomic_path(path) as tmp:
         model.save(tmp)
         if weights_dtype == "float16":
             _store_float16(tmp)
@@ -87,7 +104,7 @@ def save_weights_atomic(model, path):
     rename (`path` ends in `.weights.h5`, as Keras requires)."""
     if not path.endswith(".weights.h5"):
         raise ValueError(f"weights files end in .weights.h5; got {path!r}.")
-    with _atomically(path, suffix=".weights.h5") as tmp:
+    with atomic_path(path, suffix=".weights.h5") as tmp:
         model.save_weights(tmp, overwrite=True)
     return path
 
@@ -138,7 +155,7 @@ def _copy_float16(source, target):
 
 def write_json_atomic(data, path):
     """Writes `data` as indented JSON through a temporary file."""
-    with _atomically(path) as tmp:
+    with atomic_path(path) as tmp:
         with open(tmp, "w") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")

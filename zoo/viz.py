@@ -35,11 +35,12 @@ import math
 import numbers
 import os
 import unicodedata
-import uuid
 import warnings
 from collections.abc import Mapping
 
 import numpy as np
+
+from zoo.saving import atomic_path
 
 __all__ = [
     "attention_words_table",
@@ -85,23 +86,13 @@ def _save(fig, path):
     path = os.fspath(path)
     if not path:
         raise ValueError("path is empty")
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    # Unique per call, in the same directory so os.replace is a rename.
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp.png"
     try:
-        with warnings.catch_warnings():
+        with atomic_path(path, suffix=".tmp.png") as tmp, \
+                warnings.catch_warnings():
             # Words outside the font (CJK, emoji) render as boxes; that is
             # expected, not worth one warning per character.
             warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from")
             fig.savefig(tmp, format="png", dpi=_DPI)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
     finally:
         fig.clear()  # drop artists now; the figure is not registered anywhere
     return path

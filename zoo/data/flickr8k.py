@@ -30,7 +30,6 @@ import hashlib
 import numbers
 import os
 import re
-import uuid
 import warnings
 import zipfile
 
@@ -39,6 +38,7 @@ import numpy as np
 from zoo._tensorflow import tf
 from zoo.data.download import DataNotFoundError
 from zoo.data.download import check_reachable
+from zoo.saving import atomic_path
 
 FLICKR8K_URL = (
     "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/")
@@ -294,12 +294,9 @@ def _read_cache(path, names, image_size):
 
 
 def _write_cache(path, names, images):
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(tmp, "wb") as f:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.savez(f, names=np.array(names), images=images)
-        os.replace(tmp, path)
     except OSError as error:
         warnings.warn(f"could not write the cache file {path} ({error}); "
                       "continuing without it.", stacklevel=4)
@@ -403,10 +400,9 @@ def download_flickr8k(url=FLICKR8K_URL, cache_subdir="flickr8k"):
         # extraction is done again.
         marker = os.path.join(folder, f"{archive}.extracted")
         try:
-            os.makedirs(folder, exist_ok=True)
-            with open(marker + ".tmp", "w", encoding="utf-8") as f:
+            with atomic_path(marker) as tmp, \
+                    open(tmp, "w", encoding="utf-8") as f:
                 f.write(extracted)
-            os.replace(marker + ".tmp", marker)
         except OSError:
             pass  # an unwritable cache: extract again next time
         paths.append(extracted)
