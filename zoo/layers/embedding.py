@@ -6,8 +6,8 @@ hidden states back to vocabulary logits, keras-hub's idea, now in core
 Keras) that refuses out-of-range ids: a gather with an id outside the table
 is an error on TensorFlow and PyTorch but silently gives NaN rows on JAX.
 
-`TokenAndPositionEmbedding` (keras-hub's name; also importable as
-`PositionalEmbedding`) adds positions to it, `x_t = E[token_t] + P[t]`, and
+`PositionalEmbedding` (also importable under keras-hub's name,
+`TokenAndPositionEmbedding`) adds positions to it, `x_t = E[token_t] + P[t]`, and
 keeps the reverse direction, so one layer serves a classifier's input
 (with the padding mask) and a language model's input *and* output
 projection (tied weights, as GPT-2 and BERT's masked-LM head).
@@ -21,7 +21,6 @@ from zoo.layers.checks import check_token_ids
 from zoo.layers.positions import LearnedPositionEmbedding
 from zoo.layers.positions import SinusoidalPositionEncoding
 from zoo.layers.sublayers import call_sublayer
-from zoo.saving import register_alias
 
 POSITION_KINDS = ("learned", "sinusoidal")
 
@@ -115,7 +114,7 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TokenAndPositionEmbedding(keras.layers.Layer):
+class PositionalEmbedding(keras.layers.Layer):
     """Token embedding plus position embedding, reversible to logits.
 
     `x_t = E[token_t] + P[t]`, with `P` learned or sinusoidal. Token id 0 is
@@ -160,7 +159,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     Example:
 
-    >>> embed = TokenAndPositionEmbedding(1000, 128, 32, positions="sinusoidal")
+    >>> embed = PositionalEmbedding(1000, 128, 32, positions="sinusoidal")
     >>> x = embed(np.array([[5, 8, 2, 0, 0]]))
     >>> x.shape
     (1, 5, 32)
@@ -223,7 +222,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     def build(self, input_shape):
         if len(input_shape) != 2:
             raise ValueError(
-                "TokenAndPositionEmbedding expects token ids of shape (batch, seq); "
+                "PositionalEmbedding expects token ids of shape (batch, seq); "
                 f"got shape {tuple(input_shape)}."
             )
         self.token_embedding.build(input_shape)
@@ -240,7 +239,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             )
         if len(inputs.shape) != 2:
             raise ValueError(
-                "TokenAndPositionEmbedding expects token ids of shape (batch, seq); "
+                "PositionalEmbedding expects token ids of shape (batch, seq); "
                 f"got shape {tuple(inputs.shape)}."
             )
         check_sequence_length(
@@ -296,7 +295,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         }
 
 
-# The zoo's earlier name: code that imports it and files saved with it.
-PositionalEmbedding = register_alias(
-    TokenAndPositionEmbedding, "PositionalEmbedding")
-
+# keras-hub's name for the same layer. The class keeps its own name: Keras
+# files store the weights of a functional model's layers under each layer's
+# class name, so a renamed class would not find its weights in the files
+# saved before.
+TokenAndPositionEmbedding = PositionalEmbedding
