@@ -92,7 +92,7 @@ def test_a_bad_model_file_is_one_clear_line(tmp_path, capsys):
                    / "gpt_shakespeare.keras")
     for path, message in ((tmp_path / "none.keras", "no such model file"),
                           (tmp_path / "cut.keras", "not a .keras archive"),
-                          (shipped_gpt, "holds a GPT, not a Translator")):
+                          (shipped_gpt, "holds a GPTCausalLM, not a Translator")):
         with pytest.raises(SystemExit) as exit_info:
             translate.main(["--evaluate", str(path), "--data-dir",
                             str(tmp_path)])

@@ -411,7 +411,7 @@ def test_presets_build_their_sizes():
     mlm = BertMaskedLM.from_preset("smoke", preprocessor,
                                    backbone_max_sequence_length=256)
     assert mlm.backbone.hidden_dim == 32 and mlm.backbone.num_layers == 2
-    with pytest.raises(ValueError, match="BertClassifier: the preprocessor"):
+    with pytest.raises(ValueError, match="BertTextClassifier: the preprocessor"):
         BertClassifier(mlm.backbone, BertClassifierPreprocessor(
             tokenizer(), sequence_length=300))
     classifier = BertClassifier.from_preset(

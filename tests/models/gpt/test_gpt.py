@@ -625,7 +625,7 @@ def test_beam_generate_of_a_prompt_does_not_depend_on_the_batch():
 
 def test_a_preprocessor_longer_than_the_context_is_refused_at_once():
     tokenizer = CharacterTokenizer.from_text(TEXT)
-    with pytest.raises(ValueError, match=r"GPT: the preprocessor packs 64 "
+    with pytest.raises(ValueError, match=r"GPTCausalLM: the preprocessor packs 64 "
                        r"tokens but the backbone has 32 positions.*"
                        r"backbone_sequence_length=64"):
         GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 64))
