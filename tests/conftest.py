@@ -28,8 +28,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `one_backend` check plumbing that is the same under
-    every backend (a recipe's flags, files, resumption, a benchmark's
-    report); when `tests/all_backends.py` runs the suite under several
+    every backend (a recipe's flags, files, resumption); when `tests/all_backends.py` runs the suite under several
     backends it names one of them in ZOO_TESTS_ONE_BACKEND, and the other
     runs skip these tests. A plain `pytest` runs them all."""
     one = os.environ.get("ZOO_TESTS_ONE_BACKEND")

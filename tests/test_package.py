@@ -127,7 +127,7 @@ def test_import_zoo_alone_registers_everything_and_loads_shipped_models():
     assert {"GPTCausalLM", "CharacterTokenizer", "TextClassifier"} <= set(names)
     # keras-hub's names, with the zoo's earlier ones still resolving (the
     # files saved under them).
-    names += ["GPT", "BertClassifier", "PositionalEmbedding"]
+    names += ["GPT", "BertClassifier"]
     # The README's loading example runs the same way (tests/test_readme.py)
     # and covers the files it names; the others are loaded here.
     in_readme = set(shipped_files_loaded_by_the_readme())

@@ -37,14 +37,14 @@ def agreeing_raw(steps=3, rng_seed=0):
     rng = np.random.default_rng(rng_seed)
     forward = rng.random((4, 1)).astype("float32")
     losses = list(rng.random(steps) + 0.5)
-    weights = [rng.normal(size=(5, 3)).astype("float32"),
-               rng.normal(size=(3,)).astype("float32")]
+    weights = {"embedding/embeddings": rng.normal(size=(5, 3)).astype("float32"),
+               "classifier/bias": rng.normal(size=(3,)).astype("float32")}
     saved = rng.random((8, 1)).astype("float32")
     return {
         "forward": {b: forward.copy() for b in BACKENDS},
         "losses": {b: list(losses) for b in BACKENDS},
-        "weights": {b: [w.copy() for w in weights] for b in BACKENDS},
-        "weight_names": ["embedding/embeddings", "classifier/bias"],
+        "weights": {b: {n: w.copy() for n, w in weights.items()}
+                    for b in BACKENDS},
         "saved": {l: {s: saved.copy() for s in BACKENDS} for l in BACKENDS},
         "preprocessed_match": {l: {s: True for s in BACKENDS}
                                for l in BACKENDS},
@@ -160,7 +160,7 @@ def test_generated_text_must_match_exactly_in_every_cell():
 
 def test_weights_are_reported_not_gated():
     raw = agreeing_raw()
-    raw["weights"]["jax"][1] = raw["weights"]["jax"][1] + 1.0
+    raw["weights"]["jax"]["classifier/bias"] += 1.0
     report = report_of(raw)
     weights = report["variants"]["attention"]["weights"]
     assert weights["max"] == pytest.approx(1.0)
@@ -413,9 +413,6 @@ def test_captioning_agrees_across_backends_captions_included(tmp_path):
 
 def test_weights_are_matched_by_path_not_by_order():
     raw = agreeing_raw()
-    names = raw["weight_names"]
-    for b in BACKENDS:
-        raw["weights"][b] = dict(zip(names, raw["weights"][b]))
     # Another backend lists the same weights in another order: no difference.
     raw["weights"]["torch"] = dict(reversed(raw["weights"]["torch"].items()))
     weights = report_of(raw)["variants"]["attention"]["weights"]

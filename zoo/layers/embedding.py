@@ -7,9 +7,9 @@ Keras) that refuses out-of-range ids: a gather with an id outside the table
 is an error on TensorFlow and PyTorch but silently gives NaN rows on JAX.
 
 `PositionalEmbedding` (also importable under keras-hub's name,
-`TokenAndPositionEmbedding`) adds positions to it, `x_t = E[token_t] + P[t]`, and
-keeps the reverse direction, so one layer serves a classifier's input
-(with the padding mask) and a language model's input *and* output
+`TokenAndPositionEmbedding`) adds positions to it, `x_t = E[token_t] +
+P[t]`, and keeps the reverse direction, so one layer serves a classifier's
+input (with the padding mask) and a language model's input *and* output
 projection (tied weights, as GPT-2 and BERT's masked-LM head).
 """
 

@@ -272,19 +272,15 @@ def compare_losses(losses, backends, tolerance=TOLERANCES["loss"]):
             "failures": failures}
 
 
-def compare_weights(weights, names, backends, tolerance=TOLERANCES["weights"]):
-    """weights: backend -> {path: array} (or a list of arrays in one order,
-    `names` their paths). Max abs difference of every pair, weight by weight
-    (matched by path, whatever order each backend lists its weights in), and
-    the weight where it happens; a weight that one backend lacks is an
-    infinite difference, named."""
+def compare_weights(weights, backends, tolerance=TOLERANCES["weights"]):
+    """weights: backend -> {path: array}. Max abs difference of every pair,
+    weight by weight (matched by path, whatever order each backend lists its
+    weights in), and the weight where it happens; a weight that one backend
+    lacks is an infinite difference, named."""
     pairs, where = {}, {}
     for a, b in _pairs(backends):
         name = pair_name(a, b)
-        wa, wb = _by_path(weights[a], names), _by_path(weights[b], names)
-        if wa is None or wb is None:
-            pairs[name], where[name] = math.inf, "(different weight lists)"
-            continue
+        wa, wb = weights[a], weights[b]
         if set(wa) != set(wb):
             only = [f"only under {x}: {', '.join(sorted(set(wx) - set(wy))[:3])}"
                     for x, wx, wy in ((a, wa, wb), (b, wb, wa))
@@ -312,16 +308,6 @@ def _unique(names):
         seen[name] = seen.get(name, 0) + 1
         unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return unique
-
-
-def _by_path(weights, names):
-    """{path: array} from a dict, or from a list in the order of `names`
-    (None when the list and the names differ in length)."""
-    if isinstance(weights, dict):
-        return weights
-    if len(weights) != len(names):
-        return None
-    return dict(zip(names, weights))
 
 
 def compare_saved(outputs, preprocessed_match, backends,
@@ -462,8 +448,7 @@ def compare_variant(raw, backends):
     """Every check of one variant from the workers' raw results.
 
     raw: {"forward": {b: array}, "losses": {b: [..]} or None,
-          "weights": {b: {path: array}} (or {b: [arrays]} in the order
-          of "weight_names") or None, "weight_names": [..],
+          "weights": {b: {path: array}} or None,
           "saved": {loader: {saver: array}}, "preprocessed_match":
           {loader: {saver: bool}}, "generated": {loader: {saver: outputs}}
           or None, "full": {b: metrics} or None, "full_tolerances": {..},
@@ -486,8 +471,7 @@ def compare_variant(raw, backends):
     if complete("losses"):
         result["loss"] = compare_losses(raw["losses"], backends)
     if complete("weights"):
-        result["weights"] = compare_weights(
-            raw["weights"], raw.get("weight_names", []), backends)
+        result["weights"] = compare_weights(raw["weights"], backends)
     if complete("saved", nested=True) and complete("preprocessed_match",
                                                    nested=True):
         result["saved"] = compare_saved(raw["saved"],
@@ -1085,7 +1069,7 @@ def collect_raw(workdir, variant, backends, *, train, full,
     """Reads what the workers wrote for one variant (see compare_variant)."""
     vdir = os.path.join(workdir, variant)
     raw = {"forward": {}, "losses": {} if train else None,
-           "weights": {} if train else None, "weight_names": [],
+           "weights": {} if train else None,
            "saved": {}, "preprocessed_match": {}, "generated": None,
            "full": {} if full else None, "full_tolerances": full_tolerances,
            "errors": []}
@@ -1112,7 +1096,6 @@ def collect_raw(workdir, variant, backends, *, train, full,
                 raw["weights"][b] = {
                     name: stored[f"w{i:04d}"]
                     for i, name in enumerate(_unique(trained["names"]))}
-                raw["weight_names"] = trained["names"]
             except OSError:
                 missing("training results", b)
         try:

@@ -1,6 +1,7 @@
 """BERT: a bidirectional Transformer encoder pretrained by masked language
 modelling (`BertMaskedLM`), then fine-tuned with a new head
-(`BertTextClassifier`, also importable as `BertClassifier`); their preprocessors and presets."""
+(`BertTextClassifier`, also importable as `BertClassifier`); their
+preprocessors and presets."""
 
 from zoo.models.bert.bert_backbone import BertBackbone
 from zoo.models.bert.bert_backbone import gelu_approximate

@@ -172,4 +172,3 @@ class BertTextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfi
 
 # The zoo's earlier name: code that imports it and files saved with it.
 BertClassifier = register_alias(BertTextClassifier, "BertClassifier")
-

@@ -1,9 +1,10 @@
 """GPT causal language model: next-token logits, training on raw strings,
 and generation with a key/value cache and a sliding context window.
 
-`GPTCausalLM` (also importable as `GPT`) is a keras-hub `CausalLM`: `fit`, `evaluate` and `predict` run its
-`GPTPreprocessor` (the tokenizer included) inside `tf.data`, so they take raw
-strings under every backend, and the `.keras` file carries the tokenizer.
+`GPTCausalLM` (also importable as `GPT`) is a keras-hub `CausalLM`: `fit`,
+`evaluate` and `predict` run its `GPTPreprocessor` (the tokenizer
+included) inside `tf.data`, so they take raw strings under every backend,
+and the `.keras` file carries the tokenizer.
 Generation (`zoo.models.generation`) starts from raw strings too:
 
 * up to the context length (`backbone.sequence_length`), each new token
@@ -434,4 +435,3 @@ def _warn_unknown(tokenizer, text, index, count):
 
 # The zoo's earlier name: code that imports it and files saved with it.
 GPT = register_alias(GPTCausalLM, "GPT")
-
