@@ -2,6 +2,8 @@
 #
 #   make imdb     set up if needed, then train the IMDB attention classifier
 #   make test     set up if needed, then run the suite under jax, tensorflow, torch
+#   make lint     ruff: the lint rules and the formatting (pyproject.toml)
+#   make format   ruff: fix what it can, then format
 #   make smoke    every recipe's --smoke run and the GPT's cross-backend check
 #
 # Variables: BACKEND (jax|tensorflow|torch), MODEL (mean|attention|query|rnn|
@@ -30,10 +32,10 @@ TORCH_INDEX = $(shell $(PYTHON) -c "import socket; socket.create_connection(('do
 JAX_SPEC := jax
 endif
 
-.PHONY: help setup imdb test smoke clean
+.PHONY: help setup imdb test lint format smoke clean
 
 help:
-	@sed -n '2,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "zoo needs Python 3.10 or newer; set PYTHON=python3.x")'
@@ -51,6 +53,14 @@ imdb: setup
 
 test: setup
 	$(PY) tests/all_backends.py $(ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 smoke: setup
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/imdb_attention.py --smoke --verbose 0
