@@ -32,35 +32,56 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from benchmarks.workers import accelerator  # noqa: E402
-from benchmarks.workers import benchmark_parser  # noqa: E402
-from benchmarks.workers import run_benchmark  # noqa: E402
+from benchmarks.workers import (
+    accelerator,
+    benchmark_parser,
+    run_benchmark,
+)
 
 PATHS = ("fused", "explicit")
 
 
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--lengths", default="128,256,512,1024,2048",
-                        help="comma-separated sequence lengths")
+    parser.add_argument(
+        "--lengths",
+        default="128,256,512,1024,2048",
+        help="comma-separated sequence lengths",
+    )
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--num-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--dtype", default="float32",
-                        choices=("float32", "bfloat16", "float16"))
+    parser.add_argument(
+        "--dtype", default="float32", choices=("float32", "bfloat16", "float16")
+    )
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--plot", default=None, metavar="PNG",
-                        help="draw time and memory against length here")
+    parser.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="draw time and memory against length here",
+    )
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     try:
         args.lengths = [int(n) for n in args.lengths.split(",") if n]
     except ValueError:
         parser.error(f"--lengths {args.lengths!r}: integers like 128,256")
-    if not args.lengths or min(args.lengths + [
-            args.batch_size, args.num_heads, args.head_dim, args.steps,
-            args.repeats]) < 1:
+    if (
+        not args.lengths
+        or min(
+            args.lengths
+            + [
+                args.batch_size,
+                args.num_heads,
+                args.head_dim,
+                args.steps,
+                args.repeats,
+            ]
+        )
+        < 1
+    ):
         parser.error("lengths, sizes, --steps and --repeats must be >= 1")
     return args
 
@@ -86,8 +107,10 @@ def _attention(path):
 
     def call(q, k, v):
         out = scaled_dot_product_attention(
-            q, k, v, is_causal=True, return_weights=path == "explicit")
+            q, k, v, is_causal=True, return_weights=path == "explicit"
+        )
         return out[0] if path == "explicit" else out
+
     return call
 
 
@@ -98,8 +121,7 @@ def _memory_bytes(fn, q, k, v):
     backend = keras.backend.backend()
     if backend == "jax":  # `fn` is the jitted call: its compiled program
         analysis = fn.lower(q, k, v).compile().memory_analysis()
-        return None if analysis is None else int(
-            analysis.temp_size_in_bytes)
+        return None if analysis is None else int(analysis.temp_size_in_bytes)
     if backend == "torch":
         import torch
 
@@ -119,14 +141,18 @@ def measure_length(path, length, args):
 
     rng = np.random.default_rng(0)
     shape = (args.batch_size, length, args.num_heads, args.head_dim)
-    q, k, v = (keras.ops.convert_to_tensor(
-        rng.normal(size=shape).astype("float32"), dtype=args.dtype)
-        for _ in range(3))
+    q, k, v = (
+        keras.ops.convert_to_tensor(
+            rng.normal(size=shape).astype("float32"), dtype=args.dtype
+        )
+        for _ in range(3)
+    )
     fn = _compiled(_attention(path))
 
     def run():  # a float32 scalar: TensorFlow gives no 0-d bfloat16 array
         keras.ops.convert_to_numpy(
-            keras.ops.cast(keras.ops.sum(fn(q, k, v)), "float32"))
+            keras.ops.cast(keras.ops.sum(fn(q, k, v)), "float32")
+        )
 
     run()  # compiles
     best = float("inf")
@@ -135,15 +161,25 @@ def measure_length(path, length, args):
         for _ in range(args.steps):
             run()
         best = min(best, (time.perf_counter() - start) / args.steps)
-    return {"seconds": round(best, 6),
-            "memory_bytes": _memory_bytes(fn, q, k, v)}
+    return {
+        "seconds": round(best, 6),
+        "memory_bytes": _memory_bytes(fn, q, k, v),
+    }
 
 
 def _out_of_memory(error):
     text = f"{type(error).__name__} {error}".lower()
-    return any(word in text for word in (
-        "out of memory", "resource_exhausted", "resourceexhausted",
-        "outofmemory", "can't allocate", "failed to allocate"))
+    return any(
+        word in text
+        for word in (
+            "out of memory",
+            "resource_exhausted",
+            "resourceexhausted",
+            "outofmemory",
+            "can't allocate",
+            "failed to allocate",
+        )
+    )
 
 
 def measure(args):
@@ -154,24 +190,31 @@ def measure(args):
     for path in PATHS:
         for length in args.lengths:
             try:
-                rows[path].append({"length": length,
-                                   **measure_length(path, length, args)})
+                rows[path].append(
+                    {"length": length, **measure_length(path, length, args)}
+                )
             except Exception as error:  # the first length that does not fit
                 if not _out_of_memory(error):
                     raise
                 rows[path].append({"length": length, "out_of_memory": True})
                 break
     device, _ = accelerator()
-    return {"backend": keras.backend.backend(), "device": device,
-            "dtype": args.dtype, "rows": rows}
+    return {
+        "backend": keras.backend.backend(),
+        "device": device,
+        "dtype": args.dtype,
+        "rows": rows,
+    }
 
 
 def header(args):
-    return (f"causal attention, batch {args.batch_size}, {args.num_heads} "
-            f"heads of {args.head_dim}, {args.dtype}: ms per call "
-            "(temporary MiB)\n"
-            f"{'backend':<11} {'path':<9} " + " ".join(
-                f"{n:>15}" for n in args.lengths))
+    return (
+        f"causal attention, batch {args.batch_size}, {args.num_heads} "
+        f"heads of {args.head_dim}, {args.dtype}: ms per call "
+        "(temporary MiB)\n"
+        f"{'backend':<11} {'path':<9} "
+        + " ".join(f"{n:>15}" for n in args.lengths)
+    )
 
 
 def row(backend, result):
@@ -185,7 +228,7 @@ def row(backend, result):
             memory = cell["memory_bytes"]
             text = f"{cell['seconds'] * 1e3:.2f}"
             if memory is not None:
-                text += f" ({memory / 2 ** 20:.0f})"
+                text += f" ({memory / 2**20:.0f})"
             texts.append(f"{text:>15}")
         lines.append(f"{backend:<11} {path:<9} " + " ".join(texts))
     return "\n".join(lines)
@@ -204,14 +247,22 @@ def plot(results, path):
             cells = [c for c in cells if not c.get("out_of_memory")]
             label = f"{result['backend']} {name}"
             style = "-" if name == "fused" else "--"
-            left.plot([c["length"] for c in cells],
-                      [c["seconds"] * 1e3 for c in cells], style, marker="o",
-                      label=label)
+            left.plot(
+                [c["length"] for c in cells],
+                [c["seconds"] * 1e3 for c in cells],
+                style,
+                marker="o",
+                label=label,
+            )
             measured = [c for c in cells if c["memory_bytes"] is not None]
             if measured:
-                right.plot([c["length"] for c in measured],
-                           [c["memory_bytes"] / 2 ** 20 for c in measured],
-                           style, marker="o", label=label)
+                right.plot(
+                    [c["length"] for c in measured],
+                    [c["memory_bytes"] / 2**20 for c in measured],
+                    style,
+                    marker="o",
+                    label=label,
+                )
     for axis, what in ((left, "ms per call"), (right, "temporary MiB")):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")

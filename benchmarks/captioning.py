@@ -31,27 +31,37 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from benchmarks.workers import benchmark_parser  # noqa: E402
-from benchmarks.workers import print_result  # noqa: E402
-from benchmarks.workers import run_worker  # noqa: E402
-from benchmarks.workers import selected_backends  # noqa: E402
-from benchmarks.workers import write_results  # noqa: E402
+from benchmarks.workers import (
+    benchmark_parser,
+    print_result,
+    run_worker,
+    selected_backends,
+    write_results,
+)
 
 DEFAULT_MODEL = os.path.join(ROOT, "saved_models", "caption_flickr8k.keras")
 
 
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="a saved ImageCaptioner (.keras)")
-    parser.add_argument("--preset", default=None,
-                        help="instead of --model: an untrained captioner of "
-                        "this zoo.models.captioning preset")
-    parser.add_argument("--data-dir", default=None,
-                        help="Flickr8k folder; its dev images are captioned "
-                        "(default: random pixels)")
-    parser.add_argument("--images", type=int, default=128,
-                        help="how many images")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help="a saved ImageCaptioner (.keras)"
+    )
+    parser.add_argument(
+        "--preset",
+        default=None,
+        help="instead of --model: an untrained captioner of "
+        "this zoo.models.captioning preset",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="Flickr8k folder; its dev images are captioned "
+        "(default: random pixels)",
+    )
+    parser.add_argument(
+        "--images", type=int, default=128, help="how many images"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--beam", type=int, default=3)
     parser.add_argument("--json", default=None, help="write results here")
@@ -67,32 +77,44 @@ def load_captioner(args):
     import zoo  # noqa: F401  (registers the zoo classes)
     from zoo.data.captions import make_synthetic_captions
     from zoo.data.tokenizers import train_subword_tokenizer
-    from zoo.models.captioning import PRESETS
-    from zoo.models.captioning import ImageCaptioner
-    from zoo.models.captioning import ImageCaptionerPreprocessor
-    from zoo.models.captioning import image_encoder_from_config
+    from zoo.models.captioning import (
+        PRESETS,
+        ImageCaptioner,
+        ImageCaptionerPreprocessor,
+        image_encoder_from_config,
+    )
     from zoo.saving import load_model
 
     if args.preset is None:
         if not os.path.exists(args.model):
-            raise SystemExit(f"error: no model at {args.model}; train one "
-                             "with recipes/caption_images.py or pass "
-                             "--preset")
-        return (load_model(args.model, expected=ImageCaptioner),
-                os.path.basename(args.model))
+            raise SystemExit(
+                f"error: no model at {args.model}; train one "
+                "with recipes/caption_images.py or pass "
+                "--preset"
+            )
+        return (
+            load_model(args.model, expected=ImageCaptioner),
+            os.path.basename(args.model),
+        )
     keras.utils.set_random_seed(0)
     _, captions = make_synthetic_captions(200, seed=0)
     tokenizer = train_subword_tokenizer(
         [c for options in captions for c in options],
         PRESETS.part(args.preset, "tokenizer")["vocabulary_size"],
-        model_type="word")
-    preprocessor = ImageCaptionerPreprocessor.from_preset(args.preset,
-                                                          tokenizer)
+        model_type="word",
+    )
+    preprocessor = ImageCaptionerPreprocessor.from_preset(
+        args.preset, tokenizer
+    )
     encoder = image_encoder_from_config(
-        PRESETS.part(args.preset, "image_encoder"), pretrained=False)
-    return (ImageCaptioner.from_preset(args.preset, preprocessor,
-                                       image_encoder=encoder),
-            f"untrained {args.preset}")
+        PRESETS.part(args.preset, "image_encoder"), pretrained=False
+    )
+    return (
+        ImageCaptioner.from_preset(
+            args.preset, preprocessor, image_encoder=encoder
+        ),
+        f"untrained {args.preset}",
+    )
 
 
 def images_for(args, captioner):
@@ -103,8 +125,9 @@ def images_for(args, captioner):
     if args.data_dir is not None:
         from zoo.data.flickr8k import load_flickr8k
 
-        split = load_flickr8k(args.data_dir, image_size=size, splits=["dev"],
-                              limit=args.images)["dev"]
+        split = load_flickr8k(
+            args.data_dir, image_size=size, splits=["dev"], limit=args.images
+        )["dev"]
         return split.images
     rng = np.random.default_rng(1)
     images = rng.integers(0, 256, (args.images, *size, channels), "uint8")
@@ -117,29 +140,47 @@ def measure(args):
 
     captioner, name = load_captioner(args)
     images = images_for(args, captioner)
-    batches = [images[i:i + args.batch_size]
-               for i in range(0, len(images), args.batch_size)]
-    result = {"backend": keras.backend.backend(), "model": name,
-              "parameters": int(captioner.count_params()),
-              "encoder_parameters": int(
-                  captioner.backbone.image_encoder.count_params()),
-              "images": len(images), "batch_size": args.batch_size,
-              "beam": args.beam}
+    batches = [
+        images[i : i + args.batch_size]
+        for i in range(0, len(images), args.batch_size)
+    ]
+    result = {
+        "backend": keras.backend.backend(),
+        "model": name,
+        "parameters": int(captioner.count_params()),
+        "encoder_parameters": int(
+            captioner.backbone.image_encoder.count_params()
+        ),
+        "images": len(images),
+        "batch_size": args.batch_size,
+        "beam": args.beam,
+    }
     outputs = {}
     for search, options in (
-            ("greedy", {}), ("greedy_recomputed", {"use_cache": False}),
-            (f"beam{args.beam}", {"sampler": "beam", "num_beams": args.beam,
-                                  "length_penalty": 0.6})):
+        ("greedy", {}),
+        ("greedy_recomputed", {"use_cache": False}),
+        (
+            f"beam{args.beam}",
+            {"sampler": "beam", "num_beams": args.beam, "length_penalty": 0.6},
+        ),
+    ):
         result[search], outputs[search] = timed(
             lambda batch, o=options: captioner.generate(
-                batch, batch_size=args.batch_size, **o), batches,
-            len(images))
+                batch, batch_size=args.batch_size, **o
+            ),
+            batches,
+            len(images),
+        )
     result["encoder"], _ = timed(
-        lambda batch: [captioner.encode_images(batch,
-                                               batch_size=args.batch_size)],
-        batches, len(images))
-    result["same_greedy_output"] = (outputs["greedy"]
-                                    == outputs["greedy_recomputed"])
+        lambda batch: [
+            captioner.encode_images(batch, batch_size=args.batch_size)
+        ],
+        batches,
+        len(images),
+    )
+    result["same_greedy_output"] = (
+        outputs["greedy"] == outputs["greedy_recomputed"]
+    )
     result["distinct_greedy_captions"] = len(set(outputs["greedy"]))
     result["example"] = outputs["greedy"][0]
     return result
@@ -157,8 +198,11 @@ def timed(function, batches, count):
     for batch in batches:
         out += list(function(batch))
     seconds = time.perf_counter() - start
-    return {"warm_up_seconds": round(first, 3), "seconds": round(seconds, 3),
-            "images_per_second": round(count / seconds, 2)}, out
+    return {
+        "warm_up_seconds": round(first, 3),
+        "seconds": round(seconds, 3),
+        "images_per_second": round(count / seconds, 2),
+    }, out
 
 
 def main(argv=None):
@@ -174,20 +218,29 @@ def main(argv=None):
         r = run_worker(__file__, backend, argv)
         results.append(r)
         if index == 0:
-            print(f"{r['model']} ({r['parameters'] / 1e6:.2f}M parameters, "
-                  f"{r['encoder_parameters'] / 1e6:.2f}M in the encoder): "
-                  f"{r['images']} images, batches of {r['batch_size']}; "
-                  "captions (or encodings) per second")
-            print(f"{'backend':<11} {'greedy':>8} {'recomp.':>8} "
-                  f"{beam:>8} {'encoder':>8} | same greedy")
-        print(f"{backend:<11} {r['greedy']['images_per_second']:>8.2f} "
-              f"{r['greedy_recomputed']['images_per_second']:>8.2f} "
-              f"{r[beam]['images_per_second']:>8.2f} "
-              f"{r['encoder']['images_per_second']:>8.2f} | "
-              f"{r['same_greedy_output']}", flush=True)
-    print("greedy and beam: generate() from raw uint8 images, the decoder's "
-          "cache on; recomp.: generate(use_cache=False); encoder: "
-          "encode_images() alone")
+            print(
+                f"{r['model']} ({r['parameters'] / 1e6:.2f}M parameters, "
+                f"{r['encoder_parameters'] / 1e6:.2f}M in the encoder): "
+                f"{r['images']} images, batches of {r['batch_size']}; "
+                "captions (or encodings) per second"
+            )
+            print(
+                f"{'backend':<11} {'greedy':>8} {'recomp.':>8} "
+                f"{beam:>8} {'encoder':>8} | same greedy"
+            )
+        print(
+            f"{backend:<11} {r['greedy']['images_per_second']:>8.2f} "
+            f"{r['greedy_recomputed']['images_per_second']:>8.2f} "
+            f"{r[beam]['images_per_second']:>8.2f} "
+            f"{r['encoder']['images_per_second']:>8.2f} | "
+            f"{r['same_greedy_output']}",
+            flush=True,
+        )
+    print(
+        "greedy and beam: generate() from raw uint8 images, the decoder's "
+        "cache on; recomp.: generate(use_cache=False); encoder: "
+        "encode_images() alone"
+    )
     write_results(args, results)
     return results
 

@@ -59,12 +59,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from benchmarks.workers import benchmark_parser  # noqa: E402
-from benchmarks.workers import print_result  # noqa: E402
-from benchmarks.workers import run_worker  # noqa: E402
-from benchmarks.workers import selected_backends  # noqa: E402
-from benchmarks.workers import write_results  # noqa: E402
-
+from benchmarks.workers import (
+    benchmark_parser,
+    print_result,
+    run_worker,
+    selected_backends,
+    write_results,
+)
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 
@@ -79,25 +80,37 @@ def parse_args(argv=None):
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--dtype", default="float32",
-                        choices=("float32", "bfloat16", "float16"),
-                        help="compute dtype of both models (a mixed Keras "
-                        "policy for the 16-bit ones)")
-    parser.add_argument("--torch-compile-backend", default="inductor",
-                        help="torch.compile backend for the compiled decode "
-                        "step (PyTorch only); 'none' skips it")
-    parser.add_argument("--torch-compile-mode", default="default",
-                        help="torch.compile mode, or several separated by "
-                        "commas, each timed: " + ", ".join(COMPILE_MODES)
-                        + "; reduce-overhead replays CUDA graphs on a GPU "
-                        "(the usual remedy for per-call cost)")
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float32", "bfloat16", "float16"),
+        help="compute dtype of both models (a mixed Keras "
+        "policy for the 16-bit ones)",
+    )
+    parser.add_argument(
+        "--torch-compile-backend",
+        default="inductor",
+        help="torch.compile backend for the compiled decode "
+        "step (PyTorch only); 'none' skips it",
+    )
+    parser.add_argument(
+        "--torch-compile-mode",
+        default="default",
+        help="torch.compile mode, or several separated by "
+        "commas, each timed: "
+        + ", ".join(COMPILE_MODES)
+        + "; reduce-overhead replays CUDA graphs on a GPU "
+        "(the usual remedy for per-call cost)",
+    )
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     args.torch_compile_modes = args.torch_compile_mode.split(",")
     unknown = set(args.torch_compile_modes) - set(COMPILE_MODES)
     if unknown:
-        parser.error(f"--torch-compile-mode: unknown {sorted(unknown)}; "
-                     f"choose from {', '.join(COMPILE_MODES)}")
+        parser.error(
+            f"--torch-compile-mode: unknown {sorted(unknown)}; "
+            f"choose from {', '.join(COMPILE_MODES)}"
+        )
     return args
 
 
@@ -106,65 +119,84 @@ def measure(args):
     import keras
     import numpy as np
 
-    from zoo.models.gpt import GPT
-    from zoo.models.gpt import GPTBackbone
+    from zoo.models.gpt import GPT, GPTBackbone
 
     if args.dtype != "float32":
         keras.config.set_dtype_policy(f"mixed_{args.dtype}")
     keras.utils.set_random_seed(0)
     length = args.prompt_length + args.new_tokens
     backbone = GPTBackbone(
-        args.vocabulary_size, num_layers=args.num_layers,
-        num_heads=args.num_heads, hidden_dim=args.hidden_dim,
-        sequence_length=length)
+        args.vocabulary_size,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        hidden_dim=args.hidden_dim,
+        sequence_length=length,
+    )
     gpt = GPT(backbone, preprocessor=None)
     rng = np.random.default_rng(0)
     token_ids = np.zeros((args.batch_size, length), "int32")
-    token_ids[:, :args.prompt_length] = rng.integers(
-        0, args.vocabulary_size, (args.batch_size, args.prompt_length))
+    token_ids[:, : args.prompt_length] = rng.integers(
+        0, args.vocabulary_size, (args.batch_size, args.prompt_length)
+    )
     mask = np.zeros((args.batch_size, length), bool)
-    mask[:, :args.prompt_length] = True
+    mask[:, : args.prompt_length] = True
     prompt = {"token_ids": token_ids, "padding_mask": mask}
 
-    result = {"backend": keras.backend.backend(), "dtype": args.dtype,
-              "parameters": int(backbone.count_params())}
+    result = {
+        "backend": keras.backend.backend(),
+        "dtype": args.dtype,
+        "parameters": int(backbone.count_params()),
+    }
     outputs = {}
     for name, use_cache in (("cached", True), ("uncached", False)):
         result[name], outputs[name] = timed_generate(
-            lambda: gpt.generate(dict(prompt), stop_token_ids=None,
-                                 use_cache=use_cache), args)
+            lambda use_cache=use_cache: gpt.generate(
+                dict(prompt), stop_token_ids=None, use_cache=use_cache
+            ),
+            args,
+        )
     result["prefix"] = growing_prefix_estimate(gpt, args)
     cached = result["cached"]["seconds"]
     result["speedup"] = round(result["uncached"]["seconds"] / cached, 2)
-    result["speedup_vs_prefix"] = round(
-        result["prefix"]["seconds"] / cached, 2)
-    result["identical_greedy_output"] = bool(np.array_equal(
-        np.asarray(outputs["cached"]["token_ids"]),
-        np.asarray(outputs["uncached"]["token_ids"])))
+    result["speedup_vs_prefix"] = round(result["prefix"]["seconds"] / cached, 2)
+    result["identical_greedy_output"] = bool(
+        np.array_equal(
+            np.asarray(outputs["cached"]["token_ids"]),
+            np.asarray(outputs["uncached"]["token_ids"]),
+        )
+    )
     result["keras_hub"] = keras_hub_peer(prompt, length, args)
     result["keras_hub_over_zoo"] = round(
-        result["keras_hub"]["seconds"] / cached, 3)
+        result["keras_hub"]["seconds"] / cached, 3
+    )
     if keras.backend.backend() == "torch":
         result["through_layer_calls"] = through_layer_calls_peer(
-            gpt, prompt, outputs["cached"], args)
-    if (keras.backend.backend() == "torch"
-            and args.torch_compile_backend != "none"):
+            gpt, prompt, outputs["cached"], args
+        )
+    if (
+        keras.backend.backend() == "torch"
+        and args.torch_compile_backend != "none"
+    ):
         result["torch_compile"] = []
         for mode in args.torch_compile_modes:
             try:  # a failing compile must not cost the other figures
-                step = torch_compiled_step(gpt, prompt, outputs["cached"],
-                                           args, mode)
-                step["compiled_over_eager"] = round(
-                    cached / step["seconds"], 3)
-            except Exception as error:  # noqa: BLE001 -- reported
-                step = {"mode": mode,
-                        "error": f"{type(error).__name__}: {error}"[:500]}
+                step = torch_compiled_step(
+                    gpt, prompt, outputs["cached"], args, mode
+                )
+                step["compiled_over_eager"] = round(cached / step["seconds"], 3)
+            except Exception as error:
+                step = {
+                    "mode": mode,
+                    "error": f"{type(error).__name__}: {error}"[:500],
+                }
             result["torch_compile"].append(step)
     if keras.backend.backend() == "jax":
         result["hand_written"] = hand_written_peer(
-            gpt, prompt, outputs["cached"], args)
+            gpt, prompt, outputs["cached"], args
+        )
         result["hand_written"]["speedup_vs_prefix"] = round(
-            result["prefix"]["seconds"] / result["hand_written"]["seconds"], 2)
+            result["prefix"]["seconds"] / result["hand_written"]["seconds"], 2
+        )
     return result
 
 
@@ -176,15 +208,20 @@ def keras_hub_peer(prompt, length, args):
 
     keras.utils.set_random_seed(0)
     backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=args.vocabulary_size, num_layers=args.num_layers,
-        num_heads=args.num_heads, hidden_dim=args.hidden_dim,
-        intermediate_dim=4 * args.hidden_dim, dropout=0.0,
-        max_sequence_length=length)
+        vocabulary_size=args.vocabulary_size,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        hidden_dim=args.hidden_dim,
+        intermediate_dim=4 * args.hidden_dim,
+        dropout=0.0,
+        max_sequence_length=length,
+    )
     peer = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
     peer.compile(sampler="greedy")
 
     timing, _ = timed_generate(
-        lambda: peer.generate(dict(prompt), stop_token_ids=None), args)
+        lambda: peer.generate(dict(prompt), stop_token_ids=None), args
+    )
     return {**timing, "parameters": int(backbone.count_params())}
 
 
@@ -202,10 +239,13 @@ def timed_generate(generate, args):
         np.asarray(generate()["token_ids"])  # wait for the device
         times.append(time.perf_counter() - start)
     seconds = float(np.median(times))
-    return {"first_call_seconds": round(first, 3),
-            "seconds": round(seconds, 4),
-            "tokens_per_second": round(
-                args.batch_size * args.new_tokens / seconds, 1)}, out
+    return {
+        "first_call_seconds": round(first, 3),
+        "seconds": round(seconds, 4),
+        "tokens_per_second": round(
+            args.batch_size * args.new_tokens / seconds, 1
+        ),
+    }, out
 
 
 def through_layer_calls_peer(gpt, prompt, cached_output, args):
@@ -218,10 +258,17 @@ def through_layer_calls_peer(gpt, prompt, cached_output, args):
 
     with through_layer_calls():
         timing, out = timed_generate(
-            lambda: gpt.generate(dict(prompt), stop_token_ids=None), args)
-    return {**timing, "identical_greedy_output": bool(np.array_equal(
-        np.asarray(out["token_ids"]),
-        np.asarray(cached_output["token_ids"])))}
+            lambda: gpt.generate(dict(prompt), stop_token_ids=None), args
+        )
+    return {
+        **timing,
+        "identical_greedy_output": bool(
+            np.array_equal(
+                np.asarray(out["token_ids"]),
+                np.asarray(cached_output["token_ids"]),
+            )
+        ),
+    }
 
 
 def torch_compiled_step(gpt, prompt, cached_output, args, mode):
@@ -236,10 +283,14 @@ def torch_compiled_step(gpt, prompt, cached_output, args, mode):
     counter.clear()
     eager = gpt.call_with_cache
     compiled = torch.compile(
-        eager, backend=args.torch_compile_backend, dynamic=False,
-        mode=None if mode == "default" else mode)
+        eager,
+        backend=args.torch_compile_backend,
+        dynamic=False,
+        mode=None if mode == "default" else mode,
+    )
     gpt.call_with_cache = compiled
     if mode == "reduce-overhead":
+
         def compiled_step(*step_args):
             # CUDA graphs replay into the same output buffers: each step
             # is a new iteration, and the cache it returns, read by the
@@ -247,20 +298,28 @@ def torch_compiled_step(gpt, prompt, cached_output, args, mode):
             torch.compiler.cudagraph_mark_step_begin()
             return keras.tree.map_structure(
                 lambda t: t.clone() if isinstance(t, torch.Tensor) else t,
-                compiled(*step_args))
+                compiled(*step_args),
+            )
 
         gpt.call_with_cache = compiled_step
     try:
         timing, out = timed_generate(
-            lambda: gpt.generate(dict(prompt), stop_token_ids=None), args)
+            lambda: gpt.generate(dict(prompt), stop_token_ids=None), args
+        )
     finally:
         gpt.call_with_cache = eager
-    return {**timing, "mode": mode,
-            "graphs": int(counter["stats"]["unique_graphs"]),
-            "graph_breaks": int(sum(counter["graph_break"].values())),
-            "identical_greedy_output": bool(np.array_equal(
+    return {
+        **timing,
+        "mode": mode,
+        "graphs": int(counter["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(counter["graph_break"].values())),
+        "identical_greedy_output": bool(
+            np.array_equal(
                 np.asarray(out["token_ids"]),
-                np.asarray(cached_output["token_ids"])))}
+                np.asarray(cached_output["token_ids"]),
+            )
+        ),
+    }
 
 
 def hand_written_peer(gpt, prompt, cached_output, args):
@@ -271,13 +330,16 @@ def hand_written_peer(gpt, prompt, cached_output, args):
     from benchmarks.jax_gpt_reference import time_greedy_decoder
 
     seconds, token_ids = time_greedy_decoder(
-        gpt, prompt["token_ids"], args.prompt_length, repeats=args.repeats)
+        gpt, prompt["token_ids"], args.prompt_length, repeats=args.repeats
+    )
     return {
         "seconds": round(seconds, 4),
         "tokens_per_second": round(
-            args.batch_size * args.new_tokens / seconds, 1),
-        "identical_greedy_output": bool(np.array_equal(
-            token_ids, np.asarray(cached_output["token_ids"]))),
+            args.batch_size * args.new_tokens / seconds, 1
+        ),
+        "identical_greedy_output": bool(
+            np.array_equal(token_ids, np.asarray(cached_output["token_ids"]))
+        ),
     }
 
 
@@ -315,7 +377,8 @@ def growing_prefix_estimate(gpt, args, points=5):
         "seconds": round(seconds, 4),
         "tokens_per_second": round(args.batch_size * len(steps) / seconds, 1),
         "forward_seconds_at_length": {
-            int(n): round(t, 5) for n, t in zip(lengths, per_call)},
+            int(n): round(t, 5) for n, t in zip(lengths, per_call)
+        },
     }
 
 
@@ -326,66 +389,84 @@ def main(argv=None):
         print_result(measure(args))
         return None
     backends = selected_backends(args.backends)
-    print(f"GPT {args.num_layers} layers x width {args.hidden_dim}, batch "
-          f"{args.batch_size}: {args.prompt_length}-token prompt + "
-          f"{args.new_tokens} new tokens (greedy), {args.dtype}, median of "
-          f"{args.repeats}")
-    print(f"{'backend':<11} {'cached s':>9} {'tok/s':>8} | {'prefix s':>9} "
-          f"{'tok/s':>8} {'speed-up':>9} | {'window s':>9} {'tok/s':>8} "
-          f"{'speed-up':>9} | identical")
+    print(
+        f"GPT {args.num_layers} layers x width {args.hidden_dim}, batch "
+        f"{args.batch_size}: {args.prompt_length}-token prompt + "
+        f"{args.new_tokens} new tokens (greedy), {args.dtype}, median of "
+        f"{args.repeats}"
+    )
+    print(
+        f"{'backend':<11} {'cached s':>9} {'tok/s':>8} | {'prefix s':>9} "
+        f"{'tok/s':>8} {'speed-up':>9} | {'window s':>9} {'tok/s':>8} "
+        f"{'speed-up':>9} | identical"
+    )
     results = []
     for backend in backends:
         # Workers get the same flags; only this process writes --json.
         r = run_worker(__file__, backend, argv)
         results.append(r)
-        print(f"{backend:<11} {r['cached']['seconds']:>9.3f} "
-              f"{r['cached']['tokens_per_second']:>8.1f} | "
-              f"{r['prefix']['seconds']:>9.3f} "
-              f"{r['prefix']['tokens_per_second']:>8.1f} "
-              f"{r['speedup_vs_prefix']:>8.1f}x | "
-              f"{r['uncached']['seconds']:>9.3f} "
-              f"{r['uncached']['tokens_per_second']:>8.1f} "
-              f"{r['speedup']:>8.1f}x | {r['identical_greedy_output']}",
-              flush=True)
+        print(
+            f"{backend:<11} {r['cached']['seconds']:>9.3f} "
+            f"{r['cached']['tokens_per_second']:>8.1f} | "
+            f"{r['prefix']['seconds']:>9.3f} "
+            f"{r['prefix']['tokens_per_second']:>8.1f} "
+            f"{r['speedup_vs_prefix']:>8.1f}x | "
+            f"{r['uncached']['seconds']:>9.3f} "
+            f"{r['uncached']['tokens_per_second']:>8.1f} "
+            f"{r['speedup']:>8.1f}x | {r['identical_greedy_output']}",
+            flush=True,
+        )
     for backend, r in zip(backends, results):
-        print(f"{backend}: keras-hub GPT2CausalLM, same size: "
-              f"{r['keras_hub']['seconds']:.3f} s "
-              f"({r['keras_hub']['tokens_per_second']:.1f} tok/s); "
-              f"keras-hub / zoo cached: {r['keras_hub_over_zoo']:.2f}x")
-    print("prefix: rerunning the model on the growing prefix every step "
-          "(estimated from timed forward passes); window: generate("
-          "use_cache=False), the full fixed window every step")
+        print(
+            f"{backend}: keras-hub GPT2CausalLM, same size: "
+            f"{r['keras_hub']['seconds']:.3f} s "
+            f"({r['keras_hub']['tokens_per_second']:.1f} tok/s); "
+            f"keras-hub / zoo cached: {r['keras_hub_over_zoo']:.2f}x"
+        )
+    print(
+        "prefix: rerunning the model on the growing prefix every step "
+        "(estimated from timed forward passes); window: generate("
+        "use_cache=False), the full fixed window every step"
+    )
     for r in results:
         calls = r.get("through_layer_calls")
         if calls:
-            print(f"torch: every sublayer through Layer.__call__: "
-                  f"{calls['seconds']:.3f} s ({calls['tokens_per_second']:.1f}"
-                  f" tok/s); call_sublayer's direct calls are "
-                  f"{calls['seconds'] / r['cached']['seconds']:.2f}x faster; "
-                  f"identical output: {calls['identical_greedy_output']}")
+            print(
+                f"torch: every sublayer through Layer.__call__: "
+                f"{calls['seconds']:.3f} s ({calls['tokens_per_second']:.1f}"
+                f" tok/s); call_sublayer's direct calls are "
+                f"{calls['seconds'] / r['cached']['seconds']:.2f}x faster; "
+                f"identical output: {calls['identical_greedy_output']}"
+            )
         for step in r.get("torch_compile", ()):
             if "error" in step:
-                print(f"torch: call_with_cache under torch.compile "
-                      f"({step['mode']} mode) failed: {step['error']}")
+                print(
+                    f"torch: call_with_cache under torch.compile "
+                    f"({step['mode']} mode) failed: {step['error']}"
+                )
                 continue
-            print(f"torch: call_with_cache under torch.compile "
-                  f"({step['mode']} mode): "
-                  f"{step['seconds']:.3f} s ({step['tokens_per_second']:.1f} "
-                  f"tok/s), compiled / eager: {step['compiled_over_eager']:.2f}"
-                  f"x; first call {step['first_call_seconds']:.1f} s, "
-                  f"{step['graphs']} graphs, {step['graph_breaks']} graph "
-                  f"breaks; identical output: "
-                  f"{step['identical_greedy_output']}")
+            print(
+                f"torch: call_with_cache under torch.compile "
+                f"({step['mode']} mode): "
+                f"{step['seconds']:.3f} s ({step['tokens_per_second']:.1f} "
+                f"tok/s), compiled / eager: {step['compiled_over_eager']:.2f}"
+                f"x; first call {step['first_call_seconds']:.1f} s, "
+                f"{step['graphs']} graphs, {step['graph_breaks']} graph "
+                f"breaks; identical output: "
+                f"{step['identical_greedy_output']}"
+            )
         peer = r.get("hand_written")
         if peer:
-            print(f"hand-written JAX greedy decoder, same weights "
-                  f"(benchmarks/jax_gpt_reference.py): {peer['seconds']:.3f} s "
-                  f"({peer['tokens_per_second']:.1f} tok/s), identical "
-                  f"output: {peer['identical_greedy_output']}; zoo cached / "
-                  f"hand-written: {r['cached']['seconds'] / peer['seconds']:.2f}"
-                  f"x the time; prefix / hand-written: "
-                  f"{peer['speedup_vs_prefix']:.1f}x (the most any cache "
-                  f"shows on this machine)")
+            print(
+                f"hand-written JAX greedy decoder, same weights "
+                f"(benchmarks/jax_gpt_reference.py): {peer['seconds']:.3f} s "
+                f"({peer['tokens_per_second']:.1f} tok/s), identical "
+                f"output: {peer['identical_greedy_output']}; zoo cached / "
+                f"hand-written: {r['cached']['seconds'] / peer['seconds']:.2f}"
+                f"x the time; prefix / hand-written: "
+                f"{peer['speedup_vs_prefix']:.1f}x (the most any cache "
+                f"shows on this machine)"
+            )
     write_results(args, results)
     return results
 

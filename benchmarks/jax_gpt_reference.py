@@ -37,19 +37,23 @@ def gpt_weights(gpt):
     blocks = []
     for block in backbone.transformer_layers:
         attention = block._self_attention_layer
-        blocks.append({
-            "attention_norm": norm(block._self_attention_layer_norm),
-            "query": dense(attention._query_dense),
-            "key": dense(attention._key_dense),
-            "value": dense(attention._value_dense),
-            "output": dense(attention._output_dense),
-            "mlp_norm": norm(block._feedforward_layer_norm),
-            "intermediate": dense(block._feedforward_intermediate_dense),
-            "mlp_output": dense(block._feedforward_output_dense),
-        })
+        blocks.append(
+            {
+                "attention_norm": norm(block._self_attention_layer_norm),
+                "query": dense(attention._query_dense),
+                "key": dense(attention._key_dense),
+                "value": dense(attention._value_dense),
+                "output": dense(attention._output_dense),
+                "mlp_norm": norm(block._feedforward_layer_norm),
+                "intermediate": dense(block._feedforward_intermediate_dense),
+                "mlp_output": dense(block._feedforward_output_dense),
+            }
+        )
     return {
         "tokens": value(backbone.token_embedding.embeddings),
-        "positions": value(backbone.embeddings.position_embedding.position_embeddings),
+        "positions": value(
+            backbone.embeddings.position_embedding.position_embeddings
+        ),
         "blocks": blocks,
         "final_norm": norm(backbone.layer_norm),
     }
@@ -59,7 +63,8 @@ def _layer_norm(x, weights, epsilon):
     mean = jnp.mean(x, axis=-1, keepdims=True)
     variance = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
     return (x - mean) * jax.lax.rsqrt(variance + epsilon) * weights[
-        "gamma"] + weights["beta"]
+        "gamma"
+    ] + weights["beta"]
 
 
 def _forward(weights, token_ids, caches, start, epsilon):
@@ -67,32 +72,42 @@ def _forward(weights, token_ids, caches, start, epsilon):
     caches with their keys and values written in."""
     n = token_ids.shape[1]
     max_length = caches[0].shape[2]
-    x = weights["tokens"][token_ids] + jax.lax.dynamic_slice_in_dim(
-        weights["positions"], start, n)[None]
+    x = (
+        weights["tokens"][token_ids]
+        + jax.lax.dynamic_slice_in_dim(weights["positions"], start, n)[None]
+    )
     # Query t (absolute position start + t) sees cache slots <= start + t.
-    visible = (jnp.arange(max_length)[None, :]
-               <= start + jnp.arange(n)[:, None])
+    visible = jnp.arange(max_length)[None, :] <= start + jnp.arange(n)[:, None]
     new_caches = []
     for block, cache in zip(weights["blocks"], caches):
         h = _layer_norm(x, block["attention_norm"], epsilon)
 
-        def project(name):
-            return (jnp.einsum("bsd,dhk->bshk", h, block[name]["kernel"])
-                    + block[name]["bias"])
+        def project(name, h=h, block=block):
+            return (
+                jnp.einsum("bsd,dhk->bshk", h, block[name]["kernel"])
+                + block[name]["bias"]
+            )
 
         query, key, value = project("query"), project("key"), project("value")
         cache = jax.lax.dynamic_update_slice(
-            cache, jnp.stack([key, value], axis=1), (0, 0, start, 0, 0))
+            cache, jnp.stack([key, value], axis=1), (0, 0, start, 0, 0)
+        )
         scores = jnp.einsum("bqhk,bthk->bhqt", query, cache[:, 0])
         scores = scores / math.sqrt(query.shape[-1])
         scores = jnp.where(visible[None, None], scores, -jnp.inf)
-        attended = jnp.einsum("bhqt,bthk->bqhk", jax.nn.softmax(scores),
-                              cache[:, 1])
-        x = x + jnp.einsum("bqhk,hkd->bqd", attended,
-                           block["output"]["kernel"]) + block["output"]["bias"]
+        attended = jnp.einsum(
+            "bhqt,bthk->bqhk", jax.nn.softmax(scores), cache[:, 1]
+        )
+        x = (
+            x
+            + jnp.einsum("bqhk,hkd->bqd", attended, block["output"]["kernel"])
+            + block["output"]["bias"]
+        )
         h = _layer_norm(x, block["mlp_norm"], epsilon)
-        h = jax.nn.gelu(h @ block["intermediate"]["kernel"]
-                        + block["intermediate"]["bias"], approximate=False)
+        h = jax.nn.gelu(
+            h @ block["intermediate"]["kernel"] + block["intermediate"]["bias"],
+            approximate=False,
+        )
         x = x + h @ block["mlp_output"]["kernel"] + block["mlp_output"]["bias"]
         new_caches.append(cache)
     x = _layer_norm(x, weights["final_norm"], epsilon)
@@ -112,8 +127,9 @@ def window_logits(gpt, token_ids):
     token_ids = jnp.asarray(token_ids)
     weights = gpt_weights(gpt)
     caches = _empty_caches(backbone, *token_ids.shape, weights["tokens"].dtype)
-    logits, _ = _forward(weights, token_ids, caches, 0,
-                         backbone.layer_norm_epsilon)
+    logits, _ = _forward(
+        weights, token_ids, caches, 0, backbone.layer_norm_epsilon
+    )
     return np.asarray(logits)
 
 
@@ -128,7 +144,8 @@ def make_greedy_decoder(gpt, prompt_length):
     def decode(weights, token_ids):
         max_length = token_ids.shape[1]
         caches = _empty_caches(
-            backbone, *token_ids.shape, weights["tokens"].dtype)
+            backbone, *token_ids.shape, weights["tokens"].dtype
+        )
         # One pass over the whole window fills the cache (the positions after
         # the prompt are rewritten as they are generated).
         _, caches = _forward(weights, token_ids, caches, 0, epsilon)
@@ -136,16 +153,18 @@ def make_greedy_decoder(gpt, prompt_length):
         def step(index, state):
             token_ids, caches = state
             last = jax.lax.dynamic_slice_in_dim(token_ids, index - 1, 1, 1)
-            logits, caches = _forward(weights, last, caches, index - 1,
-                                      epsilon)
+            logits, caches = _forward(weights, last, caches, index - 1, epsilon)
             next_token = jnp.argmax(logits[:, 0], axis=-1).astype(
-                token_ids.dtype)
+                token_ids.dtype
+            )
             token_ids = jax.lax.dynamic_update_slice_in_dim(
-                token_ids, next_token[:, None], index, 1)
+                token_ids, next_token[:, None], index, 1
+            )
             return token_ids, caches
 
         token_ids, _ = jax.lax.fori_loop(
-            prompt_length, max_length, step, (token_ids, caches))
+            prompt_length, max_length, step, (token_ids, caches)
+        )
         return token_ids
 
     return decode

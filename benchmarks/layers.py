@@ -44,10 +44,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from benchmarks.workers import accelerator  # noqa: E402
-from benchmarks.workers import benchmark_parser  # noqa: E402
-from benchmarks.workers import fastest_rounds  # noqa: E402
-from benchmarks.workers import run_benchmark  # noqa: E402
+from benchmarks.workers import (
+    accelerator,
+    benchmark_parser,
+    fastest_rounds,
+    run_benchmark,
+)
 
 LAYERS = ("mha", "encoder", "decoder", "decoder_cached")
 
@@ -58,36 +60,50 @@ def _csv(kind, allowed=None):
         if not items or (allowed and not set(items) <= set(allowed)):
             raise ValueError(text)
         return items
+
     return parse
 
 
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--layers", type=_csv(str, LAYERS),
-                        default=list(LAYERS))
+    parser.add_argument(
+        "--layers", type=_csv(str, LAYERS), default=list(LAYERS)
+    )
     parser.add_argument("--lengths", type=_csv(int), default=[64, 256, 1024])
-    parser.add_argument("--dtypes", type=_csv(str, ("float32", "bfloat16")),
-                        default=["float32"])
+    parser.add_argument(
+        "--dtypes", type=_csv(str, ("float32", "bfloat16")), default=["float32"]
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--hidden-dim", type=int, default=128)
     parser.add_argument("--num-heads", type=int, default=4)
     parser.add_argument("--intermediate-dim", type=int, default=512)
-    parser.add_argument("--dropout", type=float, default=0.0,
-                        help="dropout of every layer (attention weights "
-                             "too: the explicit softmax path in training)")
+    parser.add_argument(
+        "--dropout",
+        type=float,
+        default=0.0,
+        help="dropout of every layer (attention weights "
+        "too: the explicit softmax path in training)",
+    )
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--jit-compile", action="store_true",
-                        help="both Keras models compiled with jit_compile="
-                             "True (under PyTorch: torch.compile; "
-                             "torch.nn stays eager)")
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="both Keras models compiled with jit_compile="
+        "True (under PyTorch: torch.compile; "
+        "torch.nn stays eager)",
+    )
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
-    if min(args.batch_size, args.steps, args.repeats, *args.lengths) < 1 \
-            or args.hidden_dim % args.num_heads \
-            or not 0 <= args.dropout < 1:
-        parser.error("sizes must be positive, --num-heads must divide "
-                     "--hidden-dim and --dropout lie in [0, 1)")
+    if (
+        min(args.batch_size, args.steps, args.repeats, *args.lengths) < 1
+        or args.hidden_dim % args.num_heads
+        or not 0 <= args.dropout < 1
+    ):
+        parser.error(
+            "sizes must be positive, --num-heads must divide "
+            "--hidden-dim and --dropout lie in [0, 1)"
+        )
     return args
 
 
@@ -100,17 +116,26 @@ def _layers(name, args):
 
     heads, width, dropout = args.num_heads, args.hidden_dim, args.dropout
     if name == "mha":
-        return (zoo.layers.MultiHeadAttention(heads, width // heads,
-                                              dropout=dropout),
-                keras.layers.MultiHeadAttention(heads, width // heads,
-                                                dropout=dropout))
-    block = dict(num_heads=heads, intermediate_dim=args.intermediate_dim,
-                 dropout=dropout)
+        return (
+            zoo.layers.MultiHeadAttention(
+                heads, width // heads, dropout=dropout
+            ),
+            keras.layers.MultiHeadAttention(
+                heads, width // heads, dropout=dropout
+            ),
+        )
+    block = dict(
+        num_heads=heads, intermediate_dim=args.intermediate_dim, dropout=dropout
+    )
     if name == "encoder":
-        return (zoo.layers.TransformerEncoder(**block),
-                keras_hub.layers.TransformerEncoder(**block))
-    return (zoo.layers.TransformerDecoder(**block),
-            keras_hub.layers.TransformerDecoder(**block))
+        return (
+            zoo.layers.TransformerEncoder(**block),
+            keras_hub.layers.TransformerEncoder(**block),
+        )
+    return (
+        zoo.layers.TransformerDecoder(**block),
+        keras_hub.layers.TransformerDecoder(**block),
+    )
 
 
 def _row_sums(x):
@@ -138,8 +163,11 @@ def _model(layer, name, length, args):
         y = layer(x, decoder_padding_mask=mask)
     y = keras.layers.Activation("linear", dtype="float32")(y)
     model = keras.Model([x, mask], y)
-    model.compile(optimizer="sgd", loss="mse",
-                  jit_compile=True if args.jit_compile else "auto")
+    model.compile(
+        optimizer="sgd",
+        loss="mse",
+        jit_compile=True if args.jit_compile else "auto",
+    )
     predictor = keras.Model([x, mask], _row_sums(y))
     predictor.compile(jit_compile=True if args.jit_compile else "auto")
     return model, predictor
@@ -155,8 +183,11 @@ def _cached_step(layer, length, args):
     class Step(keras.Model):
         def call(self, inputs):
             x, cache = inputs
-            y, cache = layer(x, self_attention_cache=cache,
-                             self_attention_cache_update_index=length - 1)
+            y, cache = layer(
+                x,
+                self_attention_cache=cache,
+                self_attention_cache_update_index=length - 1,
+            )
             return _row_sums(y), _row_sums(cache)
 
     model = Step()
@@ -180,43 +211,50 @@ def measure_cell(name, length, padded, dtype, args):
     import numpy as np
 
     keras.config.set_dtype_policy(
-        "mixed_bfloat16" if dtype == "bfloat16" else "float32")
+        "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+    )
     rng = np.random.default_rng(0)
     b, d = args.batch_size, args.hidden_dim
     x = rng.normal(size=(b, length, d)).astype("float32")
     mask = np.ones((b, length), bool)
     if padded:
-        mask[:, length // 2:] = False
+        mask[:, length // 2 :] = False
     y = np.zeros((b, length, d), "float32")
     # On the device once: the timed steps copy nothing in from the host.
-    x_dev, mask_dev, y_dev = (keras.ops.convert_to_tensor(v)
-                              for v in (x, mask, y))
+    x_dev, mask_dev, y_dev = (
+        keras.ops.convert_to_tensor(v) for v in (x, mask, y)
+    )
     keras.utils.set_random_seed(0)
     ours, theirs = _layers(name, args)
     fns = {}
     if name == "decoder_cached":
-        cache = keras.ops.convert_to_tensor(rng.normal(
-            size=(b, 2, length, args.num_heads, d // args.num_heads)
-        ).astype("float32"))
+        cache = keras.ops.convert_to_tensor(
+            rng.normal(
+                size=(b, 2, length, args.num_heads, d // args.num_heads)
+            ).astype("float32")
+        )
         step = x_dev[:, :1]
         for side, layer in (("zoo", ours), ("peer", theirs)):
             model = _cached_step(layer, length, args)
-            fns[("predict", side)] = (
-                lambda m=model: _sync(m.predict_on_batch([step, cache])))
+            fns[("predict", side)] = lambda m=model: _sync(
+                m.predict_on_batch([step, cache])
+            )
     else:
         for side, layer in (("zoo", ours), ("peer", theirs)):
             model, predictor = _model(layer, name, length, args)
-            fns[("train", side)] = (lambda m=model: _sync(
-                m.train_on_batch([x_dev, mask_dev], y_dev)))
-            fns[("predict", side)] = (lambda m=predictor: _sync(
-                m.predict_on_batch([x_dev, mask_dev])))
+            fns[("train", side)] = lambda m=model: _sync(
+                m.train_on_batch([x_dev, mask_dev], y_dev)
+            )
+            fns[("predict", side)] = lambda m=predictor: _sync(
+                m.predict_on_batch([x_dev, mask_dev])
+            )
     if name == "encoder" and keras.backend.backend() == "torch":
         fns.update(_torch_encoder(x, mask, args, dtype))
     best = fastest_rounds(fns, args.repeats, calls=args.steps, warmups=2)
     out = {}
     for (mode, side), seconds in best.items():
         out.setdefault(mode, {})[side] = round(seconds, 6)
-    for mode, times in out.items():
+    for times in out.values():
         times["peer_over_zoo"] = round(times["peer"] / times["zoo"], 3)
         if "torch" in times:
             times["torch_over_zoo"] = round(times["torch"] / times["zoo"], 3)
@@ -227,20 +265,26 @@ def _torch_encoder(x, mask, args, dtype):
     """`torch.nn.TransformerEncoderLayer` of the same shape (post-LN,
     ReLU), eager, on the device Keras uses."""
     import torch
-
     from keras.src.backend.torch.core import get_device
 
     device = get_device()
     layer = torch.nn.TransformerEncoderLayer(
-        args.hidden_dim, args.num_heads, args.intermediate_dim,
-        dropout=args.dropout, batch_first=True).to(device)
+        args.hidden_dim,
+        args.num_heads,
+        args.intermediate_dim,
+        dropout=args.dropout,
+        batch_first=True,
+    ).to(device)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.01)
     xt = torch.as_tensor(x, device=device)
     pad = torch.as_tensor(~mask, device=device)
 
     def forward():
-        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16,
-                            enabled=dtype == "bfloat16"):
+        with torch.autocast(
+            device.split(":")[0],
+            dtype=torch.bfloat16,
+            enabled=dtype == "bfloat16",
+        ):
             return layer(xt, src_key_padding_mask=pad)
 
     def train():
@@ -270,8 +314,12 @@ def measure(args):
     finally:
         keras.config.set_dtype_policy(policy)
     device, _ = accelerator()
-    return {"backend": keras.backend.backend(), "device": device,
-            "jit_compile": args.jit_compile, "cells": cells}
+    return {
+        "backend": keras.backend.backend(),
+        "device": device,
+        "jit_compile": args.jit_compile,
+        "cells": cells,
+    }
 
 
 def _measure_cells(cells, args):
@@ -281,20 +329,27 @@ def _measure_cells(cells, args):
                 for padded in (False, True):
                     if name == "decoder_cached" and padded:
                         continue
-                    cells.append({
-                        "layer": name, "length": length, "padded": padded,
-                        "dtype": dtype,
-                        **measure_cell(name, length, padded, dtype, args)})
+                    cells.append(
+                        {
+                            "layer": name,
+                            "length": length,
+                            "padded": padded,
+                            "dtype": dtype,
+                            **measure_cell(name, length, padded, dtype, args),
+                        }
+                    )
 
 
 def header(args):
-    return (f"batch {args.batch_size}, width {args.hidden_dim}, "
-            f"{args.num_heads} heads, MLP {args.intermediate_dim}, "
-            f"dropout {args.dropout:g}"
-            f"{', jit_compile=True' if args.jit_compile else ''}; "
-            "peer / zoo time (above 1: zoo faster)\n"
-            f"{'backend':<11} {'layer':<15} {'len':>5} {'pad':>4} "
-            f"{'dtype':<9} {'train':>7} {'predict':>8} {'torch/zoo':>10}")
+    return (
+        f"batch {args.batch_size}, width {args.hidden_dim}, "
+        f"{args.num_heads} heads, MLP {args.intermediate_dim}, "
+        f"dropout {args.dropout:g}"
+        f"{', jit_compile=True' if args.jit_compile else ''}; "
+        "peer / zoo time (above 1: zoo faster)\n"
+        f"{'backend':<11} {'layer':<15} {'len':>5} {'pad':>4} "
+        f"{'dtype':<9} {'train':>7} {'predict':>8} {'torch/zoo':>10}"
+    )
 
 
 def row(backend, result):
@@ -307,7 +362,8 @@ def row(backend, result):
             f"{'yes' if c['padded'] else 'no':>4} {c['dtype']:<9} "
             f"{'-' if train is None else f'{train:.2f}':>7} "
             f"{c['predict']['peer_over_zoo']:>8.2f} "
-            f"{'-' if torch_ratio is None else f'{torch_ratio:.2f}':>10}")
+            f"{'-' if torch_ratio is None else f'{torch_ratio:.2f}':>10}"
+        )
     return "\n".join(lines)
 
 

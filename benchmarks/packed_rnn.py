@@ -31,10 +31,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from benchmarks.workers import benchmark_parser  # noqa: E402
-from benchmarks.workers import print_result  # noqa: E402
-from benchmarks.workers import run_worker  # noqa: E402
-from benchmarks.workers import selected_backends  # noqa: E402
+from benchmarks.workers import (
+    benchmark_parser,
+    print_result,
+    run_worker,
+    selected_backends,
+)
 
 
 def parse_args(argv=None):
@@ -50,9 +52,11 @@ def parse_args(argv=None):
 
 def build(wrapper, args):
     import keras
+
     token_ids = keras.Input((None,), dtype="int32")
-    x = keras.layers.Embedding(1000, args.embedding_dim,
-                               mask_zero=True)(token_ids)
+    x = keras.layers.Embedding(1000, args.embedding_dim, mask_zero=True)(
+        token_ids
+    )
     x = wrapper(keras.layers.GRU(args.units, return_sequences=True))(x)
     x = keras.layers.GlobalAveragePooling1D()(x)
     model = keras.Model(token_ids, keras.layers.Dense(1, "sigmoid")(x))
@@ -62,6 +66,7 @@ def build(wrapper, args):
 
 def padded_batch(rng, batch_size, length):
     import numpy as np
+
     ids = rng.integers(1, 1000, (batch_size, length)).astype("int32")
     lengths = rng.integers(length // 4, length + 1, batch_size)
     ids[np.arange(length)[None, :] >= lengths[:, None]] = 0
@@ -87,8 +92,9 @@ def measure(args):
     keras.utils.set_random_seed(0)
     models = {
         "keras": build(keras.layers.Bidirectional, args),
-        "packed": build(lambda rnn: PackedBidirectional(
-            rnn, strategy="packed"), args),
+        "packed": build(
+            lambda rnn: PackedBidirectional(rnn, strategy="packed"), args
+        ),
         "auto": build(PackedBidirectional, args),
     }
     for name in ("packed", "auto"):
@@ -99,18 +105,26 @@ def measure(args):
     predict_ids = padded_batch(rng, args.batch_size, args.predict_length)
     reference = models["keras"].predict_on_batch(predict_ids)
     difference = max(
-        float(np.max(np.abs(reference - models[name].predict_on_batch(
-            predict_ids)))) for name in ("packed", "auto"))
-    result = {"backend": keras.backend.backend(),
-              "max_abs_difference": difference}
+        float(
+            np.max(
+                np.abs(reference - models[name].predict_on_batch(predict_ids))
+            )
+        )
+        for name in ("packed", "auto")
+    )
+    result = {
+        "backend": keras.backend.backend(),
+        "max_abs_difference": difference,
+    }
     for name, model in models.items():
         result[name] = {
             "train_step_s": median_seconds(
                 lambda m=model: m.train_on_batch(train_ids, labels),
-                args.repeats),
+                args.repeats,
+            ),
             "predict_s": median_seconds(
-                lambda m=model: m.predict_on_batch(predict_ids),
-                args.repeats),
+                lambda m=model: m.predict_on_batch(predict_ids), args.repeats
+            ),
         }
     return result
 
@@ -122,14 +136,18 @@ def main(argv=None):
         print_result(measure(args))
         return None
     backends = selected_backends(args.backends)
-    print(f"bidirectional GRU({args.units}) over {args.embedding_dim}-d "
-          f"embeddings, batch {args.batch_size}; train step at "
-          f"{args.train_length} words, predict at {args.predict_length}; "
-          f"median of {args.repeats}, milliseconds")
+    print(
+        f"bidirectional GRU({args.units}) over {args.embedding_dim}-d "
+        f"embeddings, batch {args.batch_size}; train step at "
+        f"{args.train_length} words, predict at {args.predict_length}; "
+        f"median of {args.repeats}, milliseconds"
+    )
     header = f"{'backend':<11}"
     for task in ("train", "predict"):
-        header += (f" | {task + ' keras':>13} {'packed':>8} {'ratio':>6} "
-                   f"{'auto':>8} {'ratio':>6}")
+        header += (
+            f" | {task + ' keras':>13} {'packed':>8} {'ratio':>6} "
+            f"{'auto':>8} {'ratio':>6}"
+        )
     print(header + " | max |diff|")
     results = []
     for backend in backends:
@@ -140,8 +158,10 @@ def main(argv=None):
             keras_s = r["keras"][key]
             line += f" | {keras_s * 1e3:>13.1f}"
             for name in ("packed", "auto"):
-                line += (f" {r[name][key] * 1e3:>8.1f} "
-                         f"{keras_s / r[name][key]:>5.2f}x")
+                line += (
+                    f" {r[name][key] * 1e3:>8.1f} "
+                    f"{keras_s / r[name][key]:>5.2f}x"
+                )
         print(line + f" | {r['max_abs_difference']:.1e}", flush=True)
     return results
 

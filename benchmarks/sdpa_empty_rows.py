@@ -25,25 +25,35 @@ def probe(device, kernel, kind, dtype):
     from torch.nn.attention import sdpa_kernel
 
     generator = torch.Generator(device="cpu").manual_seed(0)
-    q, k, v = (torch.randn(1, 2, 8, 16, generator=generator)
-               .to(device=device, dtype=dtype) for _ in range(3))
+    q, k, v = (
+        torch.randn(1, 2, 8, 16, generator=generator).to(
+            device=device, dtype=dtype
+        )
+        for _ in range(3)
+    )
     q.requires_grad_(True)
     keep = torch.ones(1, 1, 8, 8, dtype=torch.bool, device=device)
     keep[..., 3, :] = False
-    mask = keep if kind == "bool" else torch.where(
-        keep, 0.0, float("-inf")).to(dtype)
+    mask = (
+        keep
+        if kind == "bool"
+        else torch.where(keep, 0.0, float("-inf")).to(dtype)
+    )
     try:
         with sdpa_kernel([kernel]):
             out = torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask)
+                q, k, v, attn_mask=mask
+            )
             out.float().pow(2).sum().backward()
     except (RuntimeError, NotImplementedError) as error:  # refused
         return {"refused": str(error).splitlines()[0][:120]}
     row = out.detach()[..., 3, :].float()
-    return {"empty_row_max_abs": float(row.abs().max()),
-            "nan_output": bool(torch.isnan(out).any()),
-            "nan_gradient": bool(torch.isnan(q.grad).any()),
-            "zeros": bool((row == 0).all() and not torch.isnan(q.grad).any())}
+    return {
+        "empty_row_max_abs": float(row.abs().max()),
+        "nan_output": bool(torch.isnan(out).any()),
+        "nan_gradient": bool(torch.isnan(q.grad).any()),
+        "zeros": bool((row == 0).all() and not torch.isnan(q.grad).any()),
+    }
 
 
 def main(argv=None):
@@ -55,10 +65,15 @@ def main(argv=None):
     from torch.nn.attention import SDPBackend
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"torch {torch.__version__} on "
-          f"{torch.cuda.get_device_name(0) if device == 'cuda' else 'cpu'}")
-    kernels = [SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION,
-               SDPBackend.FLASH_ATTENTION]
+    print(
+        f"torch {torch.__version__} on "
+        f"{torch.cuda.get_device_name(0) if device == 'cuda' else 'cpu'}"
+    )
+    kernels = [
+        SDPBackend.MATH,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.FLASH_ATTENTION,
+    ]
     if hasattr(SDPBackend, "CUDNN_ATTENTION"):
         kernels.append(SDPBackend.CUDNN_ATTENTION)
     rows = []
@@ -66,15 +81,23 @@ def main(argv=None):
         for kind in ("bool", "-inf bias"):
             for dtype in (torch.float32, torch.bfloat16):
                 result = probe(device, kernel, kind, dtype)
-                rows.append({"device": device, "kernel": kernel.name,
-                             "mask": kind, "dtype": str(dtype)[6:],
-                             **result})
+                rows.append(
+                    {
+                        "device": device,
+                        "kernel": kernel.name,
+                        "mask": kind,
+                        "dtype": str(dtype)[6:],
+                        **result,
+                    }
+                )
                 answer = result.get("refused") or (
                     f"empty row max |out| {result['empty_row_max_abs']:.3g}, "
                     f"NaN out {result['nan_output']}, NaN grad "
-                    f"{result['nan_gradient']}")
-                print(f"{kernel.name:<20} {kind:<10} {str(dtype)[6:]:<9} "
-                      f"{answer}")
+                    f"{result['nan_gradient']}"
+                )
+                print(
+                    f"{kernel.name:<20} {kind:<10} {str(dtype)[6:]:<9} {answer}"
+                )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

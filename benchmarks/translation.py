@@ -36,33 +36,49 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from benchmarks.workers import benchmark_parser  # noqa: E402
-from benchmarks.workers import print_result  # noqa: E402
-from benchmarks.workers import run_worker  # noqa: E402
-from benchmarks.workers import selected_backends  # noqa: E402
-from benchmarks.workers import write_results  # noqa: E402
+from benchmarks.workers import (
+    benchmark_parser,
+    print_result,
+    run_worker,
+    selected_backends,
+    write_results,
+)
 
 DEFAULT_MODEL = os.path.join(ROOT, "saved_models", "translate_de_en.keras")
 
 
 def parse_args(argv=None):
     parser = benchmark_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="a saved Translator (.keras)")
-    parser.add_argument("--preset", default=None,
-                        help="instead of --model: an untrained translator "
-                        "of this zoo.models.seq2seq preset")
-    parser.add_argument("--data-dir", default=None,
-                        help="Multi30k folder; its val.de is translated "
-                        "(default: generated German sentences)")
-    parser.add_argument("--sentences", type=int, default=256,
-                        help="how many validation sentences")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help="a saved Translator (.keras)"
+    )
+    parser.add_argument(
+        "--preset",
+        default=None,
+        help="instead of --model: an untrained translator "
+        "of this zoo.models.seq2seq preset",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="Multi30k folder; its val.de is translated "
+        "(default: generated German sentences)",
+    )
+    parser.add_argument(
+        "--sentences",
+        type=int,
+        default=256,
+        help="how many validation sentences",
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--no-torch-compile", dest="torch_compile",
-                        action="store_false",
-                        help="PyTorch: skip the cached runs with the decode "
-                        "step compiled (compile(jit_compile=True))")
+    parser.add_argument(
+        "--no-torch-compile",
+        dest="torch_compile",
+        action="store_false",
+        help="PyTorch: skip the cached runs with the decode "
+        "step compiled (compile(jit_compile=True))",
+    )
     parser.add_argument("--json", default=None, help="write results here")
     args = parser.parse_args(argv)
     if args.sentences < 1 or args.batch_size < 1 or args.beam < 2:
@@ -76,21 +92,22 @@ def load_translator(args):
     import zoo  # noqa: F401  (registers the zoo classes)
     from zoo.data.multi30k import make_synthetic_pairs
     from zoo.data.tokenizers import train_subword_tokenizer
-    from zoo.models.seq2seq import TranslationPreprocessor
-    from zoo.models.seq2seq import Translator
+    from zoo.models.seq2seq import TranslationPreprocessor, Translator
 
     if args.preset is None:
         if not os.path.exists(args.model):
-            raise SystemExit(f"error: no model at {args.model}; train one "
-                             "with recipes/translate.py or pass --preset")
-        return keras.saving.load_model(args.model), os.path.basename(
-            args.model)
+            raise SystemExit(
+                f"error: no model at {args.model}; train one "
+                "with recipes/translate.py or pass --preset"
+            )
+        return keras.saving.load_model(args.model), os.path.basename(args.model)
     keras.utils.set_random_seed(0)
     german, english = make_synthetic_pairs(400, seed=0)
     tokenizer = train_subword_tokenizer(german + english, 120)
     preprocessor = TranslationPreprocessor.from_preset(args.preset, tokenizer)
     return Translator.from_preset(args.preset, preprocessor), (
-        f"untrained {args.preset}")
+        f"untrained {args.preset}"
+    )
 
 
 def sentences(args):
@@ -102,7 +119,7 @@ def sentences(args):
         from zoo.data.multi30k import make_synthetic_pairs
 
         german = make_synthetic_pairs(args.sentences, seed=1)[0]
-    return list(german[:args.sentences])
+    return list(german[: args.sentences])
 
 
 def measure(args):
@@ -111,37 +128,54 @@ def measure(args):
 
     translator, name = load_translator(args)
     german = sentences(args)
-    batches = [german[i:i + args.batch_size]
-               for i in range(0, len(german), args.batch_size)]
-    result = {"backend": keras.backend.backend(), "model": name,
-              "parameters": int(translator.count_params()),
-              "sentences": len(german), "batch_size": args.batch_size}
+    batches = [
+        german[i : i + args.batch_size]
+        for i in range(0, len(german), args.batch_size)
+    ]
+    result = {
+        "backend": keras.backend.backend(),
+        "model": name,
+        "parameters": int(translator.count_params()),
+        "sentences": len(german),
+        "batch_size": args.batch_size,
+    }
     outputs = {}
-    searches = (("greedy", {}),
-                (f"beam{args.beam}", dict(sampler="beam", num_beams=args.beam,
-                                          length_penalty=0.6)))
+    searches = (
+        ("greedy", {}),
+        (
+            f"beam{args.beam}",
+            dict(sampler="beam", num_beams=args.beam, length_penalty=0.6),
+        ),
+    )
     for search, options in searches:
         for name, use_cache in (("cached", True), ("recomputed", False)):
             result[f"{search}_{name}"], outputs[search, name] = timed(
-                translator, batches, len(german), use_cache=use_cache,
-                **options)
+                translator, batches, len(german), use_cache=use_cache, **options
+            )
         result[f"{search}_speedup"] = round(
             result[f"{search}_recomputed"]["seconds"]
-            / result[f"{search}_cached"]["seconds"], 2)
+            / result[f"{search}_cached"]["seconds"],
+            2,
+        )
         result[f"{search}_same_output"] = (
-            outputs[search, "cached"] == outputs[search, "recomputed"])
+            outputs[search, "cached"] == outputs[search, "recomputed"]
+        )
     if keras.backend.backend() == "torch" and args.torch_compile:
         # The decode step under torch.compile, as users ask for it.
         translator.compile(jit_compile=True)
         for search, options in searches:
             timing, out = timed(translator, batches, len(german), **options)
             result[f"{search}_compiled"] = {
-                **timing, "same_output": out == outputs[search, "cached"],
+                **timing,
+                "same_output": out == outputs[search, "cached"],
                 "compiled_over_eager": round(
-                    result[f"{search}_cached"]["seconds"]
-                    / timing["seconds"], 2)}
-    result["example"] = {"source": german[0],
-                         "greedy": outputs["greedy", "cached"][0]}
+                    result[f"{search}_cached"]["seconds"] / timing["seconds"], 2
+                ),
+            }
+    result["example"] = {
+        "source": german[0],
+        "greedy": outputs["greedy", "cached"][0],
+    }
     result["beam"] = args.beam
     return result
 
@@ -158,8 +192,11 @@ def timed(translator, batches, count, **options):
     for batch in batches:
         out += translator.generate(batch, **options)
     seconds = time.perf_counter() - start
-    return {"warm_up_seconds": round(first, 3), "seconds": round(seconds, 3),
-            "sentences_per_second": round(count / seconds, 2)}, out
+    return {
+        "warm_up_seconds": round(first, 3),
+        "seconds": round(seconds, 3),
+        "sentences_per_second": round(count / seconds, 2),
+    }, out
 
 
 def main(argv=None):
@@ -177,33 +214,44 @@ def main(argv=None):
         r = run_worker(__file__, backend, argv)
         results.append(r)
         if header is None:
-            print(f"{r['model']} ({r['parameters'] / 1e6:.1f}M parameters):"
-                  f" {r['sentences']} sentences, batches of "
-                  f"{r['batch_size']}; sentences per second")
-            print(f"{'backend':<11} {'greedy':>8} {'recomp.':>8} "
-                  f"{'speed-up':>9} | {beam:>8} {'recomp.':>8} "
-                  f"{'speed-up':>9} | same greedy")
+            print(
+                f"{r['model']} ({r['parameters'] / 1e6:.1f}M parameters):"
+                f" {r['sentences']} sentences, batches of "
+                f"{r['batch_size']}; sentences per second"
+            )
+            print(
+                f"{'backend':<11} {'greedy':>8} {'recomp.':>8} "
+                f"{'speed-up':>9} | {beam:>8} {'recomp.':>8} "
+                f"{'speed-up':>9} | same greedy"
+            )
             header = True
-        print(f"{backend:<11} "
-              f"{r['greedy_cached']['sentences_per_second']:>8.2f} "
-              f"{r['greedy_recomputed']['sentences_per_second']:>8.2f} "
-              f"{r['greedy_speedup']:>8.2f}x | "
-              f"{r[beam + '_cached']['sentences_per_second']:>8.2f} "
-              f"{r[beam + '_recomputed']['sentences_per_second']:>8.2f} "
-              f"{r[beam + '_speedup']:>8.2f}x | {r['greedy_same_output']}",
-              flush=True)
+        print(
+            f"{backend:<11} "
+            f"{r['greedy_cached']['sentences_per_second']:>8.2f} "
+            f"{r['greedy_recomputed']['sentences_per_second']:>8.2f} "
+            f"{r['greedy_speedup']:>8.2f}x | "
+            f"{r[beam + '_cached']['sentences_per_second']:>8.2f} "
+            f"{r[beam + '_recomputed']['sentences_per_second']:>8.2f} "
+            f"{r[beam + '_speedup']:>8.2f}x | {r['greedy_same_output']}",
+            flush=True,
+        )
         for search in ("greedy", beam):
             c = r.get(f"{search}_compiled")
             if c:
-                print(f"{backend}: {search}, decode step compiled "
-                      f"(jit_compile=True): {c['sentences_per_second']:.2f} "
-                      f"sentences/s, compiled / eager "
-                      f"{c['compiled_over_eager']:.2f}x (first calls "
-                      f"{c['warm_up_seconds']:.1f} s), same output: "
-                      f"{c['same_output']}", flush=True)
-    print("cached: one new decoder position per step, earlier keys/values "
-          "from the cache; recomp.: generate(use_cache=False), the decoder "
-          "over the whole target window at every step")
+                print(
+                    f"{backend}: {search}, decode step compiled "
+                    f"(jit_compile=True): {c['sentences_per_second']:.2f} "
+                    f"sentences/s, compiled / eager "
+                    f"{c['compiled_over_eager']:.2f}x (first calls "
+                    f"{c['warm_up_seconds']:.1f} s), same output: "
+                    f"{c['same_output']}",
+                    flush=True,
+                )
+    print(
+        "cached: one new decoder position per step, earlier keys/values "
+        "from the cache; recomp.: generate(use_cache=False), the decoder "
+        "over the whole target window at every step"
+    )
     write_results(args, results)
     return results
 

@@ -18,13 +18,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from recipes.flags import HelpFormatter  # noqa: E402
-from zoo.accelerator import accelerator  # noqa: E402,F401
-from zoo.accelerator import peak_tflops  # noqa: E402,F401
-from zoo.testing.backends import BACKENDS  # noqa: E402,F401
-from zoo.testing.backends import python_command  # noqa: E402
-from zoo.testing.backends import run_on_backend  # noqa: E402
-from zoo.testing.backends import selected_backends  # noqa: E402,F401
+from recipes.flags import HelpFormatter
+from zoo.accelerator import (
+    accelerator,
+    peak_tflops,  # noqa: F401
+)
+from zoo.testing.backends import (
+    BACKENDS,  # noqa: F401
+    python_command,
+    run_on_backend,
+    selected_backends,
+)
 
 RESULT_PREFIX = "RESULT "
 
@@ -34,21 +38,26 @@ def benchmark_parser(description):
     `--backends` (read by `selected_backends`) and the hidden `--worker`
     (added by `run_worker`). The script adds its own."""
     parser = argparse.ArgumentParser(
-        description=description,
-        formatter_class=HelpFormatter)
-    parser.add_argument("--backends", default="all",
-                        help="'all', 'current' or a comma-separated list")
-    parser.add_argument("--worker", action="store_true",
-                        help=argparse.SUPPRESS)
+        description=description, formatter_class=HelpFormatter
+    )
+    parser.add_argument(
+        "--backends",
+        default="all",
+        help="'all', 'current' or a comma-separated list",
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
 def add_precision_flag(parser):
     """`--mixed-precision bfloat16|float16` (Keras' mixed policies, as the
     recipes take it); `configure_precision(args)` applies it in a worker."""
-    parser.add_argument("--mixed-precision", default=None,
-                        choices=("bfloat16", "float16"),
-                        help="default: float32 (TF32 allowed on a GPU)")
+    parser.add_argument(
+        "--mixed-precision",
+        default=None,
+        choices=("bfloat16", "float16"),
+        help="default: float32 (TF32 allowed on a GPU)",
+    )
 
 
 def configure_precision(args):
@@ -65,8 +74,7 @@ def memory_and_device(result):
     one) to a worker's result."""
     device, peak = accelerator()
     result["device"] = device
-    result["peak_memory_gib"] = (None if peak is None
-                                 else round(peak / 2 ** 30, 2))
+    result["peak_memory_gib"] = None if peak is None else round(peak / 2**30, 2)
     return result
 
 
@@ -90,12 +98,16 @@ def jax_compiled_step(model, inputs, targets, loss, hlo_path=None):
     other = [v.value for v in model.non_trainable_variables]
 
     def step(trainable, other, inputs, targets):
-        outputs, _ = model.stateless_call(trainable, other, inputs,
-                                          training=True)
+        outputs, _ = model.stateless_call(
+            trainable, other, inputs, training=True
+        )
         return loss(targets, outputs)
 
-    compiled = jax.jit(jax.value_and_grad(step)).lower(
-        trainable, other, inputs, targets).compile()
+    compiled = (
+        jax.jit(jax.value_and_grad(step))
+        .lower(trainable, other, inputs, targets)
+        .compile()
+    )
     text = compiled.as_text()
     if hlo_path:
         os.makedirs(os.path.dirname(hlo_path) or ".", exist_ok=True)
@@ -106,8 +118,7 @@ def jax_compiled_step(model, inputs, targets, loss, hlo_path=None):
     return {
         "cudnn_attention": text.count('custom_call_target="__cudnn$fmha'),
         "gflop": float(f"{float(cost.get('flops', 0.0)) / 1e9:.4g}"),
-        "gbytes": float(
-            f"{float(cost.get('bytes accessed', 0.0)) / 1e9:.4g}"),
+        "gbytes": float(f"{float(cost.get('bytes accessed', 0.0)) / 1e9:.4g}"),
     }
 
 
@@ -127,10 +138,11 @@ def run_worker(script, backend, argv):
     """Runs `script --worker *argv` under `backend`; returns what it printed
     with `print_result`, or raises with the end of its output."""
     run = run_on_backend(
-        python_command(os.path.abspath(script), "--worker", *argv), backend)
+        python_command(os.path.abspath(script), "--worker", *argv), backend
+    )
     for line in run.output.splitlines():
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+            return json.loads(line[len(RESULT_PREFIX) :])
     raise RuntimeError(f"{backend} worker failed:\n{run.output[-3000:]}")
 
 
@@ -162,6 +174,7 @@ def write_results(args, results):
     the script has that flag and it is set."""
     if getattr(args, "json", None):
         from zoo.saving import write_json_atomic
+
         write_json_atomic({"args": vars(args), "results": results}, args.json)
 
 

@@ -45,51 +45,65 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
-import keras  # noqa: E402
-import keras_hub  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import keras_hub
+import numpy as np
 
-from recipes.flags import HelpFormatter  # noqa: E402
-from recipes.flags import accelerator_metrics  # noqa: E402
-from recipes.flags import add_accelerator_flags  # noqa: E402
-from recipes.flags import open_rate  # noqa: E402
-from recipes.flags import positive_float  # noqa: E402
-from recipes.flags import positive_int  # noqa: E402
-from recipes.flags import rate  # noqa: E402
-from recipes.flags import setup_accelerators  # noqa: E402
-from zoo import viz  # noqa: E402
-from zoo.callbacks import ReproducibleEpochs  # noqa: E402
-from zoo.callbacks import read_history  # noqa: E402
-from zoo.callbacks import BackupUntilDone  # noqa: E402
-from zoo.callbacks import StopAfterMinutes  # noqa: E402
-from zoo.callbacks import Throughput  # noqa: E402
-from zoo.data.imdb import DataNotFoundError  # noqa: E402
-from zoo.data.imdb import load_imdb  # noqa: E402
-from zoo.data.imdb import load_imdb_unsupervised  # noqa: E402
-from zoo.data.imdb import make_synthetic_imdb  # noqa: E402
-from zoo.data.masked_lm import MaskedLMBatches  # noqa: E402
-from zoo.data.masked_lm import pack_texts  # noqa: E402
-from zoo.data.tokenizers import train_bert_tokenizer  # noqa: E402
-from zoo.models.bert import PRESETS  # noqa: E402
-from zoo.models.bert import BertBackbone  # noqa: E402
-from zoo.models.bert import BertClassifier  # noqa: E402
-from zoo.models.bert import BertClassifierPreprocessor  # noqa: E402
-from zoo.models.bert import BertMaskedLM  # noqa: E402
-from zoo.models.bert import BertMaskedLMPreprocessor  # noqa: E402
-from zoo.models.bert import strip_markup  # noqa: E402
-from zoo.distribute import trim_to_replicas  # noqa: E402
-from zoo.saving import ModelFileError  # noqa: E402
-from zoo.saving import atomic_path  # noqa: E402
-from zoo.saving import load_model  # noqa: E402
-from zoo.saving import save_model_atomic  # noqa: E402
-from zoo.saving import write_json_atomic  # noqa: E402
-from zoo.schedules import warmup_cosine  # noqa: E402
+import zoo  # noqa: F401  (first: a quiet framework start-up)
+from recipes.flags import (
+    HelpFormatter,
+    accelerator_metrics,
+    add_accelerator_flags,
+    open_rate,
+    positive_float,
+    positive_int,
+    rate,
+    setup_accelerators,
+)
+from zoo import viz
+from zoo.callbacks import (
+    BackupUntilDone,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    read_history,
+)
+from zoo.data.imdb import (
+    DataNotFoundError,
+    load_imdb,
+    load_imdb_unsupervised,
+    make_synthetic_imdb,
+)
+from zoo.data.masked_lm import (
+    MaskedLMBatches,
+    pack_texts,
+)
+from zoo.data.tokenizers import train_bert_tokenizer
+from zoo.distribute import trim_to_replicas
+from zoo.models.bert import (
+    PRESETS,
+    BertBackbone,
+    BertClassifier,
+    BertClassifierPreprocessor,
+    BertMaskedLM,
+    BertMaskedLMPreprocessor,
+    strip_markup,
+)
+from zoo.saving import (
+    ModelFileError,
+    atomic_path,
+    load_model,
+    save_model_atomic,
+    write_json_atomic,
+)
+from zoo.schedules import warmup_cosine
 
 MLM_VALIDATION_REVIEWS = 500
-FILL_MASK_EXAMPLES = ("this movie was [MASK] good.",
-                      "the acting was [MASK] and the plot made no sense.",
-                      "one of the best [MASK] i have ever seen.")
+FILL_MASK_EXAMPLES = (
+    "this movie was [MASK] good.",
+    "the acting was [MASK] and the plot made no sense.",
+    "one of the best [MASK] i have ever seen.",
+)
 HEAD_VIEW_TOKENS = 40
 
 
@@ -97,109 +111,188 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="BERT on IMDB: masked-LM pretraining, then fine-tuning "
         "(any backend).",
-        formatter_class=HelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True,
-                                     metavar="{pretrain,finetune,all}")
+        formatter_class=HelpFormatter,
+    )
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{pretrain,finetune,all}"
+    )
     pretrain = commands.add_parser(
-        "pretrain", help="masked-LM pretraining on train + unsup text",
-        formatter_class=HelpFormatter)
+        "pretrain",
+        help="masked-LM pretraining on train + unsup text",
+        formatter_class=HelpFormatter,
+    )
     finetune = commands.add_parser(
-        "finetune", help="fine-tune (and train from scratch) on folds",
-        formatter_class=HelpFormatter)
+        "finetune",
+        help="fine-tune (and train from scratch) on folds",
+        formatter_class=HelpFormatter,
+    )
     both = commands.add_parser(
-        "all", help="pretrain, then fine-tune the result",
-        formatter_class=HelpFormatter)
+        "all",
+        help="pretrain, then fine-tune the result",
+        formatter_class=HelpFormatter,
+    )
     for sub in (pretrain, finetune, both):
         _common_flags(sub)
     for sub in (pretrain, both):
         _pretrain_flags(sub)
     for sub in (finetune, both):
         _finetune_flags(sub)
-    finetune.add_argument("--pretrained", default=None, metavar="MLM.keras",
-                          help="the pretrained masked LM (default: "
-                          "<output-dir>/bert_imdb_mlm.keras)")
+    finetune.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="MLM.keras",
+        help="the pretrained masked LM (default: "
+        "<output-dir>/bert_imdb_mlm.keras)",
+    )
     args = parser.parse_args(argv)
     return resolve(parser, args)
 
 
 def _common_flags(parser):
-    parser.add_argument("--preset", choices=PRESETS.names(), default=None,
-                        help="a zoo.models.bert preset (default: cpu_mini; "
-                        "smoke with --smoke)")
-    parser.add_argument("--data-dir", default=None,
-                        help="an aclImdb folder (train/{pos,neg,unsup}); "
-                        "default: tensorflow-datasets' imdb_reviews")
+    parser.add_argument(
+        "--preset",
+        choices=PRESETS.names(),
+        default=None,
+        help="a zoo.models.bert preset (default: cpu_mini; smoke with --smoke)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="an aclImdb folder (train/{pos,neg,unsup}); "
+        "default: tensorflow-datasets' imdb_reviews",
+    )
     parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--output-dir", default=None,
-                        help="default: runs/bert_imdb/<preset>/")
-    parser.add_argument("--ship", action="store_true",
-                        help="also write the model(s) to saved_models/ "
-                        "(float16 weights)")
-    parser.add_argument("--smoke", action="store_true",
-                        help="generated reviews and the smoke preset: the "
-                        "same code path in about a minute, offline")
-    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                        help="Keras progress output")
+    parser.add_argument(
+        "--output-dir", default=None, help="default: runs/bert_imdb/<preset>/"
+    )
+    parser.add_argument(
+        "--ship",
+        action="store_true",
+        help="also write the model(s) to saved_models/ (float16 weights)",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="generated reviews and the smoke preset: the "
+        "same code path in about a minute, offline",
+    )
+    parser.add_argument(
+        "--verbose",
+        type=int,
+        default=1,
+        choices=(0, 1, 2),
+        help="Keras progress output",
+    )
     add_accelerator_flags(parser)
 
 
 def _pretrain_flags(parser):
     group = parser.add_argument_group("pretraining (defaults: the preset's)")
     group.add_argument("--epochs", type=positive_int, default=None)
-    group.add_argument("--steps-per-epoch", type=positive_int, default=None,
-                       help="batches per epoch (a checkpoint each epoch); "
-                       "default: the preset's, or one pass over the text")
+    group.add_argument(
+        "--steps-per-epoch",
+        type=positive_int,
+        default=None,
+        help="batches per epoch (a checkpoint each epoch); "
+        "default: the preset's, or one pass over the text",
+    )
     group.add_argument("--batch-size", type=positive_int, default=None)
-    group.add_argument("--learning-rate", type=positive_float, default=None,
-                       help="peak of the warm-up + cosine schedule")
-    group.add_argument("--sequence-length", type=positive_int, default=None,
-                       help="tokens per pretraining piece")
+    group.add_argument(
+        "--learning-rate",
+        type=positive_float,
+        default=None,
+        help="peak of the warm-up + cosine schedule",
+    )
+    group.add_argument(
+        "--sequence-length",
+        type=positive_int,
+        default=None,
+        help="tokens per pretraining piece",
+    )
     group.add_argument("--vocab-size", type=positive_int, default=None)
-    group.add_argument("--mask-rate", type=open_rate, default=0.15,
-                       help="share of the ordinary tokens chosen for "
-                       "prediction, in (0, 1)")
-    group.add_argument("--warmup-fraction", type=rate, default=None,
-                       help="share of the steps warming up")
-    group.add_argument("--dropout", type=rate, default=None,
-                       help="backbone dropout while pretraining (the "
-                       "saved model keeps it for fine-tuning)")
-    group.add_argument("--attention-dropout", type=rate, default=None,
-                       help="dropout on the attention weights alone "
-                       "(default: --dropout); 0 trains on the fused "
-                       "attention kernel (flash/cuDNN on a GPU)")
-    group.add_argument("--norm-first", action="store_true", default=None,
-                       help="pre-LN blocks and a final LayerNorm instead of "
-                       "BERT's post-LN")
-    group.add_argument("--max-minutes", type=positive_float, default=None,
-                       help="stop (at an epoch's end) before this budget "
-                       "runs out; --resume continues later")
-    group.add_argument("--resume", action="store_true",
-                       help="continue the run in --output-dir from its last "
-                       "checkpoint")
-    group.add_argument("--prepare-only", action="store_true",
-                       help="tokenise and pack the text into "
-                       "<output-dir>/packed_<length>.npz (the vocabulary "
-                       "inside) and stop")
-    group.add_argument("--packed", default=None, metavar="PACKED.npz",
-                       help="pretrain on a corpus packed earlier by "
-                       "--prepare-only: no text and no TensorFlow needed "
-                       "(an accelerator machine)")
+    group.add_argument(
+        "--mask-rate",
+        type=open_rate,
+        default=0.15,
+        help="share of the ordinary tokens chosen for prediction, in (0, 1)",
+    )
+    group.add_argument(
+        "--warmup-fraction",
+        type=rate,
+        default=None,
+        help="share of the steps warming up",
+    )
+    group.add_argument(
+        "--dropout",
+        type=rate,
+        default=None,
+        help="backbone dropout while pretraining (the "
+        "saved model keeps it for fine-tuning)",
+    )
+    group.add_argument(
+        "--attention-dropout",
+        type=rate,
+        default=None,
+        help="dropout on the attention weights alone "
+        "(default: --dropout); 0 trains on the fused "
+        "attention kernel (flash/cuDNN on a GPU)",
+    )
+    group.add_argument(
+        "--norm-first",
+        action="store_true",
+        default=None,
+        help="pre-LN blocks and a final LayerNorm instead of BERT's post-LN",
+    )
+    group.add_argument(
+        "--max-minutes",
+        type=positive_float,
+        default=None,
+        help="stop (at an epoch's end) before this budget "
+        "runs out; --resume continues later",
+    )
+    group.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output-dir from its last checkpoint",
+    )
+    group.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="tokenise and pack the text into "
+        "<output-dir>/packed_<length>.npz (the vocabulary "
+        "inside) and stop",
+    )
+    group.add_argument(
+        "--packed",
+        default=None,
+        metavar="PACKED.npz",
+        help="pretrain on a corpus packed earlier by "
+        "--prepare-only: no text and no TensorFlow needed "
+        "(an accelerator machine)",
+    )
 
 
 def _finetune_flags(parser):
     group = parser.add_argument_group("fine-tuning (defaults: the preset's)")
-    group.add_argument("--folds", default="0",
-                       help="validation folds, comma-separated, each in "
-                       "[0, 5): the gain is paired by fold")
+    group.add_argument(
+        "--folds",
+        default="0",
+        help="validation folds, comma-separated, each in "
+        "[0, 5): the gain is paired by fold",
+    )
     group.add_argument("--finetune-epochs", type=positive_int, default=None)
-    group.add_argument("--finetune-batch-size", type=positive_int,
-                       default=None)
-    group.add_argument("--finetune-learning-rate", type=positive_float,
-                       default=None)
-    group.add_argument("--finetune-sequence-length", type=positive_int,
-                       default=None)
-    group.add_argument("--no-scratch", action="store_true",
-                       help="skip the from-scratch baseline")
+    group.add_argument("--finetune-batch-size", type=positive_int, default=None)
+    group.add_argument(
+        "--finetune-learning-rate", type=positive_float, default=None
+    )
+    group.add_argument(
+        "--finetune-sequence-length", type=positive_int, default=None
+    )
+    group.add_argument(
+        "--no-scratch",
+        action="store_true",
+        help="skip the from-scratch baseline",
+    )
 
 
 def resolve(parser, args):
@@ -210,8 +303,13 @@ def resolve(parser, args):
     pretraining = PRESETS.part(args.preset, "pretraining")
     finetuning = PRESETS.part(args.preset, "finetuning")
     if args.command in ("pretrain", "all"):
-        for key in ("epochs", "steps_per_epoch", "batch_size",
-                    "learning_rate", "sequence_length"):
+        for key in (
+            "epochs",
+            "steps_per_epoch",
+            "batch_size",
+            "learning_rate",
+            "sequence_length",
+        ):
             if getattr(args, key) is None:
                 setattr(args, key, pretraining[key])
         if args.warmup_fraction is None:
@@ -223,16 +321,18 @@ def resolve(parser, args):
         if args.norm_first is None:
             args.norm_first = backbone.get("norm_first", False)
         if args.vocab_size is None:
-            args.vocab_size = PRESETS.part(args.preset,
-                                           "tokenizer")["vocabulary_size"]
+            args.vocab_size = PRESETS.part(args.preset, "tokenizer")[
+                "vocabulary_size"
+            ]
         backbone = PRESETS.part(args.preset, "backbone")
         if args.sequence_length > backbone["max_sequence_length"]:
-            parser.error(f"--sequence-length {args.sequence_length} is "
-                         "longer than the preset's "
-                         f"{backbone['max_sequence_length']} positions")
+            parser.error(
+                f"--sequence-length {args.sequence_length} is "
+                "longer than the preset's "
+                f"{backbone['max_sequence_length']} positions"
+            )
     if args.command in ("finetune", "all"):
-        for key in ("epochs", "batch_size", "learning_rate",
-                    "sequence_length"):
+        for key in ("epochs", "batch_size", "learning_rate", "sequence_length"):
             flag = f"finetune_{key}"
             if getattr(args, flag) is None:
                 setattr(args, flag, finetuning[key])
@@ -242,17 +342,20 @@ def resolve(parser, args):
         try:
             args.folds = sorted({int(f) for f in str(args.folds).split(",")})
         except ValueError:
-            parser.error(f"--folds {args.folds!r}: expected integers like "
-                         "0,1,2")
+            parser.error(
+                f"--folds {args.folds!r}: expected integers like 0,1,2"
+            )
         if not all(0 <= f < 5 for f in args.folds):
             parser.error(f"--folds {args.folds}: each fold is in [0, 5)")
         if args.command == "finetune" and args.pretrained is None:
-            args.pretrained = os.path.join(args.output_dir,
-                                           "bert_imdb_mlm.keras")
+            args.pretrained = os.path.join(
+                args.output_dir, "bert_imdb_mlm.keras"
+            )
     return args
 
 
 # --- data -------------------------------------------------------------------
+
 
 def split_into_pieces(texts, words_per_piece):
     """Reviews cut into pieces of at most `words_per_piece` words (so most
@@ -262,7 +365,7 @@ def split_into_pieces(texts, words_per_piece):
     for text in texts:
         words = strip_markup(str(text)).split()
         for start in range(0, len(words), words_per_piece):
-            piece = words[start:start + words_per_piece]
+            piece = words[start : start + words_per_piece]
             if len(piece) >= max(words_per_piece // 5, 1) or start == 0:
                 pieces.append(" ".join(piece))
     return pieces
@@ -272,15 +375,18 @@ def pretraining_text(args):
     """(pretraining texts, held-out texts): train's reviews (text only) and
     the unlabelled ones, minus MLM_VALIDATION_REVIEWS unlabelled ones."""
     if args.smoke and args.data_dir is None:
-        splits = make_synthetic_imdb(num_train=480, num_validation=0,
-                                     num_test=0, seed=args.seed)
-        unlabelled = make_synthetic_imdb(num_train=480, num_validation=0,
-                                         num_test=0, seed=args.seed + 1)
+        splits = make_synthetic_imdb(
+            num_train=480, num_validation=0, num_test=0, seed=args.seed
+        )
+        unlabelled = make_synthetic_imdb(
+            num_train=480, num_validation=0, num_test=0, seed=args.seed + 1
+        )
         train, unsup = list(splits["train"][0]), list(unlabelled["train"][0])
         held_out = 40
     else:
-        train = list(load_imdb(args.data_dir, validation_fraction=0)[
-            "train"][0])
+        train = list(
+            load_imdb(args.data_dir, validation_fraction=0)["train"][0]
+        )
         unsup = list(load_imdb_unsupervised(args.data_dir))
         held_out = MLM_VALIDATION_REVIEWS
     order = np.random.default_rng(args.seed).permutation(len(unsup))
@@ -291,8 +397,9 @@ def pretraining_text(args):
 
 def classification_splits(args, fold):
     if args.smoke and args.data_dir is None:
-        return make_synthetic_imdb(num_train=480, num_validation=160,
-                                   num_test=0, seed=args.seed + fold)
+        return make_synthetic_imdb(
+            num_train=480, num_validation=160, num_test=0, seed=args.seed + fold
+        )
     return load_imdb(args.data_dir, 0.2, args.seed, validation_fold=fold)
 
 
@@ -303,6 +410,7 @@ def words_per_piece(sequence_length):
 
 # --- pretraining --------------------------------------------------------------
 
+
 def load_or_train_tokenizer(args, texts):
     """The run's WordPiece tokenizer: read back from vocabulary.txt when
     resuming (the same ids), else learned on the pretraining text."""
@@ -311,8 +419,9 @@ def load_or_train_tokenizer(args, texts):
         with open(path, encoding="utf-8") as f:
             vocabulary = f.read().split("\n")[:-1]
     else:
-        vocabulary = train_bert_tokenizer(texts, args.vocab_size)\
-            .get_vocabulary()
+        vocabulary = train_bert_tokenizer(
+            texts, args.vocab_size
+        ).get_vocabulary()
         with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write("\n".join(vocabulary) + "\n")
     return bert_tokenizer(vocabulary)
@@ -324,61 +433,82 @@ def packed_corpus(args, tokenizer, pieces, validation_pieces, reviews):
     with the vocabulary and counts (what `--packed` reads) and read back by
     a later run with the same vocabulary and pieces (tokenising 200,000
     pieces takes minutes on 2 cores)."""
-    path = os.path.join(args.output_dir,
-                        f"packed_{args.sequence_length}.npz")
+    path = os.path.join(args.output_dir, f"packed_{args.sequence_length}.npz")
     vocabulary = tokenizer.get_vocabulary()
-    key = hashlib.sha256("\n".join(
-        vocabulary + [str(len(pieces)), pieces[0], pieces[-1],
-                      validation_pieces[-1]]).encode("utf-8")).hexdigest()
+    key = hashlib.sha256(
+        "\n".join(
+            vocabulary
+            + [str(len(pieces)), pieces[0], pieces[-1], validation_pieces[-1]]
+        ).encode("utf-8")
+    ).hexdigest()
     if os.path.exists(path):
         with np.load(path) as cached:
             if str(cached["key"]) == key:
-                return (cached["train"].astype("int32"),
-                        cached["validation"].astype("int32"), path)
+                return (
+                    cached["train"].astype("int32"),
+                    cached["validation"].astype("int32"),
+                    path,
+                )
     train = pack_texts(tokenizer, pieces, args.sequence_length)
     validation = pack_texts(tokenizer, validation_pieces, args.sequence_length)
     with atomic_path(path) as tmp:
         np.savez_compressed(
-            tmp, train=compact_ids(train, len(vocabulary)),
+            tmp,
+            train=compact_ids(train, len(vocabulary)),
             validation=compact_ids(validation, len(vocabulary)),
-            vocabulary=np.array(vocabulary), key=np.array(key),
-            reviews=np.array(reviews))
+            vocabulary=np.array(vocabulary),
+            key=np.array(key),
+            reviews=np.array(reviews),
+        )
     return train, validation, path
 
 
 def compact_ids(ids, vocabulary_size):
     """Token ids as uint16 where the vocabulary fits (half the file)."""
-    return ids.astype("uint16" if vocabulary_size < 2 ** 16 else "int32")
+    return ids.astype("uint16" if vocabulary_size < 2**16 else "int32")
 
 
 def bert_tokenizer(vocabulary):
     """The recipe's WordPiece tokenizer for a vocabulary list."""
     return keras_hub.models.BertTokenizer(
-        vocabulary=list(vocabulary), lowercase=True, strip_accents=True,
-        special_tokens_in_strings=True)
+        vocabulary=list(vocabulary),
+        lowercase=True,
+        strip_accents=True,
+        special_tokens_in_strings=True,
+    )
 
 
 def load_packed(args):
     """(tokenizer, train ids, held-out ids, reviews) from `--packed`."""
     try:
         with np.load(args.packed) as packed:
-            corpus = {k: packed[k] for k in ("train", "validation",
-                                             "vocabulary", "reviews")}
+            corpus = {
+                k: packed[k]
+                for k in ("train", "validation", "vocabulary", "reviews")
+            }
     except FileNotFoundError:
-        raise SystemExit(f"error: --packed {args.packed}: no such file; "
-                         "write one with `pretrain --prepare-only`")
+        raise SystemExit(
+            f"error: --packed {args.packed}: no such file; "
+            "write one with `pretrain --prepare-only`"
+        ) from None
     except (OSError, ValueError, KeyError) as error:
-        raise SystemExit(f"error: --packed {args.packed} is not a packed "
-                         f"corpus ({type(error).__name__}: {error}); "
-                         "write one with `pretrain --prepare-only`")
+        raise SystemExit(
+            f"error: --packed {args.packed} is not a packed "
+            f"corpus ({type(error).__name__}: {error}); "
+            "write one with `pretrain --prepare-only`"
+        ) from None
     length = corpus["train"].shape[1]
     if length != args.sequence_length:
         raise SystemExit(
             f"error: --packed {args.packed} holds pieces of {length} tokens;"
-            f" pass --sequence-length {length} (or pack again)")
-    return (bert_tokenizer(corpus["vocabulary"].tolist()),
-            corpus["train"].astype("int32"),
-            corpus["validation"].astype("int32"), int(corpus["reviews"]))
+            f" pass --sequence-length {length} (or pack again)"
+        )
+    return (
+        bert_tokenizer(corpus["vocabulary"].tolist()),
+        corpus["train"].astype("int32"),
+        corpus["validation"].astype("int32"),
+        int(corpus["reviews"]),
+    )
 
 
 def pretrain(args):
@@ -389,7 +519,8 @@ def pretrain(args):
     if os.path.isdir(backup) and not args.resume:
         raise SystemExit(
             f"error: {args.output_dir} holds an unfinished run (backup/). "
-            "Pass --resume to continue it, or another --output-dir.")
+            "Pass --resume to continue it, or another --output-dir."
+        )
     start = time.perf_counter()
     if args.packed:
         tokenizer, token_ids, validation_ids, reviews = load_packed(args)
@@ -401,50 +532,83 @@ def pretrain(args):
         validation_pieces = split_into_pieces(held_out, per_piece)
         tokenizer = load_or_train_tokenizer(args, pieces)
         token_ids, validation_ids, packed = packed_corpus(
-            args, tokenizer, pieces, validation_pieces, reviews)
+            args, tokenizer, pieces, validation_pieces, reviews
+        )
         if args.prepare_only:
-            print(f"RESULT bert_imdb prepare {len(pieces)} pieces of <= "
-                  f"{args.sequence_length} tokens from {reviews} reviews, "
-                  f"vocabulary {tokenizer.vocabulary_size()} -> {packed}")
+            print(
+                f"RESULT bert_imdb prepare {len(pieces)} pieces of <= "
+                f"{args.sequence_length} tokens from {reviews} reviews, "
+                f"vocabulary {tokenizer.vocabulary_size()} -> {packed}"
+            )
             return {"packed": packed}
     (validation_ids,), _ = trim_to_replicas((validation_ids,), strategy)
     data_seconds = time.perf_counter() - start
     real_tokens = int((token_ids != tokenizer.pad_token_id).sum())
-    print(f"pretraining text: {reviews} reviews -> {len(token_ids)} pieces "
-          f"of <= {args.sequence_length} tokens ({real_tokens / 1e6:.1f}M "
-          f"tokens), vocabulary {tokenizer.vocabulary_size()}; held out "
-          f"{len(validation_ids)} pieces; {data_seconds:.0f} s | backend "
-          f"{keras.backend.backend()}")
+    print(
+        f"pretraining text: {reviews} reviews -> {len(token_ids)} pieces "
+        f"of <= {args.sequence_length} tokens ({real_tokens / 1e6:.1f}M "
+        f"tokens), vocabulary {tokenizer.vocabulary_size()}; held out "
+        f"{len(validation_ids)} pieces; {data_seconds:.0f} s | backend "
+        f"{keras.backend.backend()}"
+    )
 
     preprocessor = BertMaskedLMPreprocessor(
-        tokenizer, sequence_length=args.sequence_length,
-        mask_selection_rate=args.mask_rate)
+        tokenizer,
+        sequence_length=args.sequence_length,
+        mask_selection_rate=args.mask_rate,
+    )
     with strategy.scope():
         mlm = BertMaskedLM.from_preset(
-            args.preset, preprocessor, backbone_dropout=args.dropout,
+            args.preset,
+            preprocessor,
+            backbone_dropout=args.dropout,
             backbone_attention_dropout=args.attention_dropout,
-            backbone_norm_first=args.norm_first, name="bert_masked_lm")
-    mask_options = dict(mask_rate=args.mask_rate,
-                        mask_selection_length=preprocessor.mask_selection_length)
-    batches = MaskedLMBatches(token_ids, args.batch_size, tokenizer,
-                              seed=args.seed,
-                              steps_per_epoch=args.steps_per_epoch,
-                              **mask_options)
+            backbone_norm_first=args.norm_first,
+            name="bert_masked_lm",
+        )
+    mask_options = dict(
+        mask_rate=args.mask_rate,
+        mask_selection_length=preprocessor.mask_selection_length,
+    )
+    batches = MaskedLMBatches(
+        token_ids,
+        args.batch_size,
+        tokenizer,
+        seed=args.seed,
+        steps_per_epoch=args.steps_per_epoch,
+        **mask_options,
+    )
     validation = MaskedLMBatches(
-        validation_ids, min(args.batch_size, len(validation_ids)), tokenizer,
-        seed=args.seed, shuffle=False, **mask_options)
+        validation_ids,
+        min(args.batch_size, len(validation_ids)),
+        tokenizer,
+        seed=args.seed,
+        shuffle=False,
+        **mask_options,
+    )
     total_steps = args.epochs * len(batches)
     with strategy.scope():
-        mlm.compile(optimizer=keras.optimizers.AdamW(
-            warmup_cosine(args.learning_rate, total_steps,
-                          args.warmup_fraction, alpha=0.1),
-            weight_decay=args.weight_decay, global_clipnorm=1.0))
-    print(f"BertMaskedLM ({args.preset}): "
-          f"{mlm.count_params() / 1e6:.2f}M parameters; {args.epochs} epochs "
-          f"x {len(batches)} batches of {args.batch_size} "
-          f"({total_steps * args.batch_size / len(token_ids):.2f} passes)")
-    stopper = StopAfterMinutes(args.max_minutes or float("inf"),
-                               note="; --resume continues")
+        mlm.compile(
+            optimizer=keras.optimizers.AdamW(
+                warmup_cosine(
+                    args.learning_rate,
+                    total_steps,
+                    args.warmup_fraction,
+                    alpha=0.1,
+                ),
+                weight_decay=args.weight_decay,
+                global_clipnorm=1.0,
+            )
+        )
+    print(
+        f"BertMaskedLM ({args.preset}): "
+        f"{mlm.count_params() / 1e6:.2f}M parameters; {args.epochs} epochs "
+        f"x {len(batches)} batches of {args.batch_size} "
+        f"({total_steps * args.batch_size / len(token_ids):.2f} passes)"
+    )
+    stopper = StopAfterMinutes(
+        args.max_minutes or float("inf"), note="; --resume continues"
+    )
     history_path = os.path.join(args.output_dir, "pretrain_history.csv")
     # Packed positions (padding included) per second of training; first,
     # so its clock stops before the others' epoch-end work.
@@ -459,74 +623,106 @@ def pretrain(args):
         stopper,
     ]
     start = time.perf_counter()
-    this_run = mlm.fit(batches, validation_data=validation,
-                       epochs=args.epochs, callbacks=callbacks,
-                       verbose=args.verbose)
+    this_run = mlm.fit(
+        batches,
+        validation_data=validation,
+        epochs=args.epochs,
+        callbacks=callbacks,
+        verbose=args.verbose,
+    )
     seconds = time.perf_counter() - start
     print(speed.describe())
     history = read_history(history_path)
     history["epochs_this_run"] = len(this_run.history.get("loss", []))
     if stopper.stopped:
-        print(f"RESULT bert_imdb pretrain stopped after "
-              f"{len(history['loss'])} of {args.epochs} epochs; resume with "
-              "--resume")
+        print(
+            f"RESULT bert_imdb pretrain stopped after "
+            f"{len(history['loss'])} of {args.epochs} epochs; resume with "
+            "--resume"
+        )
         return {"stopped": True, "history": history}
 
     loss, accuracy = mlm.evaluate(validation, verbose=0)
     examples = mlm.fill_mask(list(FILL_MASK_EXAMPLES), top_k=5)
     metrics = {
-        "preset": args.preset, "backend": keras.backend.backend(),
+        "preset": args.preset,
+        "backend": keras.backend.backend(),
         "parameters": int(mlm.count_params()),
         "vocabulary_size": int(tokenizer.vocabulary_size()),
-        "reviews": reviews, "pieces": len(token_ids),
-        "tokens": real_tokens, "sequence_length": args.sequence_length,
-        "epochs": args.epochs, "steps_per_epoch": len(batches),
-        "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-        "warmup_fraction": args.warmup_fraction, "dropout": args.dropout,
+        "reviews": reviews,
+        "pieces": len(token_ids),
+        "tokens": real_tokens,
+        "sequence_length": args.sequence_length,
+        "epochs": args.epochs,
+        "steps_per_epoch": len(batches),
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "warmup_fraction": args.warmup_fraction,
+        "dropout": args.dropout,
         "attention_dropout": mlm.backbone.attention_dropout,
         "norm_first": args.norm_first,
         "passes": round(total_steps * args.batch_size / len(token_ids), 3),
         "train_seconds_this_run": round(seconds, 1),
         "validation_mlm_loss": round(float(loss), 4),
         "validation_mlm_accuracy": round(float(accuracy), 4),
-        "fill_mask": {text: [[token for token, _ in candidates]
-                             for candidates in per_text]
-                      for text, per_text in zip(FILL_MASK_EXAMPLES,
-                                                examples)},
-        "history": history, "smoke": args.smoke,
+        "fill_mask": {
+            text: [
+                [token for token, _ in candidates] for candidates in per_text
+            ]
+            for text, per_text in zip(FILL_MASK_EXAMPLES, examples)
+        },
+        "history": history,
+        "smoke": args.smoke,
         **accelerator_metrics(args, strategy, speed),
-        "data": args.packed or ("generated" if args.smoke and args.data_dir
-                                is None else (args.data_dir
-                                              or "tensorflow-datasets")),
+        "data": args.packed
+        or (
+            "generated"
+            if args.smoke and args.data_dir is None
+            else (args.data_dir or "tensorflow-datasets")
+        ),
     }
     # A fresh optimizer: AdamW's moments are of no use afterwards.
     with strategy.scope():
         mlm.compile(optimizer="auto")
-    path = save_model_atomic(mlm, os.path.join(args.output_dir,
-                                               "bert_imdb_mlm.keras"))
+    path = save_model_atomic(
+        mlm, os.path.join(args.output_dir, "bert_imdb_mlm.keras")
+    )
     if args.ship:
-        metrics["shipped"] = os.path.relpath(save_model_atomic(
-            mlm, os.path.join(ROOT, "saved_models", "bert_imdb_mlm.keras"),
-            weights_dtype="float16"), ROOT)
-    write_json_atomic(metrics, os.path.join(args.output_dir,
-                                            "pretrain_metrics.json"))
+        metrics["shipped"] = os.path.relpath(
+            save_model_atomic(
+                mlm,
+                os.path.join(ROOT, "saved_models", "bert_imdb_mlm.keras"),
+                weights_dtype="float16",
+            ),
+            ROOT,
+        )
+    write_json_atomic(
+        metrics, os.path.join(args.output_dir, "pretrain_metrics.json")
+    )
     viz.plot_training_curves(
-        {"loss": history["loss"], "val_loss": history["val_loss"],
-         "accuracy": history["sparse_categorical_accuracy"],
-         "val_accuracy": history["val_sparse_categorical_accuracy"]},
+        {
+            "loss": history["loss"],
+            "val_loss": history["val_loss"],
+            "accuracy": history["sparse_categorical_accuracy"],
+            "val_accuracy": history["val_sparse_categorical_accuracy"],
+        },
         os.path.join(args.output_dir, "mlm_curves.png"),
         title=f"masked-LM pretraining, {args.preset} "
-        f"({keras.backend.backend()})")
+        f"({keras.backend.backend()})",
+    )
     for text, per_text in zip(FILL_MASK_EXAMPLES, examples):
         print(f"  {text} -> {', '.join(t for t, _ in per_text[0])}")
-    print(f"RESULT bert_imdb pretrain preset={args.preset} "
-          f"backend={keras.backend.backend()} masked-token accuracy "
-          f"{accuracy:.4f} loss {loss:.4f} (held-out reviews) "
-          f"train_time={seconds:.0f}s params={mlm.count_params()} -> {path}")
+    print(
+        f"RESULT bert_imdb pretrain preset={args.preset} "
+        f"backend={keras.backend.backend()} masked-token accuracy "
+        f"{accuracy:.4f} loss {loss:.4f} (held-out reviews) "
+        f"train_time={seconds:.0f}s params={mlm.count_params()} -> {path}"
+    )
     return metrics
 
 
 # --- fine-tuning --------------------------------------------------------------
+
 
 class EncodedReviews:
     """Reviews -> the classifier preprocessor's arrays, each review encoded
@@ -538,17 +734,22 @@ class EncodedReviews:
     def __init__(self, args, preprocessor):
         self.preprocessor = preprocessor
         self.path = os.path.join(
-            args.output_dir, f"encoded_{preprocessor.sequence_length}.npz")
-        self.key = hashlib.sha256("\n".join(
-            preprocessor.tokenizer.get_vocabulary()
-            + [str(preprocessor.sequence_length)]).encode()).hexdigest()
+            args.output_dir, f"encoded_{preprocessor.sequence_length}.npz"
+        )
+        self.key = hashlib.sha256(
+            "\n".join(
+                preprocessor.tokenizer.get_vocabulary()
+                + [str(preprocessor.sequence_length)]
+            ).encode()
+        ).hexdigest()
         self.rows, self.ids = {}, []
         if os.path.exists(self.path):
             with np.load(self.path) as cached:
                 if str(cached["key"]) == self.key:
                     self.ids = list(cached["token_ids"].astype("int32"))
-                    self.rows = {d: i for i, d in
-                                 enumerate(cached["digests"].tolist())}
+                    self.rows = {
+                        d: i for i, d in enumerate(cached["digests"].tolist())
+                    }
 
     @staticmethod
     def digest(text):
@@ -560,27 +761,34 @@ class EncodedReviews:
         if missing:
             new = list(missing.items())
             for start in range(0, len(new), 1024):
-                chunk = new[start:start + 1024]
-                ids = keras.ops.convert_to_numpy(self.preprocessor(
-                    [str(t) for _, t in chunk])["token_ids"])
+                chunk = new[start : start + 1024]
+                ids = keras.ops.convert_to_numpy(
+                    self.preprocessor([str(t) for _, t in chunk])["token_ids"]
+                )
                 for (d, _), row in zip(chunk, ids):
                     self.rows[d] = len(self.ids)
                     self.ids.append(np.asarray(row, "int32"))
             self.save()
         token_ids = np.stack([self.ids[self.rows[d]] for d in digests])
         pad = self.preprocessor.tokenizer.pad_token_id
-        return {"token_ids": token_ids,
-                "segment_ids": np.zeros_like(token_ids),
-                "padding_mask": token_ids != pad}
+        return {
+            "token_ids": token_ids,
+            "segment_ids": np.zeros_like(token_ids),
+            "padding_mask": token_ids != pad,
+        }
 
     def save(self):
         order = sorted(self.rows, key=self.rows.get)
         with atomic_path(self.path) as tmp:
             np.savez_compressed(
-                tmp, key=np.array(self.key), digests=np.array(order),
+                tmp,
+                key=np.array(self.key),
+                digests=np.array(order),
                 token_ids=compact_ids(
                     np.stack(self.ids),
-                    self.preprocessor.tokenizer.vocabulary_size()))
+                    self.preprocessor.tokenizer.vocabulary_size(),
+                ),
+            )
 
 
 def finetune_one(args, make_classifier, splits, label, strategy):
@@ -590,20 +798,33 @@ def finetune_one(args, make_classifier, splits, label, strategy):
     (train_x, train_y), (val_x, val_y) = splits
     with strategy.scope():
         classifier = make_classifier()
-    steps = args.finetune_epochs * -(-len(train_y)
-                                     // args.finetune_batch_size)
+    steps = args.finetune_epochs * -(-len(train_y) // args.finetune_batch_size)
     with strategy.scope():
-        classifier.compile(optimizer=keras.optimizers.AdamW(
-            warmup_cosine(args.finetune_learning_rate, steps,
-                          args.finetune_warmup_fraction, alpha=0.1),
-            weight_decay=args.finetune_weight_decay, global_clipnorm=1.0))
+        classifier.compile(
+            optimizer=keras.optimizers.AdamW(
+                warmup_cosine(
+                    args.finetune_learning_rate,
+                    steps,
+                    args.finetune_warmup_fraction,
+                    alpha=0.1,
+                ),
+                weight_decay=args.finetune_weight_decay,
+                global_clipnorm=1.0,
+            )
+        )
     start = time.perf_counter()
     # Keras' own fit on arrays (the task's would run its preprocessor on
     # what is already token ids); reshuffled every epoch.
     history = keras.Model.fit(
-        classifier, train_x, train_y, batch_size=args.finetune_batch_size,
-        epochs=args.finetune_epochs, shuffle=True,
-        validation_data=(val_x, val_y), verbose=args.verbose)
+        classifier,
+        train_x,
+        train_y,
+        batch_size=args.finetune_batch_size,
+        epochs=args.finetune_epochs,
+        shuffle=True,
+        validation_data=(val_x, val_y),
+        verbose=args.verbose,
+    )
     seconds = time.perf_counter() - start
     history = {k: [float(v) for v in vs] for k, vs in history.history.items()}
     accuracy = history["val_accuracy"][-1]
@@ -614,13 +835,18 @@ def finetune_one(args, make_classifier, splits, label, strategy):
 def fold_settings(args):
     """What a fold's result depends on: a stored fold is reused only when
     these match."""
-    return {"preset": args.preset, "seed": args.seed, "smoke": args.smoke,
-            "mixed_precision": args.mixed_precision,
-            "pretrained_model": os.path.abspath(args.pretrained),
-            "pretrained_modified": os.path.getmtime(args.pretrained),
-            "scratch": not args.no_scratch,
-            **{k: getattr(args, k) for k in vars(args)
-               if k.startswith("finetune_")}}
+    return {
+        "preset": args.preset,
+        "seed": args.seed,
+        "smoke": args.smoke,
+        "mixed_precision": args.mixed_precision,
+        "pretrained_model": os.path.abspath(args.pretrained),
+        "pretrained_modified": os.path.getmtime(args.pretrained),
+        "scratch": not args.no_scratch,
+        **{
+            k: getattr(args, k) for k in vars(args) if k.startswith("finetune_")
+        },
+    }
 
 
 def load_fold(folder, fold, settings):
@@ -640,17 +866,22 @@ def finetune_fold(args, fold, strategy):
     its curves and the fine-tuned classifier."""
     keras.utils.set_random_seed(args.seed + fold)
     splits = classification_splits(args, fold)
-    print(f"fold {fold}: train {len(splits['train'][0])}, validation "
-          f"{len(splits['validation'][0])} "
-          f"({getattr(splits, 'validation_holdout', None) or 'generated'})"
-          f" | backend {keras.backend.backend()}")
+    print(
+        f"fold {fold}: train {len(splits['train'][0])}, validation "
+        f"{len(splits['validation'][0])} "
+        f"({getattr(splits, 'validation_holdout', None) or 'generated'})"
+        f" | backend {keras.backend.backend()}"
+    )
 
     def pretrained():
         # In --mixed-precision's policy, whatever the file was saved in.
         return BertClassifier.from_pretrained(
-            mlm, sequence_length=args.finetune_sequence_length,
+            mlm,
+            sequence_length=args.finetune_sequence_length,
             dtype=keras.config.dtype_policy().name,
-            dropout=args.finetune_dropout, name="bert_classifier")
+            dropout=args.finetune_dropout,
+            name="bert_classifier",
+        )
 
     # Loaded for each fold: the classifier fine-tunes the masked LM's own
     # backbone object, so a model shared by the folds would carry one
@@ -658,37 +889,52 @@ def finetune_fold(args, fold, strategy):
     mlm = load_model(args.pretrained, expected=BertMaskedLM)
     preprocessor = BertClassifierPreprocessor(
         mlm.preprocessor.tokenizer,
-        sequence_length=args.finetune_sequence_length)
+        sequence_length=args.finetune_sequence_length,
+    )
     encode = EncodedReviews(args, preprocessor)
     arrays = []
     for part in ("train", "validation"):
         texts, labels = splits[part]
         (x, y), _ = trim_to_replicas(
-            (encode(texts), np.asarray(labels, "float32")), strategy)
+            (encode(texts), np.asarray(labels, "float32")), strategy
+        )
         arrays.append((x, y))
     classifier, history, accuracy, seconds = finetune_one(
-        args, pretrained, arrays, "pretrained", strategy)
-    row = {"fold": fold, "pretrained": accuracy,
-           "pretrained_seconds": round(seconds, 1)}
+        args, pretrained, arrays, "pretrained", strategy
+    )
+    row = {
+        "fold": fold,
+        "pretrained": accuracy,
+        "pretrained_seconds": round(seconds, 1),
+    }
     curves = {"pretrained": history}
     if not args.no_scratch:
         tokenizer = preprocessor.tokenizer
         keras.utils.set_random_seed(args.seed + fold)
 
-        architecture = {**classifier.backbone.get_config(),
-                        "dtype": keras.config.dtype_policy().name}
+        architecture = {
+            **classifier.backbone.get_config(),
+            "dtype": keras.config.dtype_policy().name,
+        }
 
         def scratch():  # the pretrained model's architecture, fresh weights
             return BertClassifier(
                 BertBackbone.from_config(architecture),
                 BertClassifierPreprocessor(
-                    tokenizer, sequence_length=args.finetune_sequence_length),
-                dropout=args.finetune_dropout, name="bert_classifier")
+                    tokenizer, sequence_length=args.finetune_sequence_length
+                ),
+                dropout=args.finetune_dropout,
+                name="bert_classifier",
+            )
 
         _, history, accuracy, seconds = finetune_one(
-            args, scratch, arrays, "from scratch", strategy)
-        row.update(scratch=accuracy, scratch_seconds=round(seconds, 1),
-                   gain=row["pretrained"] - accuracy)
+            args, scratch, arrays, "from scratch", strategy
+        )
+        row.update(
+            scratch=accuracy,
+            scratch_seconds=round(seconds, 1),
+            gain=row["pretrained"] - accuracy,
+        )
         curves["scratch"] = history
     return row, curves, classifier, splits["validation"][0]
 
@@ -699,9 +945,11 @@ def finetune(args):
     comparison continues where it stopped."""
     os.makedirs(args.output_dir, exist_ok=True)
     if not os.path.exists(args.pretrained):
-        raise SystemExit(f"error: no pretrained model at {args.pretrained}; "
-                         "run the pretrain command first or pass "
-                         "--pretrained")
+        raise SystemExit(
+            f"error: no pretrained model at {args.pretrained}; "
+            "run the pretrain command first or pass "
+            "--pretrained"
+        )
     strategy = setup_accelerators(args, args.finetune_batch_size)
     folder = os.path.join(args.output_dir, "folds")
     os.makedirs(folder, exist_ok=True)
@@ -710,18 +958,23 @@ def finetune(args):
     for fold in args.folds:
         stored = load_fold(folder, fold, settings)
         if stored is not None:
-            print(f"fold {fold}: finished earlier, reused "
-                  f"({os.path.join(folder, f'fold_{fold}.json')})")
+            print(
+                f"fold {fold}: finished earlier, reused "
+                f"({os.path.join(folder, f'fold_{fold}.json')})"
+            )
             row, curves = stored["row"], stored["curves"]
         else:
             row, curves, classifier, _ = finetune_fold(args, fold, strategy)
             with strategy.scope():
                 classifier.compile(optimizer="auto")
-            save_model_atomic(classifier, os.path.join(
-                folder, f"fold_{fold}_classifier.keras"))
-            write_json_atomic({"settings": settings, "row": row,
-                               "curves": curves},
-                              os.path.join(folder, f"fold_{fold}.json"))
+            save_model_atomic(
+                classifier,
+                os.path.join(folder, f"fold_{fold}_classifier.keras"),
+            )
+            write_json_atomic(
+                {"settings": settings, "row": row, "curves": curves},
+                os.path.join(folder, f"fold_{fold}.json"),
+            )
         results.append(row)
         if first is None:
             first = (fold, curves)
@@ -729,49 +982,74 @@ def finetune(args):
     # The first fold's fine-tuned classifier is the one shipped and drawn.
     fold, curves = first
     classifier = keras.saving.load_model(
-        os.path.join(folder, f"fold_{fold}_classifier.keras"))
+        os.path.join(folder, f"fold_{fold}_classifier.keras")
+    )
     summary = summarize(results)
-    metrics = {"preset": args.preset, "backend": keras.backend.backend(),
-               "pretrained_model": args.pretrained,
-               "epochs": args.finetune_epochs,
-               "batch_size": args.finetune_batch_size,
-               "learning_rate": args.finetune_learning_rate,
-               "sequence_length": args.finetune_sequence_length,
-               "folds": results, **summary, "smoke": args.smoke,
-               **accelerator_metrics(args, strategy)}
-    path = save_model_atomic(classifier,
-                             os.path.join(args.output_dir, "imdb_bert.keras"))
+    metrics = {
+        "preset": args.preset,
+        "backend": keras.backend.backend(),
+        "pretrained_model": args.pretrained,
+        "epochs": args.finetune_epochs,
+        "batch_size": args.finetune_batch_size,
+        "learning_rate": args.finetune_learning_rate,
+        "sequence_length": args.finetune_sequence_length,
+        "folds": results,
+        **summary,
+        "smoke": args.smoke,
+        **accelerator_metrics(args, strategy),
+    }
+    path = save_model_atomic(
+        classifier, os.path.join(args.output_dir, "imdb_bert.keras")
+    )
     if args.ship:
-        metrics["shipped"] = os.path.relpath(save_model_atomic(
-            classifier, os.path.join(ROOT, "saved_models", "imdb_bert.keras"),
-            weights_dtype="float16"), ROOT)
-    write_json_atomic(metrics, os.path.join(args.output_dir,
-                                            "finetune_metrics.json"))
-    plot_curves(curves, os.path.join(args.output_dir, "finetune_curves.png"),
-                fold)
+        metrics["shipped"] = os.path.relpath(
+            save_model_atomic(
+                classifier,
+                os.path.join(ROOT, "saved_models", "imdb_bert.keras"),
+                weights_dtype="float16",
+            ),
+            ROOT,
+        )
+    write_json_atomic(
+        metrics, os.path.join(args.output_dir, "finetune_metrics.json")
+    )
+    plot_curves(
+        curves, os.path.join(args.output_dir, "finetune_curves.png"), fold
+    )
     keras.utils.set_random_seed(args.seed + fold)
     validation_texts = classification_splits(args, fold)["validation"][0]
-    head_view(classifier, validation_texts,
-              os.path.join(args.output_dir, "head_view.png"))
-    scratch = (f" from scratch {summary['scratch_mean']:.4f}, gain "
-               f"{summary['gain_mean'] * 100:+.2f} points (sd "
-               f"{summary['gain_sd'] * 100:.2f}, paired over "
-               f"{len(results)} folds)" if "gain_mean" in summary else "")
-    print(f"RESULT bert_imdb finetune preset={args.preset} "
-          f"backend={keras.backend.backend()} folds={args.folds} "
-          f"pretrained {summary['pretrained_mean']:.4f}{scratch} -> {path}")
+    head_view(
+        classifier,
+        validation_texts,
+        os.path.join(args.output_dir, "head_view.png"),
+    )
+    scratch = (
+        f" from scratch {summary['scratch_mean']:.4f}, gain "
+        f"{summary['gain_mean'] * 100:+.2f} points (sd "
+        f"{summary['gain_sd'] * 100:.2f}, paired over "
+        f"{len(results)} folds)"
+        if "gain_mean" in summary
+        else ""
+    )
+    print(
+        f"RESULT bert_imdb finetune preset={args.preset} "
+        f"backend={keras.backend.backend()} folds={args.folds} "
+        f"pretrained {summary['pretrained_mean']:.4f}{scratch} -> {path}"
+    )
     return metrics
 
 
 def summarize(results):
-    out = {"pretrained_mean": float(np.mean([r["pretrained"]
-                                             for r in results]))}
+    out = {
+        "pretrained_mean": float(np.mean([r["pretrained"] for r in results]))
+    }
     if results and "scratch" in results[0]:
         gains = np.array([r["gain"] for r in results])
         out.update(
             scratch_mean=float(np.mean([r["scratch"] for r in results])),
             gain_mean=float(gains.mean()),
-            gain_sd=float(gains.std(ddof=1)) if len(gains) > 1 else 0.0)
+            gain_sd=float(gains.std(ddof=1)) if len(gains) > 1 else 0.0,
+        )
     return out
 
 
@@ -781,8 +1059,10 @@ def plot_curves(curves, path, fold):
         history[f"{name} loss"] = values["loss"]
         history[f"{name} val_loss"] = values["val_loss"]
     viz.plot_training_curves(
-        history, path, title=f"fine-tuning, fold {fold} "
-        f"({keras.backend.backend()})")
+        history,
+        path,
+        title=f"fine-tuning, fold {fold} ({keras.backend.backend()})",
+    )
 
 
 def head_view(classifier, texts, path, layer_index=-1):
@@ -794,23 +1074,38 @@ def head_view(classifier, texts, path, layer_index=-1):
     length = min(int(inputs["padding_mask"].sum()), HEAD_VIEW_TOKENS)
     inputs = {k: v[:, :length] for k, v in inputs.items()}
     scores = keras.ops.convert_to_numpy(
-        classifier.backbone.attention_scores(inputs, layer_index))[0]
+        classifier.backbone.attention_scores(inputs, layer_index)
+    )[0]
     tokenizer = classifier.preprocessor.tokenizer
-    tokens = [str(tokenizer.id_to_token(int(i)))
-              for i in inputs["token_ids"][0]]
+    tokens = [
+        str(tokenizer.id_to_token(int(i))) for i in inputs["token_ids"][0]
+    ]
     layer = range(classifier.backbone.num_layers)[layer_index]
-    panels = [{"source_tokens": tokens, "target_tokens": tokens,
-               "weights": head, "title": f"layer {layer}, head {h}"}
-              for h, head in enumerate(scores)]
+    panels = [
+        {
+            "source_tokens": tokens,
+            "target_tokens": tokens,
+            "weights": head,
+            "title": f"layer {layer}, head {h}",
+        }
+        for h, head in enumerate(scores)
+    ]
     return viz.plot_alignments(
-        panels, path, title="Each head's attention (rows: from, columns: to)")
+        panels, path, title="Each head's attention (rows: from, columns: to)"
+    )
 
 
 CHECK_VARIANTS = ("masked_lm", "classifier")
 
 
-def check_setup(variant="masked_lm", smoke=True, seed=1337, num_steps=20,
-                batch_size=8, data_dir=None):
+def check_setup(
+    variant="masked_lm",
+    smoke=True,
+    seed=1337,
+    num_steps=20,
+    batch_size=8,
+    data_dir=None,
+):
     """What `recipes/check_backends.py` compares across backends (see
     `zoo.testing.cross_backend.CheckSetup`): the smoke-sized (or cpu_mini,
     when `smoke` is False) masked LM or classifier with dropout off, a
@@ -819,13 +1114,13 @@ def check_setup(variant="masked_lm", smoke=True, seed=1337, num_steps=20,
     takes batches masked by `zoo.data.masked_lm` (no preprocessor: the
     masks are the same on every backend); the classifier takes raw reviews.
     """
-    from zoo.data.masked_lm import mask_tokens
-    from zoo.data.masked_lm import unselectable_token_ids
+    from zoo.data.masked_lm import mask_tokens, unselectable_token_ids
     from zoo.testing.cross_backend import CheckSetup
 
     if variant not in CHECK_VARIANTS:
-        raise SystemExit(f"unknown variant {variant!r}; known: "
-                         f"{', '.join(CHECK_VARIANTS)}")
+        raise SystemExit(
+            f"unknown variant {variant!r}; known: {', '.join(CHECK_VARIANTS)}"
+        )
     argv = ["all", "--seed", str(seed)] + (["--smoke"] if smoke else [])
     if data_dir is not None:
         argv += ["--data-dir", data_dir]
@@ -837,36 +1132,45 @@ def check_setup(variant="masked_lm", smoke=True, seed=1337, num_steps=20,
     tokenizer = train_bert_tokenizer(texts, args.vocab_size)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(texts))
-    steps = [order[(i * batch_size) % len(order):][:batch_size]
-             for i in range(num_steps)]
+    steps = [
+        order[(i * batch_size) % len(order) :][:batch_size]
+        for i in range(num_steps)
+    ]
     if variant == "classifier":
         preprocessor = BertClassifierPreprocessor(
-            tokenizer, sequence_length=args.finetune_sequence_length)
-        model = BertClassifier.from_preset(args.preset, preprocessor,
-                                           backbone_dropout=0.0, dropout=0.0)
+            tokenizer, sequence_length=args.finetune_sequence_length
+        )
+        model = BertClassifier.from_preset(
+            args.preset, preprocessor, backbone_dropout=0.0, dropout=0.0
+        )
         model.compile(optimizer="sgd")
         return CheckSetup(
             model=model,
             inputs=[str(t) for t in splits["validation"][0][:batch_size]],
-            train_batches=[([texts[i] for i in rows],
-                            labels[rows].astype("float32")) for rows in steps],
+            train_batches=[
+                ([texts[i] for i in rows], labels[rows].astype("float32"))
+                for rows in steps
+            ],
             loss="binary_crossentropy",
         )
     ids = pack_texts(tokenizer, texts, args.sequence_length)
-    options = dict(vocabulary_size=int(tokenizer.vocabulary_size()),
-                   mask_token_id=int(tokenizer.mask_token_id),
-                   special_token_ids=unselectable_token_ids(tokenizer),
-                   mask_selection_length=max(args.sequence_length // 5, 1))
+    options = dict(
+        vocabulary_size=int(tokenizer.vocabulary_size()),
+        mask_token_id=int(tokenizer.mask_token_id),
+        special_token_ids=unselectable_token_ids(tokenizer),
+        mask_selection_length=max(args.sequence_length // 5, 1),
+    )
 
     def masked(rows, step):
-        x, y, _ = mask_tokens(ids[rows], np.random.default_rng([seed, step]),
-                              **options)
+        x, y, _ = mask_tokens(
+            ids[rows], np.random.default_rng([seed, step]), **options
+        )
         return x, y
 
-    preprocessor = BertMaskedLMPreprocessor.from_preset(args.preset,
-                                                        tokenizer)
+    preprocessor = BertMaskedLMPreprocessor.from_preset(args.preset, tokenizer)
     backbone = BertMaskedLM.from_preset(
-        args.preset, preprocessor, backbone_dropout=0.0).backbone
+        args.preset, preprocessor, backbone_dropout=0.0
+    ).backbone
     model = BertMaskedLM(backbone, preprocessor=None)
     return CheckSetup(
         model=model,
@@ -890,7 +1194,7 @@ def main(argv=None):
         return {"pretrain": metrics, "finetune": finetune(args)}
     except (DataNotFoundError, ModelFileError) as error:
         print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

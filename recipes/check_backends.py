@@ -20,15 +20,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from recipes.flags import HelpFormatter  # noqa: E402
-from recipes.flags import positive_float  # noqa: E402
-from recipes.flags import non_negative_int  # noqa: E402
-from zoo.testing import cross_backend  # noqa: E402
-
+from recipes.flags import (
+    HelpFormatter,
+    non_negative_int,
+    positive_float,
+)
+from zoo.testing import cross_backend
 
 # A family's name -> the recipe that trains it.
-FAMILIES = {"captioning": "caption_images", "translation": "translate",
-            "gpt": "gpt_text", "vit": "vit_images", "bert": "bert_imdb"}
+FAMILIES = {
+    "captioning": "caption_images",
+    "translation": "translate",
+    "gpt": "gpt_text",
+    "vit": "vit_images",
+    "bert": "bert_imdb",
+}
 
 
 def parse_args(argv=None):
@@ -38,46 +44,89 @@ def parse_args(argv=None):
         "generated text.",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("recipe",
-                        help="module in recipes/ with a check_setup hook, "
-                        "e.g. imdb_attention or gpt_text, or a family's "
-                        f"name ({', '.join(sorted(FAMILIES))})")
-    parser.add_argument("--variants", nargs="+", default=None,
-                        help="default: the recipe's CHECK_VARIANTS")
-    parser.add_argument("--smoke", action="store_true",
-                        help="the recipe's small generated data")
-    parser.add_argument("--data-dir", default=None,
-                        help="passed to the recipe (a local copy of its data "
-                        "instead of the default download)")
-    parser.add_argument("--steps", type=non_negative_int, default=20,
-                        help="training steps compared")
-    parser.add_argument("--optimizer", choices=cross_backend.OPTIMIZERS,
-                        default="sgd",
-                        help="sgd: plain SGD, the check; adam: shows "
-                        "optimizer-specific divergence (see "
-                        "zoo.testing.cross_backend)")
-    parser.add_argument("--learning-rate", type=positive_float, default=None,
-                        help=f"default: {cross_backend.LEARNING_RATES}")
-    parser.add_argument("--no-train", action="store_true",
-                        help="skip training (forward + saved models only)")
-    parser.add_argument("--full", action="store_true",
-                        help="also run the whole recipe under every backend "
-                        "and compare its metrics")
-    parser.add_argument("--backends", nargs="+",
-                        default=list(cross_backend.BACKENDS),
-                        choices=cross_backend.BACKENDS,
-                        help="the first one is the reference and makes the "
-                        "shared initial model")
-    parser.add_argument("--json", default=None, metavar="PATH",
-                        help="write the report as JSON (atomically)")
-    parser.add_argument("--verbose", action="store_true",
-                        help="per-pair numbers and per-step losses")
-    parser.add_argument("--workdir", default=None,
-                        help="keep the models and arrays here (default: a "
-                        "temporary directory, removed afterwards)")
-    parser.add_argument("--timeout", type=positive_float,
-                        default=cross_backend.WAIT_TIMEOUT,
-                        help="seconds before the workers are stopped")
+    parser.add_argument(
+        "recipe",
+        help="module in recipes/ with a check_setup hook, "
+        "e.g. imdb_attention or gpt_text, or a family's "
+        f"name ({', '.join(sorted(FAMILIES))})",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=None,
+        help="default: the recipe's CHECK_VARIANTS",
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="the recipe's small generated data"
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="passed to the recipe (a local copy of its data "
+        "instead of the default download)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=non_negative_int,
+        default=20,
+        help="training steps compared",
+    )
+    parser.add_argument(
+        "--optimizer",
+        choices=cross_backend.OPTIMIZERS,
+        default="sgd",
+        help="sgd: plain SGD, the check; adam: shows "
+        "optimizer-specific divergence (see "
+        "zoo.testing.cross_backend)",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=positive_float,
+        default=None,
+        help=f"default: {cross_backend.LEARNING_RATES}",
+    )
+    parser.add_argument(
+        "--no-train",
+        action="store_true",
+        help="skip training (forward + saved models only)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="also run the whole recipe under every backend "
+        "and compare its metrics",
+    )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=list(cross_backend.BACKENDS),
+        choices=cross_backend.BACKENDS,
+        help="the first one is the reference and makes the "
+        "shared initial model",
+    )
+    parser.add_argument(
+        "--json",
+        default=None,
+        metavar="PATH",
+        help="write the report as JSON (atomically)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="per-pair numbers and per-step losses",
+    )
+    parser.add_argument(
+        "--workdir",
+        default=None,
+        help="keep the models and arrays here (default: a "
+        "temporary directory, removed afterwards)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=cross_backend.WAIT_TIMEOUT,
+        help="seconds before the workers are stopped",
+    )
     args = parser.parse_args(argv)
     if len(set(args.backends)) != len(args.backends):
         parser.error("--backends repeats a backend")
@@ -90,11 +139,21 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     report = cross_backend.run_check(
-        args.recipe, variants=args.variants, smoke=args.smoke,
-        data_dir=args.data_dir, steps=args.steps, optimizer=args.optimizer,
-        learning_rate=args.learning_rate, full=args.full,
-        backends=args.backends, json_path=args.json, verbose=args.verbose,
-        workdir=args.workdir, timeout=args.timeout, root=ROOT)
+        args.recipe,
+        variants=args.variants,
+        smoke=args.smoke,
+        data_dir=args.data_dir,
+        steps=args.steps,
+        optimizer=args.optimizer,
+        learning_rate=args.learning_rate,
+        full=args.full,
+        backends=args.backends,
+        json_path=args.json,
+        verbose=args.verbose,
+        workdir=args.workdir,
+        timeout=args.timeout,
+        root=ROOT,
+    )
     return cross_backend.exit_status(report)
 
 

@@ -44,14 +44,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-from recipes.flags import HelpFormatter  # noqa: E402
-from recipes.flags import positive_int  # noqa: E402
-from zoo.models.captioning import EfficientNetLiteEncoder  # noqa: E402
-from zoo.models.captioning import convert_efficientnet_lite  # noqa: E402
+import zoo  # noqa: F401  (first: a quiet framework start-up)
+from recipes.flags import (
+    HelpFormatter,
+    positive_int,
+)
+from zoo.models.captioning import (
+    EfficientNetLiteEncoder,
+    convert_efficientnet_lite,
+)
 
 DOG_CLASSES = range(151, 269)  # ImageNet's dog breeds: 151 to 268
 DOG_WORDS = re.compile(r"\b(dogs?|pupp(y|ies))\b")
@@ -63,18 +67,36 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="EfficientNet-Lite0 (Keras) against its PyTorch "
         "reference and ImageNet's dog classes, on Flickr8k photographs or "
-        "your own.", formatter_class=HelpFormatter)
-    parser.add_argument("files", nargs="*", metavar="IMAGE",
-                        help="image files to check instead of Flickr8k")
-    parser.add_argument("--data-dir", default=None,
-                        help="a Flickr8k folder (Flickr8k_Dataset.zip and "
-                        "Flickr8k_text/); required without IMAGE files")
-    parser.add_argument("--images", type=positive_int, default=20,
-                        help="dog pictures, and as many others")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="which pictures (a seeded draw)")
-    parser.add_argument("--batch-size", type=positive_int, default=10,
-                        help="pictures per forward pass")
+        "your own.",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="IMAGE",
+        help="image files to check instead of Flickr8k",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="a Flickr8k folder (Flickr8k_Dataset.zip and "
+        "Flickr8k_text/); required without IMAGE files",
+    )
+    parser.add_argument(
+        "--images",
+        type=positive_int,
+        default=20,
+        help="dog pictures, and as many others",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="which pictures (a seeded draw)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=10,
+        help="pictures per forward pass",
+    )
     args = parser.parse_args(argv)
     if not args.files and args.data_dir is None:
         parser.error("give --data-dir (a Flickr8k folder) or image files")
@@ -108,21 +130,27 @@ def flickr8k_pictures(data_dir, count, seed):
             key, _, text = line.rstrip("\n").partition("\t")
             captions.setdefault(key.split("#")[0], []).append(text.lower())
     with zipfile.ZipFile(archive) as zipped:
-        members = {os.path.basename(n): n for n in zipped.namelist()
-                   if n.lower().endswith(".jpg")}
+        members = {
+            os.path.basename(n): n
+            for n in zipped.namelist()
+            if n.lower().endswith(".jpg")
+        }
         names = sorted(n for n in members if n in captions)
-        dogs = [n for n in names
-                if any(DOG_WORDS.search(c) for c in captions[n])]
+        dogs = [
+            n for n in names if any(DOG_WORDS.search(c) for c in captions[n])
+        ]
         dog_set = set(dogs)
         others = [n for n in names if n not in dog_set]
         rng = np.random.default_rng(seed)
         picked = []
         for group in (dogs, others):
-            chosen = rng.choice(len(group), min(count, len(group)),
-                                replace=False)
+            chosen = rng.choice(
+                len(group), min(count, len(group)), replace=False
+            )
             group_names = [group[i] for i in sorted(chosen)]
-            images = np.stack([load_picture(zipped.read(members[n]), n)
-                               for n in group_names])
+            images = np.stack(
+                [load_picture(zipped.read(members[n]), n) for n in group_names]
+            )
             picked += [group_names, images]
     return tuple(picked)
 
@@ -135,8 +163,10 @@ def wordnet_ids():
     except ImportError:
         return None
     base = os.path.dirname(tensorflow_datasets.__file__)
-    for path in ("datasets/imagenet2012/labels.txt",
-                 "image_classification/imagenet_resized_labels.txt"):
+    for path in (
+        "datasets/imagenet2012/labels.txt",
+        "image_classification/imagenet_resized_labels.txt",
+    ):
         path = os.path.join(base, path)
         if os.path.exists(path):
             with open(path) as lines:
@@ -147,10 +177,19 @@ def wordnet_ids():
 
 
 def predict(model, images, batch_size):
-    return np.concatenate([
-        np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(
-            model.predict_on_batch(images[i:i + batch_size]), "float32")))
-        for i in range(0, len(images), batch_size)])
+    return np.concatenate(
+        [
+            np.asarray(
+                keras.ops.convert_to_numpy(
+                    keras.ops.cast(
+                        model.predict_on_batch(images[i : i + batch_size]),
+                        "float32",
+                    )
+                )
+            )
+            for i in range(0, len(images), batch_size)
+        ]
+    )
 
 
 def softmax(logits):
@@ -167,13 +206,17 @@ def dog_shares(probabilities):
 
 def print_top5(title, names, probabilities, ids):
     top1, top5 = dog_shares(probabilities)
-    print(f"\n{title}: top-1 a dog breed {top1:.0%}, top-5 {top5:.0%} of "
-          f"{len(names)}")
+    print(
+        f"\n{title}: top-1 a dog breed {top1:.0%}, top-5 {top5:.0%} of "
+        f"{len(names)}"
+    )
     for name, p in zip(names, probabilities):
         best = np.argsort(-p)[:5]
         cells = "  ".join(
             f"{c:3d}{'*' if c in DOG_CLASSES else ' '}"
-            f"{(' ' + ids[c]) if ids else ''} {p[c]:.2f}" for c in best)
+            f"{(' ' + ids[c]) if ids else ''} {p[c]:.2f}"
+            for c in best
+        )
         print(f"  {name[:28]:28s} {cells}")
     return top1, top5
 
@@ -184,21 +227,32 @@ def main(argv=None):
         import torch  # noqa: F401  (the reference)
 
         from tests.models.captioning import efficientnet_lite_reference as ref
+
         path = convert_efficientnet_lite.default_weights_path()
     except ImportError as error:
         raise SystemExit(f"error: {error}") from None
     reference = ref.reference_model(
-        convert_efficientnet_lite.read_state_dict(path))
+        convert_efficientnet_lite.read_state_dict(path)
+    )
 
     if args.files:
         names = [os.path.basename(f) for f in args.files]
-        groups = {"pictures": (names, np.stack([
-            load_picture(open(f, "rb").read(), f) for f in args.files]))}
+        groups = {
+            "pictures": (
+                names,
+                np.stack(
+                    [load_picture(open(f, "rb").read(), f) for f in args.files]
+                ),
+            )
+        }
     else:
         dogs, dog_images, others, other_images = flickr8k_pictures(
-            args.data_dir, args.images, args.seed)
-        groups = {"dog pictures": (dogs, dog_images),
-                  "other pictures": (others, other_images)}
+            args.data_dir, args.images, args.seed
+        )
+        groups = {
+            "dog pictures": (dogs, dog_images),
+            "other pictures": (others, other_images),
+        }
     images = np.concatenate([g[1] for g in groups.values()])
     print(f"{len(images)} pictures, {keras.backend.backend()} backend")
 
@@ -208,7 +262,8 @@ def main(argv=None):
     print("\n(a) max |Keras - PyTorch reference| (real weights):")
     for cut in CUTS:
         encoder = EfficientNetLiteEncoder.from_pretrained(
-            output=cut, image_size=IMAGE_SIZE)
+            output=cut, image_size=IMAGE_SIZE
+        )
         keras_outputs[cut] = predict(encoder, images, args.batch_size)
         difference = float(np.abs(keras_outputs[cut] - expected[cut]).max())
         worst = max(worst, difference)
@@ -220,58 +275,71 @@ def main(argv=None):
     probabilities = softmax(keras_outputs["logits"].astype("float64"))
     shares, start = {}, 0
     for letter, (title, (names, group)) in zip("bc", groups.items()):
-        p = probabilities[start:start + len(group)]
+        p = probabilities[start : start + len(group)]
         start += len(group)
-        shares[title] = print_top5(f"({letter}) {title} (* = dog breed)",
-                                   names, p, ids)
+        shares[title] = print_top5(
+            f"({letter}) {title} (* = dog breed)", names, p, ids
+        )
 
     # (d) Which normalisation the weights were trained with.
-    print("\n(d) input normalisation on the reference: dog-breed top-1 / "
-          "top-5 (dog pictures; other pictures), mean top-1 probability")
+    print(
+        "\n(d) input normalisation on the reference: dog-breed top-1 / "
+        "top-5 (dog pictures; other pictures), mean top-1 probability"
+    )
     for name in ref.NORMALISATIONS:
-        p = softmax(ref.reference_outputs(reference, images, name)[
-            "logits"].astype("float64"))
+        p = softmax(
+            ref.reference_outputs(reference, images, name)["logits"].astype(
+                "float64"
+            )
+        )
         start, cells = 0, []
         for _, group in groups.values():
-            top1, top5 = dog_shares(p[start:start + len(group)])
+            top1, top5 = dog_shares(p[start : start + len(group)])
             start += len(group)
             cells.append(f"{top1:.0%} / {top5:.0%}")
-        print(f"  {name:9s} {'; '.join(cells):24s} "
-              f"{p.max(-1).mean():.4f}")
+        print(f"  {name:9s} {'; '.join(cells):24s} {p.max(-1).mean():.4f}")
 
     # (e) Weight-only int8 of the "top" cut (and of "logits": does the
     # top-1 class survive?).
-    config = keras.quantizers.Int8QuantizationConfig(
-        activation_quantizer=None)
+    config = keras.quantizers.Int8QuantizationConfig(activation_quantizer=None)
     encoder = EfficientNetLiteEncoder.from_pretrained(
-        output="top", image_size=IMAGE_SIZE)
+        output="top", image_size=IMAGE_SIZE
+    )
     with tempfile.TemporaryDirectory() as folder:
         float_path = os.path.join(folder, "top_float32.keras")
         encoder.save(float_path)
         encoder.quantize("int8", config=config)
         int8_path = os.path.join(folder, "top_int8.keras")
         encoder.save(int8_path)
-        sizes = [os.path.getsize(p) / 2 ** 20 for p in (float_path,
-                                                        int8_path)]
+        sizes = [os.path.getsize(p) / 2**20 for p in (float_path, int8_path)]
     quantized = predict(encoder, images, args.batch_size)
-    relative = float(np.linalg.norm(quantized - keras_outputs["top"])
-                     / np.linalg.norm(keras_outputs["top"]))
+    relative = float(
+        np.linalg.norm(quantized - keras_outputs["top"])
+        / np.linalg.norm(keras_outputs["top"])
+    )
     classifier = EfficientNetLiteEncoder.from_pretrained(
-        output="logits", image_size=IMAGE_SIZE)
+        output="logits", image_size=IMAGE_SIZE
+    )
     classifier.quantize("int8", config=config)
     int8_logits = predict(classifier, images, args.batch_size)
-    agree = float(np.mean(int8_logits.argmax(-1)
-                          == keras_outputs["logits"].argmax(-1)))
-    print(f"\n(e) int8 weight-only: 'top' features relative error "
-          f"{relative:.4f}; .keras {sizes[0]:.1f} MiB (float32) -> "
-          f"{sizes[1]:.1f} MiB (int8); 'logits' top-1 unchanged on "
-          f"{agree:.0%} of the pictures")
+    agree = float(
+        np.mean(int8_logits.argmax(-1) == keras_outputs["logits"].argmax(-1))
+    )
+    print(
+        f"\n(e) int8 weight-only: 'top' features relative error "
+        f"{relative:.4f}; .keras {sizes[0]:.1f} MiB (float32) -> "
+        f"{sizes[1]:.1f} MiB (int8); 'logits' top-1 unchanged on "
+        f"{agree:.0%} of the pictures"
+    )
 
     share_text = " ".join(
-        f"{title.split()[0]}_top1={s[0]:.2f} {title.split()[0]}_top5="
-        f"{s[1]:.2f}" for title, s in shares.items())
-    print(f"\nRESULT check_efficientnet_lite0 max_abs_diff={worst:.2e} "
-          f"{share_text} int8_relative_error={relative:.4f}")
+        f"{title.split()[0]}_top1={s[0]:.2f} {title.split()[0]}_top5={s[1]:.2f}"
+        for title, s in shares.items()
+    )
+    print(
+        f"\nRESULT check_efficientnet_lite0 max_abs_diff={worst:.2e} "
+        f"{share_text} int8_relative_error={relative:.4f}"
+    )
     return 0 if worst <= 1e-4 else 1
 
 

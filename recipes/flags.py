@@ -50,9 +50,7 @@ def rate(text):
     """A float in [0, 1): dropout rates and held-out fractions."""
     value = _number(float, text)
     if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(
-            f"must be in [0, 1); got {value}"
-        )
+        raise argparse.ArgumentTypeError(f"must be in [0, 1); got {value}")
     return value
 
 
@@ -60,9 +58,7 @@ def open_rate(text):
     """A float in (0, 1): a share that must choose something."""
     value = _number(float, text)
     if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(
-            f"must be in (0, 1); got {value}"
-        )
+        raise argparse.ArgumentTypeError(f"must be in (0, 1); got {value}")
     return value
 
 
@@ -78,21 +74,36 @@ def add_accelerator_flags(parser, mixed_default=None):
     `--model-parallel`: the flags every recipe shares for GPUs and several
     devices (`setup_accelerators` applies them)."""
     group = parser.add_argument_group("precision and devices")
-    group.add_argument("--mixed-precision", choices=("bfloat16", "float16"),
-                       nargs="?", const="bfloat16", default=mixed_default,
-                       help="a Keras mixed dtype policy, bfloat16 when the "
-                       "flag stands alone (float16 adds dynamic loss "
-                       "scaling)")
-    group.add_argument("--tf32", action=argparse.BooleanOptionalAction,
-                       default=True, help="allow TensorFloat-32 in float32 "
-                       "matmuls on GPUs that have it")
-    group.add_argument("--distribute", choices=("data", "model"),
-                       default=None, help="data-parallel over every device "
-                       "(JAX, TensorFlow) or a model-parallel Transformer "
-                       "layout (JAX); see zoo.distribute")
-    group.add_argument("--model-parallel", type=positive_int, default=2,
-                       help="devices on the model axis with --distribute "
-                       "model")
+    group.add_argument(
+        "--mixed-precision",
+        choices=("bfloat16", "float16"),
+        nargs="?",
+        const="bfloat16",
+        default=mixed_default,
+        help="a Keras mixed dtype policy, bfloat16 when the "
+        "flag stands alone (float16 adds dynamic loss "
+        "scaling)",
+    )
+    group.add_argument(
+        "--tf32",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="allow TensorFloat-32 in float32 matmuls on GPUs that have it",
+    )
+    group.add_argument(
+        "--distribute",
+        choices=("data", "model"),
+        default=None,
+        help="data-parallel over every device "
+        "(JAX, TensorFlow) or a model-parallel Transformer "
+        "layout (JAX); see zoo.distribute",
+    )
+    group.add_argument(
+        "--model-parallel",
+        type=positive_int,
+        default=2,
+        help="devices on the model axis with --distribute model",
+    )
     return group
 
 
@@ -102,8 +113,7 @@ def setup_accelerators(args, batch_size=None):
     is built and compiled in. A global batch that the data-parallel
     replicas cannot split evenly, or a mode the backend lacks, exits with
     one `error:` line."""
-    from zoo import distribute
-    from zoo import precision
+    from zoo import distribute, precision
 
     precision.configure(args.mixed_precision, tf32=args.tf32)
     try:
@@ -118,9 +128,11 @@ def setup_accelerators(args, batch_size=None):
 def accelerator_metrics(args, strategy, speed=None):
     """The accelerator settings of a run, and the training speed that a
     `zoo.callbacks.Throughput` (`speed`) measured, for its metrics.json."""
-    metrics = {"mixed_precision": args.mixed_precision,
-               "distribute": args.distribute,
-               "replicas": strategy.num_replicas_in_sync}
+    metrics = {
+        "mixed_precision": args.mixed_precision,
+        "distribute": args.distribute,
+        "replicas": strategy.num_replicas_in_sync,
+    }
     if speed is not None:
         metrics["throughput"] = speed.summary()
     return metrics
@@ -140,13 +152,16 @@ def fill_from_preset(parser, args, presets, runs_folder):
     """
     kind = presets.part(args.preset, "backbone")["kind"]
     if args.model is not None and args.model != kind:
-        parser.error(f"--model {args.model} and --preset {args.preset} "
-                     f"disagree: the preset is a {kind} model")
+        parser.error(
+            f"--model {args.model} and --preset {args.preset} "
+            f"disagree: the preset is a {kind} model"
+        )
     args.model = kind
-    defaults = {**presets.part(args.preset, "training"),
-                **presets.part(args.preset, "backbone"),
-                "vocab_size": presets.part(args.preset,
-                                           "tokenizer")["vocabulary_size"]}
+    defaults = {
+        **presets.part(args.preset, "training"),
+        **presets.part(args.preset, "backbone"),
+        "vocab_size": presets.part(args.preset, "tokenizer")["vocabulary_size"],
+    }
     for key, value in defaults.items():
         if hasattr(args, key) and getattr(args, key) is None:
             setattr(args, key, value)

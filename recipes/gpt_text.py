@@ -34,53 +34,77 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-from recipes.flags import HelpFormatter  # noqa: E402
-from recipes.flags import accelerator_metrics  # noqa: E402
-from recipes.flags import add_accelerator_flags  # noqa: E402
-from recipes.flags import at_least  # noqa: E402
-from recipes.flags import non_negative_int  # noqa: E402
-from recipes.flags import positive_float  # noqa: E402
-from recipes.flags import positive_int  # noqa: E402
-from recipes.flags import rate  # noqa: E402
-from recipes.flags import setup_accelerators  # noqa: E402
-from zoo import viz  # noqa: E402
-from zoo.callbacks import KeepBest  # noqa: E402
-from zoo.callbacks import ReproducibleEpochs  # noqa: E402
-from zoo.callbacks import StopAfterMinutes  # noqa: E402
-from zoo.callbacks import resume_callbacks  # noqa: E402
-from zoo.callbacks import resumed_history  # noqa: E402
-from zoo.callbacks import Throughput  # noqa: E402
-from zoo.distribute import trim_to_replicas  # noqa: E402
-from zoo.data.corpus import SHAKESPEARE_URL  # noqa: E402
-from zoo.data.corpus import TokenWindows  # noqa: E402
-from zoo.data.corpus import consecutive_text_windows  # noqa: E402
-from zoo.data.corpus import load_text  # noqa: E402
-from zoo.data.corpus import make_synthetic_corpus  # noqa: E402
-from zoo.data.corpus import random_text_windows  # noqa: E402
-from zoo.data.corpus import split_text  # noqa: E402
-from zoo.data.download import DataNotFoundError  # noqa: E402
-from zoo.data.text import text_dataset  # noqa: E402
-from zoo.data.tokenizers import TOKENIZER_KINDS  # noqa: E402
-from zoo.data.tokenizers import encode_corpus  # noqa: E402
-from zoo.data.tokenizers import train_tokenizer  # noqa: E402
-from zoo.models.gpt import GPT  # noqa: E402
-from zoo.models.gpt import GPTPreprocessor  # noqa: E402
-from zoo.models.gpt import PRESETS  # noqa: E402
-from zoo.saving import ModelFileError  # noqa: E402
-from zoo.saving import load_model  # noqa: E402
-from zoo.saving import save_model_atomic  # noqa: E402
-from zoo.saving import write_json_atomic  # noqa: E402
+import zoo  # noqa: F401  (first: a quiet framework start-up)
+from recipes.flags import (
+    HelpFormatter,
+    accelerator_metrics,
+    add_accelerator_flags,
+    at_least,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    rate,
+    setup_accelerators,
+)
+from zoo import viz
+from zoo.callbacks import (
+    KeepBest,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.data.corpus import (
+    SHAKESPEARE_URL,
+    TokenWindows,
+    consecutive_text_windows,
+    load_text,
+    make_synthetic_corpus,
+    random_text_windows,
+    split_text,
+)
+from zoo.data.download import DataNotFoundError
+from zoo.data.text import text_dataset
+from zoo.data.tokenizers import (
+    TOKENIZER_KINDS,
+    encode_corpus,
+    train_tokenizer,
+)
+from zoo.distribute import trim_to_replicas
+from zoo.models.gpt import (
+    GPT,
+    PRESETS,
+    GPTPreprocessor,
+)
+from zoo.saving import (
+    ModelFileError,
+    load_model,
+    save_model_atomic,
+    write_json_atomic,
+)
 
 SMOKE_CHARACTERS = 20000  # --smoke trains on at most 20k characters
 SAMPLE_PROMPTS = ("ROMEO:", "JULIET:\nO ", "First Citizen:\n")
-MODEL_FLAGS = ("num_layers", "num_heads", "hidden_dim", "sequence_length",
-               "dropout")
-TRAINING_FLAGS = ("batch_size", "steps", "eval_interval", "learning_rate",
-                  "min_learning_rate", "warmup_steps", "weight_decay")
+MODEL_FLAGS = (
+    "num_layers",
+    "num_heads",
+    "hidden_dim",
+    "sequence_length",
+    "dropout",
+)
+TRAINING_FLAGS = (
+    "batch_size",
+    "steps",
+    "eval_interval",
+    "learning_rate",
+    "min_learning_rate",
+    "warmup_steps",
+    "weight_decay",
+)
 
 # For recipes/check_backends.py.
 CHECK_FULL_METRICS = {"validation_loss": 0.05}
@@ -91,26 +115,44 @@ def parse_args(argv=None):
         description="GPT language model on a text corpus (any backend).",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--data", default=None, metavar="PATH",
-                        help="local text file; default: download Tiny "
-                        "Shakespeare with keras.utils.get_file (--smoke: a "
-                        "generated play)")
-    parser.add_argument("--preset", default="cpu_small",
-                        choices=PRESETS.names() + ["cpu-small"],
-                        help="model size and schedule (flags below "
-                        "override); cpu-small is cpu_small")
-    parser.add_argument("--tokenizer", choices=TOKENIZER_KINDS,
-                        default="character",
-                        help="one id per character, or keras-hub WordPiece "
-                        "subwords for word corpora")
-    parser.add_argument("--vocab-size", type=positive_int, default=2000,
-                        help="wordpiece vocabulary size")
-    parser.add_argument("--pipeline", choices=("text", "ids"), default="text",
-                        help="text: windows of raw text, tokenised by the "
-                        "model's preprocessor in tf.data; ids: the corpus "
-                        "tokenised once and windows cut from the ids in "
-                        "NumPy (faster input; no TensorFlow with the "
-                        "character tokenizer)")
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="local text file; default: download Tiny "
+        "Shakespeare with keras.utils.get_file (--smoke: a "
+        "generated play)",
+    )
+    parser.add_argument(
+        "--preset",
+        default="cpu_small",
+        choices=PRESETS.names() + ["cpu-small"],
+        help="model size and schedule (flags below "
+        "override); cpu-small is cpu_small",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        choices=TOKENIZER_KINDS,
+        default="character",
+        help="one id per character, or keras-hub WordPiece "
+        "subwords for word corpora",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=2000,
+        help="wordpiece vocabulary size",
+    )
+    parser.add_argument(
+        "--pipeline",
+        choices=("text", "ids"),
+        default="text",
+        help="text: windows of raw text, tokenised by the "
+        "model's preprocessor in tf.data; ids: the corpus "
+        "tokenised once and windows cut from the ids in "
+        "NumPy (faster input; no TensorFlow with the "
+        "character tokenizer)",
+    )
     for name, kind, help_text in (
         ("num-layers", positive_int, "Transformer blocks"),
         ("num-heads", positive_int, "attention heads"),
@@ -121,55 +163,100 @@ def parse_args(argv=None):
         ("steps", positive_int, "training steps"),
         ("eval-interval", positive_int, "steps between validation passes"),
         ("learning-rate", positive_float, "peak learning rate (AdamW)"),
-        ("min-learning-rate", positive_float,
-         "final learning rate (cosine decay)"),
+        (
+            "min-learning-rate",
+            positive_float,
+            "final learning rate (cosine decay)",
+        ),
         ("warmup-steps", non_negative_int, "linear warm-up steps"),
-        ("weight-decay", float,
-         "AdamW weight decay (not on biases and norms)"),
+        ("weight-decay", float, "AdamW weight decay (not on biases and norms)"),
     ):
-        parser.add_argument(f"--{name}", type=kind, default=None,
-                            help=f"{help_text}; default from --preset")
-    parser.add_argument("--attention-dropout", type=rate, default=None,
-                        help="dropout on the attention weights alone "
-                        "(default: --dropout); 0 trains on the fused "
-                        "attention kernel (flash/cuDNN on a GPU), which has "
-                        "no dropout")
-    parser.add_argument("--untied", action="store_true",
-                        help="separate output projection (default: tied to "
-                        "the token embedding)")
-    parser.add_argument("--max-minutes", type=positive_float, default=None,
-                        help="stop training after this many minutes")
-    parser.add_argument("--keep-best", default=True,
-                        action=argparse.BooleanOptionalAction,
-                        help="save the weights of the epoch with the lowest "
-                        "validation loss, not the last (nanoGPT keeps its "
-                        "best checkpoint too: the model overfits the small "
-                        "corpus); kept in the output folder, so a resumed "
-                        "run keeps the best of all its epochs")
+        parser.add_argument(
+            f"--{name}",
+            type=kind,
+            default=None,
+            help=f"{help_text}; default from --preset",
+        )
+    parser.add_argument(
+        "--attention-dropout",
+        type=rate,
+        default=None,
+        help="dropout on the attention weights alone "
+        "(default: --dropout); 0 trains on the fused "
+        "attention kernel (flash/cuDNN on a GPU), which has "
+        "no dropout",
+    )
+    parser.add_argument(
+        "--untied",
+        action="store_true",
+        help="separate output projection (default: tied to "
+        "the token embedding)",
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=positive_float,
+        default=None,
+        help="stop training after this many minutes",
+    )
+    parser.add_argument(
+        "--keep-best",
+        default=True,
+        action=argparse.BooleanOptionalAction,
+        help="save the weights of the epoch with the lowest "
+        "validation loss, not the last (nanoGPT keeps its "
+        "best checkpoint too: the model overfits the small "
+        "corpus); kept in the output folder, so a resumed "
+        "run keeps the best of all its epochs",
+    )
     add_accelerator_flags(parser)
-    parser.add_argument("--sample-length", type=at_least(2), default=None,
-                        help="length of the printed samples (default: the "
-                        "context length)")
-    parser.add_argument("--seed", type=int, default=1337,
-                        help="seed of the weights and the training windows")
-    parser.add_argument("--output-dir", default=None,
-                        help="default: runs/gpt_text/<preset>/")
-    parser.add_argument("--ship", action="store_true",
-                        help="also save saved_models/gpt_shakespeare.keras")
-    parser.add_argument("--smoke", action="store_true",
-                        help="the smoke preset on at most 20k characters "
-                        "(a generated play unless --data is given)")
-    parser.add_argument("--evaluate", default=None, metavar="MODEL",
-                        help="only evaluate a saved .keras model on the "
-                        "validation split of --data (no training)")
-    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                        help="Keras progress output")
+    parser.add_argument(
+        "--sample-length",
+        type=at_least(2),
+        default=None,
+        help="length of the printed samples (default: the context length)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=1337,
+        help="seed of the weights and the training windows",
+    )
+    parser.add_argument(
+        "--output-dir", default=None, help="default: runs/gpt_text/<preset>/"
+    )
+    parser.add_argument(
+        "--ship",
+        action="store_true",
+        help="also save saved_models/gpt_shakespeare.keras",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smoke preset on at most 20k characters "
+        "(a generated play unless --data is given)",
+    )
+    parser.add_argument(
+        "--evaluate",
+        default=None,
+        metavar="MODEL",
+        help="only evaluate a saved .keras model on the "
+        "validation split of --data (no training)",
+    )
+    parser.add_argument(
+        "--verbose",
+        type=int,
+        default=1,
+        choices=(0, 1, 2),
+        help="Keras progress output",
+    )
     args = parser.parse_args(argv)
     args.preset = args.preset.replace("-", "_")
     if args.smoke:
         args.preset = "smoke"
-    config = {**PRESETS.part(args.preset, "backbone"),
-              **PRESETS.part(args.preset, "training")}
+    config = {
+        **PRESETS.part(args.preset, "backbone"),
+        **PRESETS.part(args.preset, "training"),
+    }
     for key in MODEL_FLAGS + TRAINING_FLAGS:
         if getattr(args, key) is None:
             setattr(args, key, config[key])
@@ -230,18 +317,29 @@ def make_datasets(args, tokenizer, train_text, val_text, strategy):
     if args.pipeline == "ids":
         val_ids = encode_corpus(tokenizer, val_text)
         (starts,), _ = trim_to_replicas(
-            (np.arange((len(val_ids) - 1) // length),), strategy)
-        train = TokenWindows(encode_corpus(tokenizer, train_text), length,
-                             args.batch_size, steps=args.eval_interval,
-                             seed=args.seed)
-        val = TokenWindows(val_ids[:len(starts) * length + 1], length,
-                           args.batch_size, shuffle=False)
+            (np.arange((len(val_ids) - 1) // length),), strategy
+        )
+        train = TokenWindows(
+            encode_corpus(tokenizer, train_text),
+            length,
+            args.batch_size,
+            steps=args.eval_interval,
+            seed=args.seed,
+        )
+        val = TokenWindows(
+            val_ids[: len(starts) * length + 1],
+            length,
+            args.batch_size,
+            shuffle=False,
+        )
         return train, val
     window = window_characters(args, tokenizer, train_text)
-    train = random_text_windows(train_text, window, args.batch_size,
-                                args.eval_interval, seed=args.seed)
+    train = random_text_windows(
+        train_text, window, args.batch_size, args.eval_interval, seed=args.seed
+    )
     (val_windows,), _ = trim_to_replicas(
-        (consecutive_text_windows(val_text, window - 1),), strategy)
+        (consecutive_text_windows(val_text, window - 1),), strategy
+    )
     return train, text_dataset(val_windows, batch_size=args.batch_size)
 
 
@@ -250,7 +348,9 @@ def build_model(args, tokenizer):
     a warm-up + cosine schedule."""
     preprocessor = GPTPreprocessor(tokenizer, args.sequence_length)
     gpt = GPT.from_preset(
-        args.preset, preprocessor, name="gpt",
+        args.preset,
+        preprocessor,
+        name="gpt",
         **{f"backbone_{k}": getattr(args, k) for k in MODEL_FLAGS},
         backbone_tie_weights=not args.untied,
         backbone_attention_dropout=args.attention_dropout,
@@ -267,8 +367,11 @@ def evaluate_saved(args):
     length = gpt.backbone.sequence_length
     if args.pipeline == "ids":
         windows = TokenWindows(
-            encode_corpus(gpt.preprocessor.tokenizer, val_text), length,
-            args.batch_size, shuffle=False)
+            encode_corpus(gpt.preprocessor.tokenizer, val_text),
+            length,
+            args.batch_size,
+            shuffle=False,
+        )
         count, unit = windows.windows, "tokens"
     else:
         windows = consecutive_text_windows(val_text, length)
@@ -276,11 +379,16 @@ def evaluate_saved(args):
         windows = text_dataset(windows, batch_size=args.batch_size)
     scores = gpt.evaluate(windows, verbose=args.verbose, return_dict=True)
     loss = float(scores["loss"])
-    print(f"RESULT gpt_text evaluate={args.evaluate} "
-          f"backend={keras.backend.backend()} val_loss={loss:.4f} "
-          f"({count} windows of {length + 1} {unit})")
-    return {"validation_loss": round(loss, 4), "model": args.evaluate,
-            "backend": keras.backend.backend()}
+    print(
+        f"RESULT gpt_text evaluate={args.evaluate} "
+        f"backend={keras.backend.backend()} val_loss={loss:.4f} "
+        f"({count} windows of {length + 1} {unit})"
+    )
+    return {
+        "validation_loss": round(loss, 4),
+        "model": args.evaluate,
+        "backend": keras.backend.backend(),
+    }
 
 
 def run(args):
@@ -291,22 +399,28 @@ def run(args):
     train_text, val_text = split_text(text, 0.9)
     tokenizer = train_tokenizer(train_text, args.tokenizer, args.vocab_size)
     unit = "char" if args.tokenizer == "character" else "token"
-    print(f"corpus: {len(text):,} characters -> {len(train_text):,} train / "
-          f"{len(val_text):,} validation, vocabulary "
-          f"{tokenizer.vocabulary_size()} | backend {keras.backend.backend()}")
+    print(
+        f"corpus: {len(text):,} characters -> {len(train_text):,} train / "
+        f"{len(val_text):,} validation, vocabulary "
+        f"{tokenizer.vocabulary_size()} | backend {keras.backend.backend()}"
+    )
 
     with strategy.scope():
         gpt = build_model(args, tokenizer)
     parameters = int(gpt.backbone.count_params())
-    print(f"GPT: {parameters / 1e6:.2f}M parameters ({args.num_layers} layers,"
-          f" {args.num_heads} heads, width {args.hidden_dim}, context "
-          f"{args.sequence_length})")
+    print(
+        f"GPT: {parameters / 1e6:.2f}M parameters ({args.num_layers} layers,"
+        f" {args.num_heads} heads, width {args.hidden_dim}, context "
+        f"{args.sequence_length})"
+    )
 
     epochs = max(args.steps // args.eval_interval, 1)
-    train, val = make_datasets(args, tokenizer, train_text, val_text,
-                               strategy)
-    speed = Throughput(args.batch_size * args.sequence_length, unit="tokens",
-                       flops_per_item=gpt.backbone.flops_per_token())
+    train, val = make_datasets(args, tokenizer, train_text, val_text, strategy)
+    speed = Throughput(
+        args.batch_size * args.sequence_length,
+        unit="tokens",
+        flops_per_item=gpt.backbone.flops_per_token(),
+    )
     # An interrupted run resumes from its last finished epoch (weights,
     # optimizer, schedule step; the backup goes once training ends), its
     # curves kept across the interruption. With --pipeline ids it continues
@@ -314,32 +428,44 @@ def run(args):
     # The best epoch's weights (nanoGPT keeps its best checkpoint: the model
     # overfits the small corpus), on disk before each epoch's backup.
     keep = KeepBest(args.output_dir)
-    callbacks = [speed, *([keep] if args.keep_best else []),
-                 *resume_callbacks(args.output_dir)]
+    callbacks = [
+        speed,
+        *([keep] if args.keep_best else []),
+        *resume_callbacks(args.output_dir),
+    ]
     if args.pipeline == "ids":
         callbacks.append(ReproducibleEpochs(args.seed, [train]))
     if args.max_minutes:
         callbacks.append(StopAfterMinutes(args.max_minutes))
     start = time.perf_counter()
-    this_run = gpt.fit(train, epochs=epochs, validation_data=val,
-                       callbacks=callbacks, verbose=args.verbose)
+    this_run = gpt.fit(
+        train,
+        epochs=epochs,
+        validation_data=val,
+        callbacks=callbacks,
+        verbose=args.verbose,
+    )
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history, resumed_at_epoch = resumed_history(args.output_dir,
-                                                this_run)
+    history, resumed_at_epoch = resumed_history(args.output_dir, this_run)
     steps_done = int(keras.ops.convert_to_numpy(gpt.optimizer.iterations))
 
     val_loss, kept_epoch = history["val_loss"][-1], len(history["val_loss"])
     if args.keep_best and keep.best_epoch is not None:
         val_loss, kept_epoch = keep.best, keep.best_epoch
-        print(f"kept the weights of epoch {kept_epoch} of "
-              f"{len(history['val_loss'])} (validation loss {val_loss:.4f})")
+        print(
+            f"kept the weights of epoch {kept_epoch} of "
+            f"{len(history['val_loss'])} (validation loss {val_loss:.4f})"
+        )
     samples = {}
     sample_length = args.sample_length or args.sequence_length
-    for name, options in (("greedy", {}),
-                          ("top_k", dict(sampler="top_k", k=10, seed=1))):
-        samples[name] = gpt.generate(list(SAMPLE_PROMPTS),
-                                     max_length=sample_length, **options)
+    for name, options in (
+        ("greedy", {}),
+        ("top_k", dict(sampler="top_k", k=10, seed=1)),
+    ):
+        samples[name] = gpt.generate(
+            list(SAMPLE_PROMPTS), max_length=sample_length, **options
+        )
     for name, outputs in samples.items():
         print(f"\n--- samples ({name}) ---")
         for output in outputs:
@@ -352,9 +478,10 @@ def run(args):
         "pipeline": args.pipeline,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "parameters": parameters,
-        "config": {**{k: getattr(args, k)
-                      for k in MODEL_FLAGS + TRAINING_FLAGS},
-                   "attention_dropout": gpt.backbone.attention_dropout},
+        "config": {
+            **{k: getattr(args, k) for k in MODEL_FLAGS + TRAINING_FLAGS},
+            "attention_dropout": gpt.backbone.attention_dropout,
+        },
         "steps": steps_done,
         "resumed_at_epoch": resumed_at_epoch,
         "train_seconds": round(seconds, 1),
@@ -365,8 +492,11 @@ def run(args):
         "best_validation_loss": round(min(history["val_loss"]), 4),
         "history": history,
         "samples": samples,
-        "data": ("generated" if args.smoke and args.data is None
-                 else args.data or SHAKESPEARE_URL),
+        "data": (
+            "generated"
+            if args.smoke and args.data is None
+            else args.data or SHAKESPEARE_URL
+        ),
         "smoke": args.smoke,
         **accelerator_metrics(args, strategy, speed),
     }
@@ -374,26 +504,38 @@ def run(args):
     with strategy.scope():
         gpt.compile(optimizer=make_optimizer(args))
     model_path = save_model_atomic(
-        gpt, os.path.join(args.output_dir, f"gpt_{args.preset}.keras"))
+        gpt, os.path.join(args.output_dir, f"gpt_{args.preset}.keras")
+    )
     if args.ship:
         save_model_atomic(
-            gpt, os.path.join(ROOT, "saved_models", "gpt_shakespeare.keras"))
+            gpt, os.path.join(ROOT, "saved_models", "gpt_shakespeare.keras")
+        )
     write_json_atomic(metrics, os.path.join(args.output_dir, "metrics.json"))
     curve = {"loss": history["loss"], "val_loss": history["val_loss"]}
     viz.plot_training_curves(
-        curve, os.path.join(args.output_dir, "loss_curve.png"),
+        curve,
+        os.path.join(args.output_dir, "loss_curve.png"),
         title=f"GPT {args.preset} ({keras.backend.backend()}), nats/{unit}, "
-              f"{args.eval_interval} steps per point")
-    print(f"RESULT gpt_text preset={args.preset} "
-          f"backend={keras.backend.backend()} val_loss={val_loss:.4f} "
-          f"nats/{unit} train_loss={history['loss'][-1]:.4f} "
-          f"steps={steps_done} train_time={seconds:.0f}s "
-          f"params={parameters} -> {model_path}")
+        f"{args.eval_interval} steps per point",
+    )
+    print(
+        f"RESULT gpt_text preset={args.preset} "
+        f"backend={keras.backend.backend()} val_loss={val_loss:.4f} "
+        f"nats/{unit} train_loss={history['loss'][-1]:.4f} "
+        f"steps={steps_done} train_time={seconds:.0f}s "
+        f"params={parameters} -> {model_path}"
+    )
     return metrics
 
 
-def check_setup(variant="default", smoke=True, seed=1337, num_steps=20,
-                batch_size=8, data_dir=None):
+def check_setup(
+    variant="default",
+    smoke=True,
+    seed=1337,
+    num_steps=20,
+    batch_size=8,
+    data_dir=None,
+):
     """What `recipes/check_backends.py` compares across backends (see
     `zoo.testing.cross_backend.CheckSetup`): the smoke preset's GPT (dropout
     off) on the generated play (or `data_dir`'s text file), raw text windows
@@ -415,15 +557,18 @@ def check_setup(variant="default", smoke=True, seed=1337, num_steps=20,
     window = args.sequence_length + 1
     rng = np.random.default_rng(seed)
     offsets = rng.integers(0, len(train_text) - window, (num_steps, batch_size))
-    batches = [([train_text[o:o + window] for o in row], None)
-               for row in offsets]
+    batches = [
+        ([train_text[o : o + window] for o in row], None) for row in offsets
+    ]
     return CheckSetup(
         model=model,
-        inputs=[train_text[o:o + window] for o in offsets[0]],
+        inputs=[train_text[o : o + window] for o in offsets[0]],
         train_batches=batches,
         loss=None,
-        generate=dict(inputs=["ROMEO:", "JULIET:\nO"],
-                      max_length=args.sequence_length + 16),
+        generate=dict(
+            inputs=["ROMEO:", "JULIET:\nO"],
+            max_length=args.sequence_length + 16,
+        ),
     )
 
 
@@ -433,7 +578,7 @@ def main(argv=None):
         return evaluate_saved(args) if args.evaluate else run(args)
     except (DataNotFoundError, ModelFileError) as error:
         print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

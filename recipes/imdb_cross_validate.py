@@ -31,10 +31,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from recipes import imdb_attention  # noqa: E402
-from recipes.flags import HelpFormatter  # noqa: E402
-from recipes.flags import at_least  # noqa: E402
-from zoo.saving import write_json_atomic  # noqa: E402
+from recipes import imdb_attention
+from recipes.flags import (
+    HelpFormatter,
+    at_least,
+)
+from zoo.saving import write_json_atomic
 
 BASELINE = "mean"
 MODELS = imdb_attention.MODELS
@@ -45,27 +47,40 @@ def parse_args(argv=None):
     recipe_flags = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, recipe_flags = argv[:cut], argv[cut + 1:]
+        argv, recipe_flags = argv[:cut], argv[cut + 1 :]
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--models", nargs="+", choices=MODELS,
-                        default=list(MODELS),
-                        help="models to compare (the baseline 'mean' is "
-                        "always added)")
-    parser.add_argument("--folds", type=at_least(2), default=5,
-                        help="number of folds; each holds out 1/folds of the "
-                        "movies")
-    parser.add_argument("--data-dir", default=None,
-                        help="local aclImdb directory (default: "
-                        "tensorflow-datasets, whose validation is random "
-                        "reviews, not movies)")
-    parser.add_argument("--output-dir", default=None,
-                        help="default: runs/imdb_cross_validate/")
-    parser.add_argument("--smoke", action="store_true",
-                        help="the generated smoke data (one fixed split, so "
-                        "every fold is the same; checks the code path)")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=MODELS,
+        default=list(MODELS),
+        help="models to compare (the baseline 'mean' is always added)",
+    )
+    parser.add_argument(
+        "--folds",
+        type=at_least(2),
+        default=5,
+        help="number of folds; each holds out 1/folds of the movies",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="local aclImdb directory (default: "
+        "tensorflow-datasets, whose validation is random "
+        "reviews, not movies)",
+    )
+    parser.add_argument(
+        "--output-dir", default=None, help="default: runs/imdb_cross_validate/"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the generated smoke data (one fixed split, so "
+        "every fold is the same; checks the code path)",
+    )
     args = parser.parse_args(argv)
     if args.folds < 2:
         parser.error("--folds must be at least 2")
@@ -78,9 +93,18 @@ def parse_args(argv=None):
 
 
 def run_flags(args, model, fold):
-    flags = ["--model", model, "--validation-fraction", str(1.0 / args.folds),
-             "--validation-fold", str(fold), "--verbose", "0",
-             "--output-dir", os.path.join(args.output_dir, model, f"fold{fold}")]
+    flags = [
+        "--model",
+        model,
+        "--validation-fraction",
+        str(1.0 / args.folds),
+        "--validation-fold",
+        str(fold),
+        "--verbose",
+        "0",
+        "--output-dir",
+        os.path.join(args.output_dir, model, f"fold{fold}"),
+    ]
     if args.data_dir:
         flags += ["--data-dir", args.data_dir]
     if args.smoke:
@@ -115,17 +139,26 @@ def paired_summary(accuracies, baseline):
 
 
 def format_table(results, folds):
-    lines = ["| model | " + " | ".join(f"fold {k}" for k in range(folds))
-             + " | mean ± sd | vs `mean`: paired diff ± se | folds won |",
-             "|" + " --- |" * (folds + 4)]
+    lines = [
+        "| model | "
+        + " | ".join(f"fold {k}" for k in range(folds))
+        + " | mean ± sd | vs `mean`: paired diff ± se | folds won |",
+        "|" + " --- |" * (folds + 4),
+    ]
     for model, r in results.items():
         cells = [f"{100 * a:.2f}" for a in r["validation_accuracy"]]
         s = r["summary"]
-        diff = ("baseline" if "diff_mean" not in s else
-                f"{s['diff_mean']:+.2f} ± {s['diff_se']:.2f}")
+        diff = (
+            "baseline"
+            if "diff_mean" not in s
+            else f"{s['diff_mean']:+.2f} ± {s['diff_se']:.2f}"
+        )
         won = "" if "folds_won" not in s else f"{s['folds_won']}/{folds}"
-        lines.append(f"| `{model}` | " + " | ".join(cells)
-                     + f" | {s['mean']:.2f} ± {s['std']:.2f} | {diff} | {won} |")
+        lines.append(
+            f"| `{model}` | "
+            + " | ".join(cells)
+            + f" | {s['mean']:.2f} ± {s['std']:.2f} | {diff} | {won} |"
+        )
     return "\n".join(lines)
 
 
@@ -151,7 +184,8 @@ def main(argv=None):
             "train_seconds": [m["train_seconds"] for m in metrics],
             "best_epoch": [m["best_epoch"] for m in metrics],
             "summary": paired_summary(
-                accuracies, None if model == BASELINE else baseline),
+                accuracies, None if model == BASELINE else baseline
+            ),
         }
     summary = {
         "backend": runs[BASELINE][0]["backend"],
@@ -161,8 +195,10 @@ def main(argv=None):
         "results": results,
     }
     write_json_atomic(summary, os.path.join(args.output_dir, "summary.json"))
-    print(f"validation: {summary['validation_holdout']}; backend "
-          f"{summary['backend']}; accuracy in %")
+    print(
+        f"validation: {summary['validation_holdout']}; backend "
+        f"{summary['backend']}; accuracy in %"
+    )
     print(format_table(results, args.folds))
     return summary
 

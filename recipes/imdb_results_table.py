@@ -19,27 +19,42 @@ QUERY_MAP_SCALE = 0.03
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="?", default="runs/imdb_attention",
-                        help="folder of the runs' output folders")
+    parser.add_argument(
+        "runs",
+        nargs="?",
+        default="runs/imdb_attention",
+        help="folder of the runs' output folders",
+    )
     args = parser.parse_args(argv)
     if not os.path.isdir(args.runs):
-        parser.error(f"{args.runs} does not exist: pass the folder whose "
-                     "subfolders hold imdb_attention.py's metrics.json (its "
-                     "--output-dir default is runs/imdb_attention/"
-                     "<model>-<backend>).")
+        parser.error(
+            f"{args.runs} does not exist: pass the folder whose "
+            "subfolders hold imdb_attention.py's metrics.json (its "
+            "--output-dir default is runs/imdb_attention/"
+            "<model>-<backend>)."
+        )
     results = {}
     for path in glob.glob(os.path.join(args.runs, "*", "metrics.json")):
         with open(path) as f:
             m = json.load(f)
         if m.get("smoke") or "validation_accuracy" not in m:
             continue
-        if any(m.get(k) for k in ("entropy_weight", "glove", "word_dropout",
-                                  "query_initializer")):
+        if any(
+            m.get(k)
+            for k in (
+                "entropy_weight",
+                "glove",
+                "word_dropout",
+                "query_initializer",
+            )
+        ):
             continue  # variants are reported separately
         # `query` runs from before its maps were slowed down (no scale
         # recorded) are a different model.
-        if (m["model"] == "query"
-                and m.get("query_map_scale") != QUERY_MAP_SCALE):
+        if (
+            m["model"] == "query"
+            and m.get("query_map_scale") != QUERY_MAP_SCALE
+        ):
             continue
         # So are bigrams and validation splits of random reviews (the
         # recipe records how the split was held out, however it was asked).
@@ -48,8 +63,10 @@ def main(argv=None):
             continue
         results[(m["model"], m["backend"])] = m
     if not results:
-        parser.error(f"no finished imdb_attention.py runs under {args.runs} "
-                     "(metrics.json files of the base models, not --smoke).")
+        parser.error(
+            f"no finished imdb_attention.py runs under {args.runs} "
+            "(metrics.json files of the base models, not --smoke)."
+        )
     header = "| model | " + " | ".join(BACKENDS) + " |"
     print(header)
     print("|" + " --- |" * (len(BACKENDS) + 1))
@@ -58,8 +75,9 @@ def main(argv=None):
         for backend in BACKENDS:
             m = results.get((model, backend))
             cells.append(
-                "—" if m is None else
-                f"{100 * m['validation_accuracy']:.2f}% ({m['train_seconds']:.0f} s, "
+                "—"
+                if m is None
+                else f"{100 * m['validation_accuracy']:.2f}% ({m['train_seconds']:.0f} s, "
                 f"{m['epochs']} ep)"
             )
         print(f"| `{model}` | " + " | ".join(cells) + " |")

@@ -33,48 +33,76 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-from recipes.flags import HelpFormatter  # noqa: E402
-from recipes.flags import accelerator_metrics  # noqa: E402
-from recipes.flags import add_accelerator_flags  # noqa: E402
-from recipes.flags import fill_from_preset  # noqa: E402
-from recipes.flags import non_negative_int  # noqa: E402
-from recipes.flags import positive_float  # noqa: E402
-from recipes.flags import positive_int  # noqa: E402
-from recipes.flags import rate  # noqa: E402
-from recipes.flags import setup_accelerators  # noqa: E402
-from zoo import viz  # noqa: E402
-from zoo.callbacks import Throughput  # noqa: E402
-from zoo.callbacks import resume_callbacks  # noqa: E402
-from zoo.callbacks import resumed_history  # noqa: E402
-from zoo.data.download import DataNotFoundError  # noqa: E402
-from zoo.data.multi30k import load_multi30k  # noqa: E402
-from zoo.data.multi30k import make_synthetic_pairs  # noqa: E402
-from zoo.data.text import pair_dataset  # noqa: E402
-from zoo.data.tokenizers import train_subword_tokenizer  # noqa: E402
-from zoo.models.quantization import quantize_matrices  # noqa: E402
-from zoo.models.seq2seq import PRESETS  # noqa: E402
-from zoo.models.seq2seq import TranslationPreprocessor  # noqa: E402
-from zoo.models.seq2seq import Translator  # noqa: E402
-from zoo.distribute import even_batches  # noqa: E402
-from zoo.saving import ModelFileError  # noqa: E402
-from zoo.saving import load_model  # noqa: E402
-from zoo.saving import save_model_atomic  # noqa: E402
-from zoo.saving import write_json_atomic  # noqa: E402
-from zoo.schedules import InverseSquareRootSchedule  # noqa: E402
+import zoo  # noqa: F401  (first: a quiet framework start-up)
+from recipes.flags import (
+    HelpFormatter,
+    accelerator_metrics,
+    add_accelerator_flags,
+    fill_from_preset,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    rate,
+    setup_accelerators,
+)
+from zoo import viz
+from zoo.callbacks import (
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.data.download import DataNotFoundError
+from zoo.data.multi30k import (
+    load_multi30k,
+    make_synthetic_pairs,
+)
+from zoo.data.text import pair_dataset
+from zoo.data.tokenizers import train_subword_tokenizer
+from zoo.distribute import even_batches
+from zoo.models.quantization import quantize_matrices
+from zoo.models.seq2seq import (
+    PRESETS,
+    TranslationPreprocessor,
+    Translator,
+)
+from zoo.saving import (
+    ModelFileError,
+    load_model,
+    save_model_atomic,
+    write_json_atomic,
+)
+from zoo.schedules import InverseSquareRootSchedule
 
 MODELS = ("transformer", "rnn")
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")
-TRANSFORMER_FLAGS = ("num_layers", "num_heads", "hidden_dim",
-                     "intermediate_dim", "positions", "norm_first",
-                     "attention_dropout")
-RNN_FLAGS = ("embedding_dim", "encoder_units", "decoder_units", "attention",
-             "attention_units")
-TRAINING_FLAGS = ("epochs", "batch_size", "learning_rate", "warmup_steps",
-                  "schedule", "label_smoothing", "weight_decay")
+TRANSFORMER_FLAGS = (
+    "num_layers",
+    "num_heads",
+    "hidden_dim",
+    "intermediate_dim",
+    "positions",
+    "norm_first",
+    "attention_dropout",
+)
+RNN_FLAGS = (
+    "embedding_dim",
+    "encoder_units",
+    "decoder_units",
+    "attention",
+    "attention_units",
+)
+TRAINING_FLAGS = (
+    "epochs",
+    "batch_size",
+    "learning_rate",
+    "warmup_steps",
+    "schedule",
+    "label_smoothing",
+    "weight_decay",
+)
 # Source lengths (characters) that separate the length buckets of batches.
 BUCKETS = (40, 55, 70, 90, 120)
 SMOKE_PAIRS = (1200, 100)
@@ -93,19 +121,29 @@ def variant_argv(variant):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="German -> English translation on Multi30k (any backend).",
-        formatter_class=HelpFormatter)
-    parser.add_argument("--model", choices=MODELS, default=None,
-                        help="the preset <model>_cpu_small (default: "
-                        "transformer)")
-    parser.add_argument("--preset", choices=SIZES + PRESETS.names(),
-                        default=None,
-                        help="cpu-small or base (of --model), or a seq2seq "
-                        "preset's full name (zoo.models.seq2seq.PRESETS); "
-                        "flags below override it")
-    parser.add_argument("--data-dir", default=None,
-                        help="folder with train.{de,en}, val.{de,en} [and "
-                        "test_2016_flickr.{de,en}]; default: download "
-                        "Multi30k with keras.utils.get_file")
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        choices=MODELS,
+        default=None,
+        help="the preset <model>_cpu_small (default: transformer)",
+    )
+    parser.add_argument(
+        "--preset",
+        choices=SIZES + PRESETS.names(),
+        default=None,
+        help="cpu-small or base (of --model), or a seq2seq "
+        "preset's full name (zoo.models.seq2seq.PRESETS); "
+        "flags below override it",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder with train.{de,en}, val.{de,en} [and "
+        "test_2016_flickr.{de,en}]; default: download "
+        "Multi30k with keras.utils.get_file",
+    )
     for name, kind, text in (
         ("epochs", positive_int, "training epochs"),
         ("batch-size", positive_int, "sentence pairs per step"),
@@ -113,8 +151,11 @@ def parse_args(argv=None):
         ("warmup-steps", non_negative_int, "linear warm-up steps"),
         ("label-smoothing", rate, "label smoothing of the loss"),
         ("weight-decay", float, "AdamW weight decay (0: Adam)"),
-        ("vocab-size", positive_int,
-         "SentencePiece pieces, both languages together"),
+        (
+            "vocab-size",
+            positive_int,
+            "SentencePiece pieces, both languages together",
+        ),
         ("dropout", rate, "dropout rate"),
         ("num-layers", positive_int, "transformer: encoder and decoder blocks"),
         ("num-heads", positive_int, "transformer: attention heads"),
@@ -125,129 +166,203 @@ def parse_args(argv=None):
         ("decoder-units", positive_int, "rnn: decoder GRU units"),
         ("attention-units", positive_int, "rnn: additive score size"),
     ):
-        parser.add_argument(f"--{name}", type=kind, default=None,
-                            help=f"{text}; default from the preset")
-    parser.add_argument("--attention-dropout", type=rate, default=None,
-                        help="transformer: dropout on the attention weights "
-                        "alone (default: --dropout); 0 trains on the fused "
-                        "attention kernel (flash/cuDNN on a GPU)")
-    parser.add_argument("--schedule", choices=SCHEDULES, default=None,
-                        help="learning rate after the warm-up: inverse "
-                        "square root, cosine to 0, or constant; default from "
-                        "the preset")
-    parser.add_argument("--positions", choices=("sinusoidal", "learned"),
-                        default=None,
-                        help="transformer positions (default: the preset's, "
-                        "sinusoidal)")
-    parser.add_argument("--norm-first", action="store_true", default=None,
-                        help="transformer: pre-LN blocks instead of post-LN")
-    parser.add_argument("--attention",
-                        choices=("bahdanau", "luong_dot", "luong_general"),
-                        default=None,
-                        help="rnn: the attention score (default: bahdanau)")
-    parser.add_argument("--beam", type=positive_int, default=4,
-                        help="beams for the BLEU evaluation (1: greedy)")
-    parser.add_argument("--length-penalty", type=float, default=0.6,
-                        help="beam search length penalty (GNMT's alpha)")
-    parser.add_argument("--seed", type=int, default=1337,
-                        help="seed of the weights and the shuffling")
-    parser.add_argument("--output-dir", default=None,
-                        help="default: runs/translate/<preset>/")
-    parser.add_argument("--ship", action="store_true",
-                        help="also save saved_models/translate_de_en"
-                        "[_rnn].keras, with float16 weights, and report the "
-                        "BLEU of that file")
-    parser.add_argument("--int8", action="store_true",
-                        help="with --ship: store the Dense and Embedding "
-                        "layers as Keras int8 (int8 weights; Dense layers "
-                        "quantise their inputs per token as they run)")
-    parser.add_argument("--evaluate", default=None, metavar="MODEL.keras",
-                        help="train nothing: measure BLEU of a saved "
-                        "translator on --data-dir's validation (and test) "
-                        "split; with --ship, ship it")
-    parser.add_argument("--smoke", action="store_true",
-                        help="a tiny model on generated pairs, offline, in "
-                        "seconds")
+        parser.add_argument(
+            f"--{name}",
+            type=kind,
+            default=None,
+            help=f"{text}; default from the preset",
+        )
+    parser.add_argument(
+        "--attention-dropout",
+        type=rate,
+        default=None,
+        help="transformer: dropout on the attention weights "
+        "alone (default: --dropout); 0 trains on the fused "
+        "attention kernel (flash/cuDNN on a GPU)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="learning rate after the warm-up: inverse "
+        "square root, cosine to 0, or constant; default from "
+        "the preset",
+    )
+    parser.add_argument(
+        "--positions",
+        choices=("sinusoidal", "learned"),
+        default=None,
+        help="transformer positions (default: the preset's, sinusoidal)",
+    )
+    parser.add_argument(
+        "--norm-first",
+        action="store_true",
+        default=None,
+        help="transformer: pre-LN blocks instead of post-LN",
+    )
+    parser.add_argument(
+        "--attention",
+        choices=("bahdanau", "luong_dot", "luong_general"),
+        default=None,
+        help="rnn: the attention score (default: bahdanau)",
+    )
+    parser.add_argument(
+        "--beam",
+        type=positive_int,
+        default=4,
+        help="beams for the BLEU evaluation (1: greedy)",
+    )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=0.6,
+        help="beam search length penalty (GNMT's alpha)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=1337,
+        help="seed of the weights and the shuffling",
+    )
+    parser.add_argument(
+        "--output-dir", default=None, help="default: runs/translate/<preset>/"
+    )
+    parser.add_argument(
+        "--ship",
+        action="store_true",
+        help="also save saved_models/translate_de_en"
+        "[_rnn].keras, with float16 weights, and report the "
+        "BLEU of that file",
+    )
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="with --ship: store the Dense and Embedding "
+        "layers as Keras int8 (int8 weights; Dense layers "
+        "quantise their inputs per token as they run)",
+    )
+    parser.add_argument(
+        "--evaluate",
+        default=None,
+        metavar="MODEL.keras",
+        help="train nothing: measure BLEU of a saved "
+        "translator on --data-dir's validation (and test) "
+        "split; with --ship, ship it",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a tiny model on generated pairs, offline, in seconds",
+    )
     add_accelerator_flags(parser)
-    parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                        help="Keras progress output")
+    parser.add_argument(
+        "--verbose",
+        type=int,
+        default=1,
+        choices=(0, 1, 2),
+        help="Keras progress output",
+    )
     args = parser.parse_args(argv)
     if args.preset in SIZES:
         args.preset = f"{args.model or 'transformer'}_" + (
-            args.preset.replace("-", "_"))
+            args.preset.replace("-", "_")
+        )
     if args.preset is None:
         model = args.model or "transformer"
-        args.preset = (("smoke" if model == "transformer" else "rnn_smoke")
-                       if args.smoke else f"{model}_cpu_small")
-    return fill_from_preset(parser, args, PRESETS,
-                            os.path.join(ROOT, "runs", "translate"))
+        args.preset = (
+            ("smoke" if model == "transformer" else "rnn_smoke")
+            if args.smoke
+            else f"{model}_cpu_small"
+        )
+    return fill_from_preset(
+        parser, args, PRESETS, os.path.join(ROOT, "runs", "translate")
+    )
 
 
 def load_pairs(args):
     if args.smoke and args.data_dir is None:
         train, validation = SMOKE_PAIRS
-        return {"train": make_synthetic_pairs(train, seed=args.seed),
-                "validation": make_synthetic_pairs(validation,
-                                                   seed=args.seed + 1)}
+        return {
+            "train": make_synthetic_pairs(train, seed=args.seed),
+            "validation": make_synthetic_pairs(validation, seed=args.seed + 1),
+        }
     return load_multi30k(args.data_dir)
 
 
 def backbone_overrides(args):
     names = TRANSFORMER_FLAGS if args.model == "transformer" else RNN_FLAGS
-    overrides = {f"backbone_{n}": getattr(args, n) for n in names
-                 if getattr(args, n) is not None}
+    overrides = {
+        f"backbone_{n}": getattr(args, n)
+        for n in names
+        if getattr(args, n) is not None
+    }
     overrides["backbone_dropout"] = args.dropout
     return overrides
 
 
 def learning_rate(args, steps_per_epoch):
     if args.schedule == "inverse_sqrt":
-        return InverseSquareRootSchedule(args.learning_rate,
-                                         max(args.warmup_steps, 1))
+        return InverseSquareRootSchedule(
+            args.learning_rate, max(args.warmup_steps, 1)
+        )
     if args.schedule == "cosine":
         total = max(args.epochs * steps_per_epoch - args.warmup_steps, 1)
         return keras.optimizers.schedules.CosineDecay(
-            0.0 if args.warmup_steps else args.learning_rate, total,
+            0.0 if args.warmup_steps else args.learning_rate,
+            total,
             warmup_target=args.learning_rate if args.warmup_steps else None,
-            warmup_steps=args.warmup_steps)
+            warmup_steps=args.warmup_steps,
+        )
     if args.warmup_steps:  # constant after a linear warm-up (alpha=1: the
         # "decay" keeps the whole rate)
         return keras.optimizers.schedules.CosineDecay(
-            0.0, 1, alpha=1.0, warmup_target=args.learning_rate,
-            warmup_steps=args.warmup_steps)
+            0.0,
+            1,
+            alpha=1.0,
+            warmup_target=args.learning_rate,
+            warmup_steps=args.warmup_steps,
+        )
     return args.learning_rate
 
 
 def make_optimizer(args, steps_per_epoch):
     schedule = learning_rate(args, steps_per_epoch)
     if args.weight_decay:
-        optimizer = keras.optimizers.AdamW(schedule,
-                                           weight_decay=args.weight_decay,
-                                           global_clipnorm=1.0)
-        optimizer.exclude_from_weight_decay(
-            var_names=["bias", "gamma", "beta"])
+        optimizer = keras.optimizers.AdamW(
+            schedule, weight_decay=args.weight_decay, global_clipnorm=1.0
+        )
+        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         return optimizer
     return keras.optimizers.Adam(schedule, global_clipnorm=1.0)
 
 
 def build(args, tokenizer, steps_per_epoch=100):
     preprocessor = TranslationPreprocessor.from_preset(args.preset, tokenizer)
-    translator = Translator.from_preset(args.preset, preprocessor,
-                                        name="translator",
-                                        **backbone_overrides(args))
-    translator.compile(optimizer=make_optimizer(args, steps_per_epoch),
-                       label_smoothing=args.label_smoothing)
+    translator = Translator.from_preset(
+        args.preset, preprocessor, name="translator", **backbone_overrides(args)
+    )
+    translator.compile(
+        optimizer=make_optimizer(args, steps_per_epoch),
+        label_smoothing=args.label_smoothing,
+    )
     return translator
 
 
 def translate_all(translator, sentences, args, batch_size=64):
-    options = ({} if args.beam == 1 else
-               dict(sampler="beam", num_beams=args.beam,
-                    length_penalty=args.length_penalty))
+    options = (
+        {}
+        if args.beam == 1
+        else dict(
+            sampler="beam",
+            num_beams=args.beam,
+            length_penalty=args.length_penalty,
+        )
+    )
     out = []
     for start in range(0, len(sentences), batch_size):
-        out += translator.generate(sentences[start:start + batch_size],
-                                   **options)
+        out += translator.generate(
+            sentences[start : start + batch_size], **options
+        )
     return out
 
 
@@ -266,23 +381,39 @@ def run(args):
     os.makedirs(args.output_dir, exist_ok=True)
     splits = load_pairs(args)
     train_de, train_en = splits["train"]
-    print("Multi30k: " + ", ".join(f"{k} {len(v[0])}"
-                                   for k, v in splits.items())
-          + f" | backend {keras.backend.backend()}")
+    print(
+        "Multi30k: "
+        + ", ".join(f"{k} {len(v[0])}" for k, v in splits.items())
+        + f" | backend {keras.backend.backend()}"
+    )
     tokenizer = train_subword_tokenizer(train_de + train_en, args.vocab_size)
     steps = (len(train_de) + args.batch_size - 1) // args.batch_size
     with strategy.scope():
         translator = build(args, tokenizer, steps)
     parameters = int(translator.count_params())
-    print(f"{args.model} ({args.preset}): {parameters / 1e6:.2f}M parameters,"
-          f" vocabulary {tokenizer.vocabulary_size()}")
+    print(
+        f"{args.model} ({args.preset}): {parameters / 1e6:.2f}M parameters,"
+        f" vocabulary {tokenizer.vocabulary_size()}"
+    )
 
-    train = even_batches(pair_dataset(
-        train_de, train_en, args.batch_size, shuffle=True, seed=args.seed,
-        bucket_boundaries=BUCKETS), strategy)
+    train = even_batches(
+        pair_dataset(
+            train_de,
+            train_en,
+            args.batch_size,
+            shuffle=True,
+            seed=args.seed,
+            bucket_boundaries=BUCKETS,
+        ),
+        strategy,
+    )
     val_de, val_en = splits["validation"]
-    validation = even_batches(pair_dataset(
-        val_de, val_en, args.batch_size, bucket_boundaries=BUCKETS), strategy)
+    validation = even_batches(
+        pair_dataset(
+            val_de, val_en, args.batch_size, bucket_boundaries=BUCKETS
+        ),
+        strategy,
+    )
     # Batches come in length buckets: the speed counts sentence pairs.
     speed = Throughput(args.batch_size, unit="sentence_pairs")
     start = time.perf_counter()
@@ -290,54 +421,70 @@ def run(args):
     # optimizer, schedule step; its curves kept); the backup goes once
     # training ends.
     this_run = translator.fit(
-        train, validation_data=validation, epochs=args.epochs,
+        train,
+        validation_data=validation,
+        epochs=args.epochs,
         callbacks=[speed, *resume_callbacks(args.output_dir)],
-        verbose=args.verbose)
+        verbose=args.verbose,
+    )
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history, resumed_at_epoch = resumed_history(args.output_dir,
-                                                this_run)
+    history, resumed_at_epoch = resumed_history(args.output_dir, this_run)
     # The trained model first: the backup went when fit ended, and an
     # interruption while translating for BLEU must not lose it. A fresh
     # optimizer: Adam's moments are of no use to translate.
     with strategy.scope():
-        translator.compile(optimizer="auto",
-                           label_smoothing=args.label_smoothing)
+        translator.compile(
+            optimizer="auto", label_smoothing=args.label_smoothing
+        )
     name = "translate_de_en" + ("_rnn" if args.model == "rnn" else "")
     model_path = save_model_atomic(
-        translator, os.path.join(args.output_dir, f"{name}.keras"))
+        translator, os.path.join(args.output_dir, f"{name}.keras")
+    )
 
     start = time.perf_counter()
     hypotheses = translate_all(translator, val_de, args)
     translate_seconds = time.perf_counter() - start
     bleu, bleu_lower, signature = bleu_scores(hypotheses, val_en)
     metrics = {
-        "model": args.model, "preset": args.preset,
-        "backend": keras.backend.backend(), "parameters": parameters,
+        "model": args.model,
+        "preset": args.preset,
+        "backend": keras.backend.backend(),
+        "parameters": parameters,
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "epochs": args.epochs,
         "resumed_at_epoch": resumed_at_epoch,
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(history["val_loss"][-1], 4),
-        "validation_bleu": bleu, "validation_bleu_lowercase": bleu_lower,
-        "bleu_signature": signature, "beam": args.beam,
+        "validation_bleu": bleu,
+        "validation_bleu_lowercase": bleu_lower,
+        "bleu_signature": signature,
+        "beam": args.beam,
         "length_penalty": args.length_penalty,
         "translate_seconds": round(translate_seconds, 1),
-        "config": {k: getattr(args, k) for k in TRAINING_FLAGS + (
-            TRANSFORMER_FLAGS if args.model == "transformer" else RNN_FLAGS)
-            + ("dropout", "vocab_size")},
-        "history": history, "smoke": args.smoke,
+        "config": {
+            k: getattr(args, k)
+            for k in TRAINING_FLAGS
+            + (TRANSFORMER_FLAGS if args.model == "transformer" else RNN_FLAGS)
+            + ("dropout", "vocab_size")
+        },
+        "history": history,
+        "smoke": args.smoke,
         **accelerator_metrics(args, strategy, speed),
-        "data": "generated" if args.smoke and args.data_dir is None
+        "data": "generated"
+        if args.smoke and args.data_dir is None
         else (args.data_dir or "Multi30k download"),
-        "samples": [{"source": s, "reference": r, "translation": h}
-                    for s, r, h in list(zip(val_de, val_en, hypotheses))[:5]],
+        "samples": [
+            {"source": s, "reference": r, "translation": h}
+            for s, r, h in list(zip(val_de, val_en, hypotheses))[:5]
+        ],
     }
     if "test" in splits:
         test_de, test_en = splits["test"]
         test_bleu, test_lower, _ = bleu_scores(
-            translate_all(translator, test_de, args), test_en)
+            translate_all(translator, test_de, args), test_en
+        )
         metrics.update(test_bleu=test_bleu, test_bleu_lowercase=test_lower)
 
     if args.ship:
@@ -346,26 +493,39 @@ def run(args):
     viz.plot_training_curves(
         {"loss": history["loss"], "val_loss": history["val_loss"]},
         os.path.join(args.output_dir, "training_curves.png"),
-        title=f"{args.preset} ({keras.backend.backend()})")
+        title=f"{args.preset} ({keras.backend.backend()})",
+    )
     pictures = []
     for source in val_de[:ALIGNMENT_SENTENCES]:
         item = translator.alignments(source)
-        pictures.append({"source_tokens": item["source_tokens"],
-                         "target_tokens": item["target_tokens"],
-                         "weights": item["mean"]})
-    viz.plot_alignments(pictures, os.path.join(args.output_dir,
-                                               "alignments.png"),
-                        title=f"Attention of generated words over source "
-                        f"words, {args.model}")
+        pictures.append(
+            {
+                "source_tokens": item["source_tokens"],
+                "target_tokens": item["target_tokens"],
+                "weights": item["mean"],
+            }
+        )
+    viz.plot_alignments(
+        pictures,
+        os.path.join(args.output_dir, "alignments.png"),
+        title=f"Attention of generated words over source words, {args.model}",
+    )
     for sample in metrics["samples"][:3]:
-        print(f"  {sample['source']}\n  -> {sample['translation']}\n"
-              f"     ({sample['reference']})")
-    test = (f" test BLEU {metrics['test_bleu']:.2f}"
-            if "test_bleu" in metrics else "")
-    print(f"RESULT translate model={args.model} preset={args.preset} "
-          f"backend={keras.backend.backend()} validation BLEU {bleu:.2f} "
-          f"(lowercased {bleu_lower:.2f}, beam {args.beam}){test} "
-          f"train_time={seconds:.0f}s params={parameters} -> {model_path}")
+        print(
+            f"  {sample['source']}\n  -> {sample['translation']}\n"
+            f"     ({sample['reference']})"
+        )
+    test = (
+        f" test BLEU {metrics['test_bleu']:.2f}"
+        if "test_bleu" in metrics
+        else ""
+    )
+    print(
+        f"RESULT translate model={args.model} preset={args.preset} "
+        f"backend={keras.backend.backend()} validation BLEU {bleu:.2f} "
+        f"(lowercased {bleu_lower:.2f}, beam {args.beam}){test} "
+        f"train_time={seconds:.0f}s params={parameters} -> {model_path}"
+    )
     return metrics
 
 
@@ -376,14 +536,20 @@ def ship(translator, name, splits, args):
     if args.int8:
         quantize_matrices(translator)
     path = save_model_atomic(
-        translator, os.path.join(ROOT, "saved_models", f"{name}.keras"),
-        weights_dtype="float16")
-    report = {"path": os.path.relpath(path, ROOT),
-              "megabytes": round(os.path.getsize(path) / 1e6, 2),
-              **split_bleu(keras.saving.load_model(path), splits, args)}
-    print(f"shipped {report['path']} ({report['megabytes']} MB, float16 "
-          f"weights{', int8 matrices' if args.int8 else ''}): validation "
-          f"BLEU {report['validation_bleu']:.2f}")
+        translator,
+        os.path.join(ROOT, "saved_models", f"{name}.keras"),
+        weights_dtype="float16",
+    )
+    report = {
+        "path": os.path.relpath(path, ROOT),
+        "megabytes": round(os.path.getsize(path) / 1e6, 2),
+        **split_bleu(keras.saving.load_model(path), splits, args),
+    }
+    print(
+        f"shipped {report['path']} ({report['megabytes']} MB, float16 "
+        f"weights{', int8 matrices' if args.int8 else ''}): validation "
+        f"BLEU {report['validation_bleu']:.2f}"
+    )
     return report
 
 
@@ -395,9 +561,11 @@ def split_bleu(translator, splits, args):
         if split in splits:
             german, english = splits[split]
             bleu, lower, _ = bleu_scores(
-                translate_all(translator, german, args), english)
-            scores.update({f"{split}_bleu": bleu,
-                           f"{split}_bleu_lowercase": lower})
+                translate_all(translator, german, args), english
+            )
+            scores.update(
+                {f"{split}_bleu": bleu, f"{split}_bleu_lowercase": lower}
+            )
     return scores
 
 
@@ -405,31 +573,49 @@ def evaluate_saved(args):
     """BLEU of a saved translator (`--evaluate`), and `--ship` of it."""
     translator = load_model(args.evaluate, expected=Translator)
     splits = load_pairs(args)
-    metrics = {"model": args.evaluate, "beam": args.beam,
-               "backend": keras.backend.backend()}
+    metrics = {
+        "model": args.evaluate,
+        "beam": args.beam,
+        "backend": keras.backend.backend(),
+    }
     start = time.perf_counter()
     metrics.update(split_bleu(translator, splits, args))
     metrics["translate_seconds"] = round(time.perf_counter() - start, 1)
     if args.ship:
-        name = os.path.basename(args.evaluate)[:-len(".keras")]
+        name = os.path.basename(args.evaluate)[: -len(".keras")]
         metrics["shipped"] = ship(translator, name, splits, args)
-    print(f"RESULT translate evaluate {args.evaluate} "
-          f"backend={keras.backend.backend()} validation BLEU "
-          f"{metrics['validation_bleu']:.2f} (lowercased "
-          f"{metrics['validation_bleu_lowercase']:.2f}, beam {args.beam})")
+    print(
+        f"RESULT translate evaluate {args.evaluate} "
+        f"backend={keras.backend.backend()} validation BLEU "
+        f"{metrics['validation_bleu']:.2f} (lowercased "
+        f"{metrics['validation_bleu_lowercase']:.2f}, beam {args.beam})"
+    )
     return metrics
 
 
-def check_setup(variant="transformer", smoke=True, seed=1337, num_steps=20,
-                batch_size=8, data_dir=None):
+def check_setup(
+    variant="transformer",
+    smoke=True,
+    seed=1337,
+    num_steps=20,
+    batch_size=8,
+    data_dir=None,
+):
     """What `recipes/check_backends.py` compares across backends: the
     variant's smoke-sized translator (dropout off) with a vocabulary learned
     on the generated pairs (or `data_dir`'s Multi30k), raw sentence pairs,
     and greedy translations."""
     from zoo.testing.cross_backend import CheckSetup
 
-    argv = ["--model", variant, "--smoke", "--seed", str(seed),
-            "--dropout", "0"]
+    argv = [
+        "--model",
+        variant,
+        "--smoke",
+        "--seed",
+        str(seed),
+        "--dropout",
+        "0",
+    ]
     if data_dir is not None:
         argv += ["--data-dir", data_dir]
     args = parse_args(argv)
@@ -444,8 +630,10 @@ def check_setup(variant="transformer", smoke=True, seed=1337, num_steps=20,
         batches.append(([german[i] for i in rows], [english[i] for i in rows]))
     return CheckSetup(
         model=model,
-        inputs={"encoder_text": german[:batch_size],
-                "decoder_text": english[:batch_size]},
+        inputs={
+            "encoder_text": german[:batch_size],
+            "decoder_text": english[:batch_size],
+        },
         train_batches=batches,
         loss=None,
         generate=dict(inputs=german[:3]),
@@ -460,7 +648,7 @@ def main(argv=None):
         return run(args)
     except (DataNotFoundError, ModelFileError) as error:
         print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

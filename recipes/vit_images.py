@@ -35,44 +35,72 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-import zoo  # noqa: E402,F401  (first: a quiet framework start-up)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
 
-from recipes.flags import HelpFormatter  # noqa: E402
-from recipes.flags import add_accelerator_flags  # noqa: E402
-from recipes.flags import positive_float  # noqa: E402
-from recipes.flags import positive_int  # noqa: E402
-from recipes.flags import rate  # noqa: E402
-from recipes.flags import setup_accelerators  # noqa: E402
-from zoo import viz  # noqa: E402
-from zoo.callbacks import Throughput  # noqa: E402
-from zoo.callbacks import resume_callbacks  # noqa: E402
-from zoo.callbacks import resumed_history  # noqa: E402
-from zoo.data.download import DataNotFoundError  # noqa: E402
-from zoo.data.images import DATASETS  # noqa: E402
-from zoo.data.images import load_images  # noqa: E402
-from zoo.data.images import load_npz  # noqa: E402
-from zoo.data.images import make_synthetic_images  # noqa: E402
-from zoo.data.images import split_validation  # noqa: E402
-from zoo.data.text import without_autotune  # noqa: E402
-from zoo.models.vit import PRESETS  # noqa: E402
-from zoo.models.vit import ViTImageClassifier  # noqa: E402
-from zoo.distribute import trim_to_replicas  # noqa: E402
-from zoo.saving import save_model_atomic  # noqa: E402
-from zoo.saving import write_json_atomic  # noqa: E402
-from zoo.schedules import warmup_cosine  # noqa: E402
+import zoo  # noqa: F401  (first: a quiet framework start-up)
+from recipes.flags import (
+    HelpFormatter,
+    add_accelerator_flags,
+    positive_float,
+    positive_int,
+    rate,
+    setup_accelerators,
+)
+from zoo import viz
+from zoo.callbacks import (
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.data.download import DataNotFoundError
+from zoo.data.images import (
+    DATASETS,
+    load_images,
+    load_npz,
+    make_synthetic_images,
+    split_validation,
+)
+from zoo.data.text import without_autotune
+from zoo.distribute import trim_to_replicas
+from zoo.models.vit import (
+    PRESETS,
+    ViTImageClassifier,
+)
+from zoo.saving import (
+    save_model_atomic,
+    write_json_atomic,
+)
+from zoo.schedules import warmup_cosine
 
 TRAINING = {
-    "mnist": dict(epochs=30, batch_size=128, learning_rate=1e-3,
-                  weight_decay=0.05, warmup_fraction=0.1,
-                  label_smoothing=0.1, translate=0.1),
-    "cifar": dict(epochs=200, batch_size=128, learning_rate=1e-3,
-                  weight_decay=0.05, warmup_fraction=0.025,
-                  label_smoothing=0.1, translate=0.125),
-    "smoke": dict(epochs=3, batch_size=32, learning_rate=3e-3,
-                  weight_decay=0.0, warmup_fraction=0.1, label_smoothing=0.0,
-                  translate=0.0),
+    "mnist": dict(
+        epochs=30,
+        batch_size=128,
+        learning_rate=1e-3,
+        weight_decay=0.05,
+        warmup_fraction=0.1,
+        label_smoothing=0.1,
+        translate=0.1,
+    ),
+    "cifar": dict(
+        epochs=200,
+        batch_size=128,
+        learning_rate=1e-3,
+        weight_decay=0.05,
+        warmup_fraction=0.025,
+        label_smoothing=0.1,
+        translate=0.125,
+    ),
+    "smoke": dict(
+        epochs=3,
+        batch_size=32,
+        learning_rate=3e-3,
+        weight_decay=0.0,
+        warmup_fraction=0.1,
+        label_smoothing=0.0,
+        translate=0.0,
+    ),
 }
 PICTURE_IMAGES = 16
 
@@ -80,54 +108,88 @@ PICTURE_IMAGES = 16
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Vision Transformer on MNIST / CIFAR (any backend).",
-        formatter_class=HelpFormatter)
+        formatter_class=HelpFormatter,
+    )
     parser.add_argument("--dataset", choices=DATASETS, default="mnist")
-    parser.add_argument("--data", default=None, metavar="PATH.npz",
-                        help="a local copy: arrays x, y [, x_test, y_test]")
-    parser.add_argument("--preset", choices=PRESETS.names(), default=None,
-                        help="default: mnist for grey datasets, cifar for "
-                        "colour ones, smoke with --smoke")
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH.npz",
+        help="a local copy: arrays x, y [, x_test, y_test]",
+    )
+    parser.add_argument(
+        "--preset",
+        choices=PRESETS.names(),
+        default=None,
+        help="default: mnist for grey datasets, cifar for "
+        "colour ones, smoke with --smoke",
+    )
     parser.add_argument("--validation-fraction", type=rate, default=0.1)
     for name, kind, text in (
-            ("epochs", positive_int, "training epochs"),
-            ("batch-size", positive_int, "images per step"),
-            ("learning-rate", positive_float, "peak of warm-up + cosine"),
-            ("weight-decay", float, "AdamW weight decay"),
-            ("warmup-fraction", rate, "share of the steps warming up"),
-            ("label-smoothing", rate, "label smoothing"),
-            ("translate", rate, "random translation, share of the size "
-             "(0: none; CIFAR images are also flipped)"),
-            ("dropout", rate, "dropout in the backbone"),
-            ("drop-path-rate", rate, "stochastic depth of the last block "
-             "(linear from 0 in the first)")):
-        parser.add_argument(f"--{name}", type=kind, default=None,
-                            help=f"{text}; default from the preset")
+        ("epochs", positive_int, "training epochs"),
+        ("batch-size", positive_int, "images per step"),
+        ("learning-rate", positive_float, "peak of warm-up + cosine"),
+        ("weight-decay", float, "AdamW weight decay"),
+        ("warmup-fraction", rate, "share of the steps warming up"),
+        ("label-smoothing", rate, "label smoothing"),
+        (
+            "translate",
+            rate,
+            "random translation, share of the size "
+            "(0: none; CIFAR images are also flipped)",
+        ),
+        ("dropout", rate, "dropout in the backbone"),
+        (
+            "drop-path-rate",
+            rate,
+            "stochastic depth of the last block (linear from 0 in the first)",
+        ),
+    ):
+        parser.add_argument(
+            f"--{name}",
+            type=kind,
+            default=None,
+            help=f"{text}; default from the preset",
+        )
     add_accelerator_flags(parser)
     parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--output-dir", default=None,
-                        help="default: runs/vit/<dataset>/")
-    parser.add_argument("--ship", action="store_true",
-                        help="also write saved_models/vit_<dataset>.keras")
-    parser.add_argument("--smoke", action="store_true",
-                        help="generated images and the smoke preset: the "
-                        "same code path in seconds, offline")
+    parser.add_argument(
+        "--output-dir", default=None, help="default: runs/vit/<dataset>/"
+    )
+    parser.add_argument(
+        "--ship",
+        action="store_true",
+        help="also write saved_models/vit_<dataset>.keras",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="generated images and the smoke preset: the "
+        "same code path in seconds, offline",
+    )
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
     args = parser.parse_args(argv)
     if args.preset is None:
-        args.preset = "smoke" if args.smoke else (
-            "cifar" if args.dataset.startswith("cifar") else "mnist")
+        args.preset = (
+            "smoke"
+            if args.smoke
+            else ("cifar" if args.dataset.startswith("cifar") else "mnist")
+        )
     for key, value in TRAINING[args.preset].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     for key in ("dropout", "drop_path_rate"):
         if getattr(args, key) is None:
-            setattr(args, key,
-                    PRESETS.part(args.preset, "backbone").get(key, 0.0))
+            setattr(
+                args, key, PRESETS.part(args.preset, "backbone").get(key, 0.0)
+            )
     if args.output_dir is None:
         args.output_dir = os.path.join(ROOT, "runs", "vit", args.dataset)
     if args.validation_fraction == 0:
-        parser.error("argument --validation-fraction: must be above 0 (the "
-                     "recipe measures accuracy on held-out images)")
+        parser.error(
+            "argument --validation-fraction: must be above 0 (the "
+            "recipe measures accuracy on held-out images)"
+        )
     return args
 
 
@@ -141,7 +203,8 @@ def check_channels(images, args):
             f"error: the images have {channels} channel(s) but the "
             f"{args.preset!r} preset reads {wanted}: pass --preset "
             f"{'cifar' if channels == 3 else 'mnist'} (or --dataset naming "
-            "the data).")
+            "the data)."
+        )
 
 
 def load_data(args):
@@ -153,7 +216,8 @@ def load_data(args):
     else:
         splits = load_images(args.dataset)
     splits["train"], splits["validation"] = split_validation(
-        *splits["train"], args.validation_fraction, args.seed)
+        *splits["train"], args.validation_fraction, args.seed
+    )
     return splits
 
 
@@ -161,9 +225,14 @@ def augmentation(args):
     """Keras preprocessing layers for the training images (in tf.data)."""
     layers = []
     if args.translate > 0:
-        layers.append(keras.layers.RandomTranslation(
-            args.translate, args.translate, fill_mode="constant",
-            seed=args.seed))
+        layers.append(
+            keras.layers.RandomTranslation(
+                args.translate,
+                args.translate,
+                fill_mode="constant",
+                seed=args.seed,
+            )
+        )
     if args.dataset.startswith("cifar") and not args.smoke:
         layers.append(keras.layers.RandomFlip("horizontal", seed=args.seed))
     return layers
@@ -182,22 +251,31 @@ def train_dataset(x, y, args):
         return batch, labels
 
     dataset = tf.data.Dataset.from_tensor_slices((images, y))
-    dataset = dataset.shuffle(len(y), seed=args.seed,
-                              reshuffle_each_iteration=True)
+    dataset = dataset.shuffle(
+        len(y), seed=args.seed, reshuffle_each_iteration=True
+    )
     dataset = dataset.batch(args.batch_size).map(augment)
     return without_autotune(dataset)
 
 
 def build(args, num_classes, steps):
     classifier = ViTImageClassifier.from_preset(
-        args.preset, num_classes=num_classes, backbone_dropout=args.dropout,
-        backbone_drop_path_rate=args.drop_path_rate, name="vit_classifier")
+        args.preset,
+        num_classes=num_classes,
+        backbone_dropout=args.dropout,
+        backbone_drop_path_rate=args.drop_path_rate,
+        name="vit_classifier",
+    )
     classifier.compile(
         optimizer=keras.optimizers.AdamW(
-            warmup_cosine(args.learning_rate, steps, args.warmup_fraction,
-                          alpha=0.01),
-            weight_decay=args.weight_decay, global_clipnorm=1.0),
-        label_smoothing=args.label_smoothing)
+            warmup_cosine(
+                args.learning_rate, steps, args.warmup_fraction, alpha=0.01
+            ),
+            weight_decay=args.weight_decay,
+            global_clipnorm=1.0,
+        ),
+        label_smoothing=args.label_smoothing,
+    )
     return classifier
 
 
@@ -209,56 +287,78 @@ def run(args):
     for name in list(splits):
         splits[name], dropped = trim_to_replicas(splits[name], strategy)
         if dropped:
-            print(f"{name}: {dropped} images left out so that every batch "
-                  f"splits evenly over {strategy.num_replicas_in_sync} "
-                  f"devices")
+            print(
+                f"{name}: {dropped} images left out so that every batch "
+                f"splits evenly over {strategy.num_replicas_in_sync} "
+                f"devices"
+            )
     x_train, y_train = splits["train"]
     x_val, y_val = splits["validation"]
     check_channels(x_train, args)
     num_classes = int(max(y_train.max(), y_val.max())) + 1
-    print(f"{args.dataset if not args.smoke else 'generated'}: train "
-          f"{len(y_train)}, validation {len(y_val)}"
-          + (f", test {len(splits['test'][1])}" if "test" in splits else "")
-          + f" | {num_classes} classes | backend {keras.backend.backend()}")
+    print(
+        f"{args.dataset if not args.smoke else 'generated'}: train "
+        f"{len(y_train)}, validation {len(y_val)}"
+        + (f", test {len(splits['test'][1])}" if "test" in splits else "")
+        + f" | {num_classes} classes | backend {keras.backend.backend()}"
+    )
     steps = args.epochs * -(-len(y_train) // args.batch_size)
     with strategy.scope():
         classifier = build(args, num_classes, steps)
-    print(f"ViT ({args.preset}): {classifier.count_params() / 1e6:.2f}M "
-          f"parameters, {classifier.backbone.grid_size[0]} x "
-          f"{classifier.backbone.grid_size[1]} patches")
+    print(
+        f"ViT ({args.preset}): {classifier.count_params() / 1e6:.2f}M "
+        f"parameters, {classifier.backbone.grid_size[0]} x "
+        f"{classifier.backbone.grid_size[1]} patches"
+    )
     speed = Throughput(args.batch_size, unit="images")
     start = time.perf_counter()
     # An interrupted run resumes from its last finished epoch when started
     # again (weights, optimizer, schedule; its curves kept).
-    this_run = classifier.fit(train_dataset(x_train, y_train, args),
-                              validation_data=(x_val, y_val),
-                              epochs=args.epochs,
-                              callbacks=[speed,
-                                         *resume_callbacks(args.output_dir)],
-                              verbose=args.verbose)
+    this_run = classifier.fit(
+        train_dataset(x_train, y_train, args),
+        validation_data=(x_val, y_val),
+        epochs=args.epochs,
+        callbacks=[speed, *resume_callbacks(args.output_dir)],
+        verbose=args.verbose,
+    )
     seconds = time.perf_counter() - start
     print(speed.describe())
-    history, resumed_at_epoch = resumed_history(args.output_dir,
-                                                this_run)
+    history, resumed_at_epoch = resumed_history(args.output_dir, this_run)
     _, accuracy = classifier.evaluate(x_val, y_val, verbose=0)
     metrics = {
-        "dataset": args.dataset, "preset": args.preset,
+        "dataset": args.dataset,
+        "preset": args.preset,
         "backend": keras.backend.backend(),
         "parameters": int(classifier.count_params()),
         "train_images": int(len(y_train)),
         "validation_images": int(len(y_val)),
-        "epochs": args.epochs, "train_seconds": round(seconds, 1),
+        "epochs": args.epochs,
+        "train_seconds": round(seconds, 1),
         "resumed_at_epoch": resumed_at_epoch,
         "throughput": speed.summary(),
         "validation_accuracy": round(float(accuracy), 4),
-        "history": history, "smoke": args.smoke,
+        "history": history,
+        "smoke": args.smoke,
         "replicas": strategy.num_replicas_in_sync,
-        "data": "generated" if args.smoke and args.data is None
+        "data": "generated"
+        if args.smoke and args.data is None
         else (args.data or f"keras.datasets.{args.dataset}"),
-        "config": {k: getattr(args, k) for k in (
-            "batch_size", "learning_rate", "weight_decay", "warmup_fraction",
-            "label_smoothing", "translate", "dropout", "drop_path_rate",
-            "mixed_precision", "distribute", "validation_fraction")},
+        "config": {
+            k: getattr(args, k)
+            for k in (
+                "batch_size",
+                "learning_rate",
+                "weight_decay",
+                "warmup_fraction",
+                "label_smoothing",
+                "translate",
+                "dropout",
+                "drop_path_rate",
+                "mixed_precision",
+                "distribute",
+                "validation_fraction",
+            )
+        },
     }
     if "test" in splits:
         _, test_accuracy = classifier.evaluate(*splits["test"], verbose=0)
@@ -267,26 +367,36 @@ def run(args):
     with strategy.scope():
         classifier.compile(label_smoothing=args.label_smoothing)  # fresh AdamW
     name = f"vit_{args.dataset}"
-    path = save_model_atomic(classifier,
-                             os.path.join(args.output_dir, f"{name}.keras"))
+    path = save_model_atomic(
+        classifier, os.path.join(args.output_dir, f"{name}.keras")
+    )
     if args.ship:
         shipped = save_model_atomic(
-            classifier, os.path.join(ROOT, "saved_models", f"{name}.keras"),
-            weights_dtype="float16")
+            classifier,
+            os.path.join(ROOT, "saved_models", f"{name}.keras"),
+            weights_dtype="float16",
+        )
         _, shipped_accuracy = keras.saving.load_model(shipped).evaluate(
-            x_val, y_val, verbose=0)
+            x_val, y_val, verbose=0
+        )
         metrics["shipped"] = {
             "path": os.path.relpath(shipped, ROOT),
             "megabytes": round(os.path.getsize(shipped) / 1e6, 2),
-            "validation_accuracy": round(float(shipped_accuracy), 4)}
+            "validation_accuracy": round(float(shipped_accuracy), 4),
+        }
     write_json_atomic(metrics, os.path.join(args.output_dir, "metrics.json"))
     make_pictures(args, classifier, history, x_val, y_val)
-    test = (f" test {metrics['test_accuracy']:.4f}"
-            if "test_accuracy" in metrics else "")
-    print(f"RESULT vit_images dataset={args.dataset} preset={args.preset} "
-          f"backend={keras.backend.backend()} validation accuracy "
-          f"{accuracy:.4f}{test} train_time={seconds:.0f}s "
-          f"params={classifier.count_params()} -> {path}")
+    test = (
+        f" test {metrics['test_accuracy']:.4f}"
+        if "test_accuracy" in metrics
+        else ""
+    )
+    print(
+        f"RESULT vit_images dataset={args.dataset} preset={args.preset} "
+        f"backend={keras.backend.backend()} validation accuracy "
+        f"{accuracy:.4f}{test} train_time={seconds:.0f}s "
+        f"params={classifier.count_params()} -> {path}"
+    )
     return metrics
 
 
@@ -294,26 +404,34 @@ def make_pictures(args, classifier, history, x_val, y_val):
     viz.plot_training_curves(
         {k: v for k, v in history.items() if "loss" in k or "accuracy" in k},
         os.path.join(args.output_dir, "training_curves.png"),
-        title=f"ViT {args.preset}, {args.dataset} ({keras.backend.backend()})")
+        title=f"ViT {args.preset}, {args.dataset} ({keras.backend.backend()})",
+    )
     images = x_val[:PICTURE_IMAGES]
     predictions = np.argmax(classifier.predict(images, verbose=0), axis=-1)
     viz.plot_rollout_grid(
-        images, classifier.rollout_maps(images),
+        images,
+        classifier.rollout_maps(images),
         os.path.join(args.output_dir, "rollout.png"),
-        titles=[f"{t} -> {p}" for t, p in zip(y_val[:PICTURE_IMAGES],
-                                              predictions)],
-        title="attention rollout of the class token (label -> prediction)")
+        titles=[
+            f"{t} -> {p}" for t, p in zip(y_val[:PICTURE_IMAGES], predictions)
+        ],
+        title="attention rollout of the class token (label -> prediction)",
+    )
     backbone = classifier.backbone
     viz.plot_position_similarity(
         keras.ops.convert_to_numpy(
-            backbone.position_embedding.position_embeddings),
-        backbone.grid_size, os.path.join(args.output_dir, "positions.png"),
+            backbone.position_embedding.position_embeddings
+        ),
+        backbone.grid_size,
+        os.path.join(args.output_dir, "positions.png"),
         num_prefix_tokens=int(backbone.class_token is not None),
-        title="position embeddings: cosine similarity")
+        title="position embeddings: cosine similarity",
+    )
 
 
-def check_setup(smoke=True, seed=1337, num_steps=20, batch_size=16,
-                data_dir=None):
+def check_setup(
+    smoke=True, seed=1337, num_steps=20, batch_size=16, data_dir=None
+):
     """What `recipes/check_backends.py` compares across backends: the smoke
     (or, with `smoke` False, the mnist) ViT classifier with dropout off,
     float images in [0, 255] (never cast to int) and `num_steps` batches in
@@ -328,12 +446,15 @@ def check_setup(smoke=True, seed=1337, num_steps=20, batch_size=16,
     x, y = splits["train"]
     x = x.astype("float32")
     classifier = ViTImageClassifier.from_preset(
-        args.preset, num_classes=int(y.max()) + 1, backbone_dropout=0.0)
+        args.preset, num_classes=int(y.max()) + 1, backbone_dropout=0.0
+    )
     classifier.compile(optimizer="sgd")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(y))
-    steps = [order[(i * batch_size) % len(order):][:batch_size]
-             for i in range(num_steps)]
+    steps = [
+        order[(i * batch_size) % len(order) :][:batch_size]
+        for i in range(num_steps)
+    ]
     return CheckSetup(
         model=classifier,
         inputs=splits["validation"][0][:batch_size].astype("float32"),
@@ -351,7 +472,7 @@ def main(argv=None):
         return run(args)
     except DataNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

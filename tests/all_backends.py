@@ -27,14 +27,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from zoo.testing.backends import BACKENDS  # noqa: E402
-from zoo.testing.backends import python_command  # noqa: E402
-from zoo.testing.backends import run_on_backends  # noqa: E402
+from zoo.testing.backends import (  # noqa: E402
+    BACKENDS,
+    python_command,
+    run_on_backends,
+)
 
 
 def summary_line(output):
     """pytest's closing line, e.g. '120 passed, 2 skipped in 35.1s'."""
-    lines = [l.strip("= ") for l in output.strip().splitlines() if l.strip()]
+    lines = [
+        item.strip("= ") for item in output.strip().splitlines() if item.strip()
+    ]
     for line in reversed(lines):
         if re.search(r"\d+ (passed|failed|error|skipped|no tests ran)", line):
             return line
@@ -48,8 +52,11 @@ def main(argv=None):
     )
     parser.add_argument("--jobs", type=int, default=2, help="backends at once")
     parser.add_argument(
-        "--one-backend", default="torch", choices=BACKENDS,
-        help="the backend whose run takes the tests marked one_backend")
+        "--one-backend",
+        default="torch",
+        choices=BACKENDS,
+        help="the backend whose run takes the tests marked one_backend",
+    )
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest")
     args = parser.parse_args(argv)
     if len(args.backends) > 1 and args.one_backend in args.backends:
@@ -68,9 +75,11 @@ def main(argv=None):
         # one per core each, spin against the other run's (a PyTorch RNN
         # test took 13 s beside a busy core with 2 threads, 6.5 s with 1).
         os.environ["OMP_NUM_THREADS"] = str(
-            max(1, (os.cpu_count() or 1) // args.jobs))
-    command = python_command("-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             *args.pytest_args)
+            max(1, (os.cpu_count() or 1) // args.jobs)
+        )
+    command = python_command(
+        "-m", "pytest", "-q", "-p", "no:cacheprovider", *args.pytest_args
+    )
     results = []
     try:
         runs = run_on_backends(command, args.backends, args.jobs, cwd=ROOT)
@@ -79,8 +88,9 @@ def main(argv=None):
     for run in runs:
         print(f"\n{'=' * 30} KERAS_BACKEND={run.backend} {'=' * 30}")
         print(run.output.rstrip())
-        results.append((run.backend, run.returncode, summary_line(run.output),
-                        run.seconds))
+        results.append(
+            (run.backend, run.returncode, summary_line(run.output), run.seconds)
+        )
 
     print(f"\n{'=' * 30} summary {'=' * 30}")
     failed = False
@@ -91,7 +101,9 @@ def main(argv=None):
     print(f"total wall time: {time.perf_counter() - start:.0f} s")
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     for _, code, line, _ in results:
-        for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", line):
+        for number, word in re.findall(
+            r"(\d+) (passed|failed|errors?|skipped)", line
+        ):
             word = "failed" if word.startswith("error") else word
             counts[word] += int(number)
         if code != 0 and not re.search(r"\d+ (failed|error)", line):

@@ -9,8 +9,8 @@ import os
 # benchmarks/ measures speed with the defaults.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
-import keras  # noqa: E402
-import pytest  # noqa: E402
+import keras
+import pytest
 
 from zoo.precision import set_tf32
 
@@ -23,7 +23,8 @@ def pytest_configure(config):
         import tensorflow as tf
 
         tf.config.optimizer.set_experimental_options(
-            {"disable_meta_optimizer": True})
+            {"disable_meta_optimizer": True}
+        )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -35,7 +36,8 @@ def pytest_collection_modifyitems(config, items):
     if not one or keras.backend.backend() == one:
         return
     skip = pytest.mark.skip(
-        reason=f"the same under every backend: runs in the {one} run")
+        reason=f"the same under every backend: runs in the {one} run"
+    )
     for item in items:
         if item.get_closest_marker("one_backend"):
             item.add_marker(skip)

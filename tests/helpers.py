@@ -19,6 +19,7 @@ def random_array(shape, seed=0, dtype="float32"):
 
 # ---- NumPy references -------------------------------------------------------
 
+
 def np_softmax(x, axis=-1):
     x = x - x.max(axis=axis, keepdims=True)
     e = np.exp(x)
@@ -74,6 +75,7 @@ def np_layer_norm(x, gamma, beta, eps):
 
 
 # ---- Round trips ------------------------------------------------------------
+
 
 def keras_round_trip(model, tmp_path, name="model.keras"):
     """Saves to .keras and loads it back (with zoo's registered objects)."""

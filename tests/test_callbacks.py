@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from zoo import callbacks
-from zoo.callbacks import StopAfterMinutes
-from zoo.callbacks import Throughput
+from zoo.callbacks import StopAfterMinutes, Throughput
 
 
 class FakeClock:
@@ -37,15 +36,21 @@ class Tick(keras.callbacks.Callback):
 def _fit(stopper, clock, initial_epoch=0):
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=50,
-                        initial_epoch=initial_epoch, verbose=0,
-                        callbacks=[Tick(clock), stopper])
+    history = model.fit(
+        np.ones((4, 2)),
+        np.ones((4, 1)),
+        epochs=50,
+        initial_epoch=initial_epoch,
+        verbose=0,
+        callbacks=[Tick(clock), stopper],
+    )
     return len(history.history["loss"])
 
 
 @pytest.mark.parametrize("initial_epoch", [0, 20])
-def test_stops_before_the_epoch_that_would_overrun(monkeypatch, capsys,
-                                                   initial_epoch):
+def test_stops_before_the_epoch_that_would_overrun(
+    monkeypatch, capsys, initial_epoch
+):
     clock = FakeClock(epoch_seconds=60)
     monkeypatch.setattr(callbacks.time, "perf_counter", clock)
     stopper = StopAfterMinutes(3.5, note="; --resume continues")
@@ -53,7 +58,8 @@ def test_stops_before_the_epoch_that_would_overrun(monkeypatch, capsys,
     assert _fit(stopper, clock, initial_epoch) == 3
     assert stopper.stopped
     assert "3.5-minute budget is spent; --resume continues" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
 
 
 def test_an_ample_budget_never_stops(monkeypatch):
@@ -81,73 +87,103 @@ class StepClock(keras.callbacks.Callback):
 @pytest.mark.parametrize("validation", [True, False], ids=["val", "no-val"])
 @pytest.mark.parametrize("steps_per_execution", [1, 2])
 def test_throughput_times_training_steps_after_the_warm_up(
-        monkeypatch, validation, steps_per_execution):
+    monkeypatch, validation, steps_per_execution
+):
     if steps_per_execution > 1 and keras.backend.backend() == "torch":
         pytest.skip("Keras under PyTorch runs one step per execution")
     clock = FakeClock(epoch_seconds=0)
     monkeypatch.setattr(callbacks.time, "perf_counter", clock)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse",
-                  steps_per_execution=steps_per_execution)
+    model.compile(
+        optimizer="sgd", loss="mse", steps_per_execution=steps_per_execution
+    )
     speed = Throughput(items_per_step=8 * 16, unit="tokens", warmup_steps=2)
     x, y = np.ones((80, 2)), np.ones((80, 1))  # 10 steps of 8
-    model.fit(x, y, batch_size=8, epochs=3, verbose=0,
-              validation_data=(x[:16], y[:16]) if validation else None,
-              callbacks=[StepClock(clock), speed])
+    model.fit(
+        x,
+        y,
+        batch_size=8,
+        epochs=3,
+        verbose=0,
+        validation_data=(x[:16], y[:16]) if validation else None,
+        callbacks=[StepClock(clock), speed],
+    )
     # The first epoch leaves out 2 warm-up steps; none is left out later.
     assert [e["steps"] for e in speed.epochs] == [8, 10, 10]
     for entry in speed.epochs:
         # Each execution took 1 s of the fake clock (the batch hooks run
         # once per execution), validation (100 s a batch) is outside.
-        assert entry["steps_per_second"] == pytest.approx(
-            steps_per_execution)
+        assert entry["steps_per_second"] == pytest.approx(steps_per_execution)
         assert entry["tokens_per_second"] == pytest.approx(
-            entry["steps_per_second"] * 128)
+            entry["steps_per_second"] * 128
+        )
     summary = speed.summary()
     assert summary["timed_epochs"] == 3
     assert summary["tokens_per_second"] == pytest.approx(
-        128 * summary["steps_per_second"])
+        128 * summary["steps_per_second"]
+    )
     assert summary["device"] in ("cpu", "unknown")
     assert summary["peak_memory_gib"] is None
 
 
 def test_throughput_without_items_and_an_epoch_shorter_than_the_warm_up(
-        monkeypatch, capsys):
+    monkeypatch, capsys
+):
     clock = FakeClock(epoch_seconds=0)
     monkeypatch.setattr(callbacks.time, "perf_counter", clock)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     speed = Throughput(warmup_steps=5, verbose=True)
-    model.fit(np.ones((12, 2)), np.ones((12, 1)), batch_size=4, epochs=2,
-              verbose=0, callbacks=[StepClock(clock), speed])
+    model.fit(
+        np.ones((12, 2)),
+        np.ones((12, 1)),
+        batch_size=4,
+        epochs=2,
+        verbose=0,
+        callbacks=[StepClock(clock), speed],
+    )
     # Epoch 1 has 3 steps, all warm-up: only epoch 2 is timed.
     assert [(e["epoch"], e["steps"]) for e in speed.epochs] == [(2, 3)]
     assert "examples_per_second" not in speed.epochs[0]
-    assert set(speed.summary()) == {"device", "timed_epochs",
-                                    "steps_per_second", "peak_memory_gib"}
+    assert set(speed.summary()) == {
+        "device",
+        "timed_epochs",
+        "steps_per_second",
+        "peak_memory_gib",
+    }
     assert "epoch 2: 1.00 steps/s" in capsys.readouterr().out
 
 
 def test_throughput_gives_model_flops_utilisation_against_the_peak(
-        monkeypatch, capsys):
+    monkeypatch, capsys
+):
     clock = FakeClock(epoch_seconds=0)
     monkeypatch.setattr(callbacks.time, "perf_counter", clock)
     import zoo.accelerator
 
     # 1 step/s of 128 tokens at 2e12 FLOPs each: 256 TFLOP/s.
-    monkeypatch.setattr(zoo.accelerator, "accelerator",
-                        lambda: ("NVIDIA H100 80GB HBM3", 2**30))
+    monkeypatch.setattr(
+        zoo.accelerator, "accelerator", lambda: ("NVIDIA H100 80GB HBM3", 2**30)
+    )
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    speed = Throughput(items_per_step=128, unit="tokens", warmup_steps=0,
-                       flops_per_item=2e12)
-    model.fit(np.ones((16, 2)), np.ones((16, 1)), batch_size=8, epochs=1,
-              verbose=0, callbacks=[StepClock(clock), speed])
+    speed = Throughput(
+        items_per_step=128, unit="tokens", warmup_steps=0, flops_per_item=2e12
+    )
+    model.fit(
+        np.ones((16, 2)),
+        np.ones((16, 1)),
+        batch_size=8,
+        epochs=1,
+        verbose=0,
+        callbacks=[StepClock(clock), speed],
+    )
     summary = speed.summary()
     assert summary["model_tflops_per_second"] == pytest.approx(256)
     assert summary["mfu"] == pytest.approx(256 / 494.7, abs=1e-4)  # float32
     assert "model FLOPs utilisation 51.7% of its float32 peak" in (
-        speed.describe())
+        speed.describe()
+    )
     # A device without a known peak (a CPU): the TFLOP/s, no utilisation.
     monkeypatch.setattr(zoo.accelerator, "accelerator", lambda: ("cpu", None))
     speed.on_train_end()
@@ -155,25 +191,33 @@ def test_throughput_gives_model_flops_utilisation_against_the_peak(
     assert "utilisation" not in speed.describe()
 
 
-@pytest.mark.parametrize("kwargs", [{"items_per_step": 0},
-                                    {"warmup_steps": -1},
-                                    {"flops_per_item": 1e9},
-                                    {"items_per_step": 8,
-                                     "flops_per_item": 0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"items_per_step": 0},
+        {"warmup_steps": -1},
+        {"flops_per_item": 1e9},
+        {"items_per_step": 8, "flops_per_item": 0},
+    ],
+)
 def test_throughput_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError, match=list(kwargs)[-1]):
         Throughput(**kwargs)
 
 
 def test_read_history_counts_an_epoch_redone_after_an_interruption_once(
-        tmp_path):
+    tmp_path,
+):
     from zoo.callbacks import read_history
 
     path = tmp_path / "history.csv"
-    path.write_text("epoch,loss,val_loss\n0,2.0,2.5\n1,1.5,2.1\n"
-                    "1,1.4,2.0\n2,1.2,1.9\n")  # epoch 1 redone
-    assert read_history(path) == {"loss": [2.0, 1.4, 1.2],
-                                  "val_loss": [2.5, 2.0, 1.9]}
+    path.write_text(
+        "epoch,loss,val_loss\n0,2.0,2.5\n1,1.5,2.1\n1,1.4,2.0\n2,1.2,1.9\n"
+    )  # epoch 1 redone
+    assert read_history(path) == {
+        "loss": [2.0, 1.4, 1.2],
+        "val_loss": [2.5, 2.0, 1.9],
+    }
     (tmp_path / "empty.csv").write_text("epoch,loss\n")
     with pytest.raises(ValueError, match="no epoch"):
         read_history(tmp_path / "empty.csv")
@@ -190,10 +234,12 @@ def test_resume_callbacks_append_to_the_log_only_when_resuming(tmp_path):
     assert resume_callbacks(str(tmp_path))[0].append
 
 
-@pytest.mark.parametrize("budget_minutes, kept", [(2.5, True),
-                                                  (float("inf"), False)])
+@pytest.mark.parametrize(
+    "budget_minutes, kept", [(2.5, True), (float("inf"), False)]
+)
 def test_a_run_stopped_early_keeps_its_backup_and_continues(
-        monkeypatch, tmp_path, budget_minutes, kept):
+    monkeypatch, tmp_path, budget_minutes, kept
+):
     from zoo.callbacks import BackupUntilDone
 
     clock = FakeClock(epoch_seconds=60)
@@ -203,10 +249,19 @@ def test_a_run_stopped_early_keeps_its_backup_and_continues(
     def fit(budget):
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         model.compile(optimizer="sgd", loss="mse")
-        return len(model.fit(
-            np.ones((4, 2)), np.ones((4, 1)), epochs=5, verbose=0,
-            callbacks=[Tick(clock), BackupUntilDone(backup),
-                       StopAfterMinutes(budget)]).history["loss"])
+        return len(
+            model.fit(
+                np.ones((4, 2)),
+                np.ones((4, 1)),
+                epochs=5,
+                verbose=0,
+                callbacks=[
+                    Tick(clock),
+                    BackupUntilDone(backup),
+                    StopAfterMinutes(budget),
+                ],
+            ).history["loss"]
+        )
 
     trained = fit(budget_minutes)
     assert os.path.isdir(backup) == kept
@@ -217,22 +272,24 @@ def test_a_run_stopped_early_keeps_its_backup_and_continues(
 
 
 def test_resumed_history_gives_the_whole_curves_and_where_this_fit_began(
-        tmp_path):
+    tmp_path,
+):
     from zoo.callbacks import resumed_history
 
     (tmp_path / "history.csv").write_text(
-        "epoch,loss\n0,2.0\n1,1.5\n1,1.4\n2,1.2\n")
+        "epoch,loss\n0,2.0\n1,1.5\n1,1.4\n2,1.2\n"
+    )
     this_run = keras.callbacks.History()
     this_run.history = {"loss": [1.4, 1.2]}  # epochs 1 and 2, after a stop
-    assert resumed_history(tmp_path, this_run) == ({"loss": [2.0, 1.4, 1.2]},
-                                                   1)
+    assert resumed_history(tmp_path, this_run) == ({"loss": [2.0, 1.4, 1.2]}, 1)
     this_run.history = {}  # a fit with nothing left to do
     assert resumed_history(tmp_path, this_run)[1] == 3
 
 
 def _model_with_weight(value):
-    model = keras.Sequential([keras.Input((1,)),
-                              keras.layers.Dense(1, use_bias=False)])
+    model = keras.Sequential(
+        [keras.Input((1,)), keras.layers.Dense(1, use_bias=False)]
+    )
     model.set_weights([np.full((1, 1), value, "float32")])
     return model
 
@@ -251,8 +308,11 @@ def _epochs(keep, model, losses):
 
 def test_keep_best_gives_back_the_best_epochs_weights(tmp_path):
     keep = callbacks.KeepBest(str(tmp_path))
-    weight = _epochs(keep, _model_with_weight(-1.0),
-                     {0: 3.0, 1: 2.0, 2: float("nan"), 3: 2.5})
+    weight = _epochs(
+        keep,
+        _model_with_weight(-1.0),
+        {0: 3.0, 1: 2.0, 2: float("nan"), 3: 2.5},
+    )
     assert weight == 1.0  # the weights of epoch index 1
     assert keep.best_epoch == 2 and keep.best == 2.0
     assert (tmp_path / "best.weights.h5").exists()
@@ -292,20 +352,28 @@ class _Draws(keras.callbacks.Callback):
         self.draws = []
 
     def on_epoch_begin(self, epoch, logs=None):
-        state = [v for v in self.model.variables
-                 if v.name == "seed_generator_state"][0]
-        self.draws.append((np.random.randint(2**31),
-                           tuple(keras.ops.convert_to_numpy(state))))
+        state = [
+            v for v in self.model.variables if v.name == "seed_generator_state"
+        ][0]
+        self.draws.append(
+            (np.random.randint(2**31), tuple(keras.ops.convert_to_numpy(state)))
+        )
 
 
 def _fit_reproducible(epochs, initial_epoch=0, seed=3):
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dropout(0.5),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((2,)), keras.layers.Dropout(0.5), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="sgd", loss="mse")
     dataset, draws = _Epochs(), _Draws()
-    model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=epochs, verbose=0,
-              initial_epoch=initial_epoch,
-              callbacks=[callbacks.ReproducibleEpochs(seed, [dataset]), draws])
+    model.fit(
+        np.ones((4, 2)),
+        np.ones((4, 1)),
+        epochs=epochs,
+        verbose=0,
+        initial_epoch=initial_epoch,
+        callbacks=[callbacks.ReproducibleEpochs(seed, [dataset]), draws],
+    )
     return dataset, draws.draws
 
 
@@ -321,8 +389,9 @@ def test_reproducible_epochs_follow_the_seed_and_the_epoch():
     assert other_seed[0] != draws[0]
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
-                    reason="TensorFlow's global seed")
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="TensorFlow's global seed"
+)
 def test_reproducible_epochs_leave_tensorflows_global_seed_alone():
     # Setting it clears TensorFlow's kernel cache: each compiled function
     # would be optimised again at every epoch.

@@ -11,10 +11,9 @@ import keras
 import pytest
 
 import zoo
-from zoo import layers
-from zoo import models
-from zoo.models import captioning
 from tests.test_readme import shipped_files_loaded_by_the_readme
+from zoo import layers, models
+from zoo.models import captioning
 
 ZOO_DIR = pathlib.Path(zoo.__file__).parent
 PUBLIC_LAYERS = [
@@ -57,17 +56,24 @@ def test_layer_is_registered_under_zoo(cls):
 @pytest.mark.parametrize(
     "obj",
     PUBLIC_LAYERS
-    + [layers.scaled_dot_product_attention, layers.attention_entropy,
-       models.get_sampler, models.attention_model],
+    + [
+        layers.scaled_dot_product_attention,
+        layers.attention_entropy,
+        models.get_sampler,
+        models.attention_model,
+    ],
     ids=lambda o: o.__name__,
 )
 def test_public_docstrings_give_arguments_and_example(obj):
     doc = inspect.getdoc(obj) or ""
     assert "Args:" in doc, f"{obj.__name__} documents no arguments"
     if isinstance(obj, type) or obj in (
-        layers.scaled_dot_product_attention, models.get_sampler
+        layers.scaled_dot_product_attention,
+        models.get_sampler,
     ):
-        assert "Example" in doc and ">>>" in doc, f"{obj.__name__} has no example"
+        assert "Example" in doc and ">>>" in doc, (
+            f"{obj.__name__} has no example"
+        )
         if obj is not models.get_sampler:
             assert "(batch" in doc, f"{obj.__name__} gives no tensor shapes"
 
@@ -80,10 +86,15 @@ def _may_use_frameworks(relative):
     TensorFlow and trims tf.data batches, zoo/precision.py sets each
     framework's TF32 switch, zoo/accelerator.py reads their allocators'
     peak memory. Layers, models and tasks compute with keras.ops only."""
-    return (relative.parts[0] in ("data", "testing", "_startup.py",
-                                  "_tensorflow.py", "distribute.py",
-                                  "precision.py", "accelerator.py")
-            or relative.name.endswith("_preprocessor.py"))
+    return relative.parts[0] in (
+        "data",
+        "testing",
+        "_startup.py",
+        "_tensorflow.py",
+        "distribute.py",
+        "precision.py",
+        "accelerator.py",
+    ) or relative.name.endswith("_preprocessor.py")
 
 
 def test_zoo_uses_no_backend_framework_directly():
@@ -177,16 +188,20 @@ gpt.compile(optimizer="adam",
 ids = np.arange(16).reshape(2, 8) % 20
 keras.Model.fit(gpt, {{"token_ids": ids, "padding_mask": ids >= 0}}, ids,
                 epochs=1, verbose=0)
-gpt.save(r"{tmp_path / 'gpt.keras'}")
-keras.saving.load_model(r"{tmp_path / 'gpt.keras'}")
+gpt.save(r"{tmp_path / "gpt.keras"}")
+keras.saving.load_model(r"{tmp_path / "gpt.keras"}")
 from zoo.data.text import text_dataset
 try:
     text_dataset(["a"], batch_size=1)
 except ImportError as error:
     print("NEEDS", error)
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                          text=True, timeout=300,
-                          cwd=str(ZOO_DIR.parent))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(ZOO_DIR.parent),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "NEEDS" in done.stdout and "pip install tensorflow" in done.stdout

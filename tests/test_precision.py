@@ -13,9 +13,14 @@ def restore():
     precision.configure(None, tf32=True)
 
 
-@pytest.mark.parametrize("mixed, policy", [
-    (None, "float32"), ("bfloat16", "mixed_bfloat16"),
-    ("float16", "mixed_float16")])
+@pytest.mark.parametrize(
+    "mixed, policy",
+    [
+        (None, "float32"),
+        ("bfloat16", "mixed_bfloat16"),
+        ("float16", "mixed_float16"),
+    ],
+)
 def test_configure_sets_the_global_policy(mixed, policy):
     assert precision.configure(mixed) == policy
     assert keras.config.dtype_policy().name == policy

@@ -18,14 +18,17 @@ BLOCKS = re.findall(
 )
 
 
-MARKDOWN = ["README.md", *sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+MARKDOWN = [
+    "README.md",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+]
 
 
 def shipped_files_loaded_by_the_readme():
     """`saved_models/*.keras` paths that a README example loads."""
-    return sorted(set(re.findall(r"saved_models/[\w.-]+\.keras",
-                                 "".join(BLOCKS))))
+    return sorted(
+        set(re.findall(r"saved_models/[\w.-]+\.keras", "".join(BLOCKS)))
+    )
 
 
 def test_the_readme_has_python_examples():
@@ -37,9 +40,13 @@ def test_the_readme_has_python_examples():
 def test_readme_example_runs(index, monkeypatch):
     if "saved_models/" in BLOCKS[index]:
         done = subprocess.run(
-            [sys.executable, "-c", BLOCKS[index]], cwd=ROOT,
-            capture_output=True, text=True, timeout=900,
-            env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()))
+            [sys.executable, "-c", BLOCKS[index]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()),
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return
     monkeypatch.chdir(ROOT)
@@ -52,9 +59,13 @@ def broken_tables(text):
     table row: Markdown ends a table at a blank line, so such rows render
     as a paragraph of pipes."""
     lines = text.splitlines()
-    return [n + 1 for n in range(2, len(lines))
-            if lines[n].startswith("|") and not lines[n - 1].strip()
-            and lines[n - 2].startswith("|")]
+    return [
+        n + 1
+        for n in range(2, len(lines))
+        if lines[n].startswith("|")
+        and not lines[n - 1].strip()
+        and lines[n - 2].startswith("|")
+    ]
 
 
 def test_broken_tables_finds_a_blank_line_inside_a_table():
@@ -70,20 +81,31 @@ def test_markdown_tables_have_no_blank_line_inside(path):
 def missing_references(text, folder=ROOT):
     """Relative links (from `folder`), and repository paths in backticks, of
     a Markdown text that name no file of the repository."""
-    links = [m.group(1) for m in re.finditer(r"\]\(([^)#\s]+)[^)]*\)", text)
-             if not re.match(r"[a-z]+:", m.group(1))]
-    paths = re.findall(r"`((?:recipes|benchmarks|zoo|saved_models|docs|tests)"
-                       r"/[\w./-]+\.(?:py|keras|md|png|sh))`", text)
-    return ([l for l in links if not (folder / l).exists()]
-            + [p for p in paths if not (ROOT / p).exists()])
+    links = [
+        m.group(1)
+        for m in re.finditer(r"\]\(([^)#\s]+)[^)]*\)", text)
+        if not re.match(r"[a-z]+:", m.group(1))
+    ]
+    paths = re.findall(
+        r"`((?:recipes|benchmarks|zoo|saved_models|docs|tests)"
+        r"/[\w./-]+\.(?:py|keras|md|png|sh))`",
+        text,
+    )
+    return [item for item in links if not (folder / item).exists()] + [
+        p for p in paths if not (ROOT / p).exists()
+    ]
 
 
 def test_missing_references_finds_files_that_are_not_there():
-    text = ("[ok](docs/gpt.md), [gone](docs/nothing.md), "
-            "[web](https://keras.io), `saved_models/imdb_rnn.keras` and "
-            "`saved_models/imdb_attention_bigrams.keras`")
+    text = (
+        "[ok](docs/gpt.md), [gone](docs/nothing.md), "
+        "[web](https://keras.io), `saved_models/imdb_rnn.keras` and "
+        "`saved_models/imdb_attention_bigrams.keras`"
+    )
     assert missing_references(text) == [
-        "docs/nothing.md", "saved_models/imdb_attention_bigrams.keras"]
+        "docs/nothing.md",
+        "saved_models/imdb_attention_bigrams.keras",
+    ]
 
 
 @pytest.mark.parametrize("path", MARKDOWN)

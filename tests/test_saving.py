@@ -8,19 +8,26 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.saving import ModelFileError
-from zoo.saving import load_model
-from zoo.saving import save_model_atomic
-from zoo.saving import save_weights_atomic
-from zoo.saving import write_json_atomic
+from zoo.saving import (
+    ModelFileError,
+    load_model,
+    save_model_atomic,
+    save_weights_atomic,
+    write_json_atomic,
+)
 
 
 def small_model():
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(256),
-                              keras.layers.LayerNormalization(),
-                              keras.layers.Dense(256),
-                              keras.layers.Dense(2)])
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(256),
+            keras.layers.LayerNormalization(),
+            keras.layers.Dense(256),
+            keras.layers.Dense(2),
+        ]
+    )
     return model
 
 
@@ -28,8 +35,9 @@ def test_float16_storage_halves_the_file_and_rounds_the_weights(tmp_path):
     model = small_model()
     x = np.random.default_rng(0).normal(size=(3, 4)).astype("float32")
     full = save_model_atomic(model, str(tmp_path / "full.keras"))
-    half = save_model_atomic(model, str(tmp_path / "half.keras"),
-                             weights_dtype="float16")
+    half = save_model_atomic(
+        model, str(tmp_path / "half.keras"), weights_dtype="float16"
+    )
     # The weights take half the bytes (the rest of the file is config).
     assert os.path.getsize(half) < 0.6 * os.path.getsize(full)
     loaded = keras.saving.load_model(half)
@@ -37,12 +45,15 @@ def test_float16_storage_halves_the_file_and_rounds_the_weights(tmp_path):
         assert mine.dtype == "float32"  # computes as before
         np.testing.assert_array_equal(
             keras.ops.convert_to_numpy(mine),
-            keras.ops.convert_to_numpy(original).astype("float16"))
-    np.testing.assert_allclose(loaded.predict(x, verbose=0),
-                               model.predict(x, verbose=0), atol=1e-2)
+            keras.ops.convert_to_numpy(original).astype("float16"),
+        )
+    np.testing.assert_allclose(
+        loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-2
+    )
     np.testing.assert_array_equal(
         keras.saving.load_model(full).predict(x, verbose=0),
-        model.predict(x, verbose=0))
+        model.predict(x, verbose=0),
+    )
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
 
 
@@ -50,8 +61,9 @@ def test_bad_arguments_leave_nothing_behind(tmp_path):
     with pytest.raises(ValueError, match=".keras"):
         save_model_atomic(small_model(), str(tmp_path / "model.h5"))
     with pytest.raises(ValueError, match="weights_dtype"):
-        save_model_atomic(small_model(), str(tmp_path / "m.keras"),
-                          weights_dtype="int8")
+        save_model_atomic(
+            small_model(), str(tmp_path / "m.keras"), weights_dtype="int8"
+        )
     with pytest.raises(ValueError, match=".weights.h5"):
         save_weights_atomic(small_model(), str(tmp_path / "w.h5"))
     assert os.listdir(tmp_path) == []
@@ -80,7 +92,7 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
     folder = tmp_path / "folder.keras"
     folder.mkdir()
     (tmp_path / "garbage.keras").write_bytes(b"not a model")
-    (tmp_path / "truncated.keras").write_bytes(data[:len(data) // 2])
+    (tmp_path / "truncated.keras").write_bytes(data[: len(data) // 2])
     (tmp_path / "model.h5").write_bytes(data)
     with zipfile.ZipFile(tmp_path / "foreign.keras", "w") as archive:
         archive.writestr("weights.bin", b"0" * 10)
@@ -89,20 +101,23 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
     with zipfile.ZipFile(good) as archive:
         info = archive.getinfo("model.weights.h5")
     damaged = bytearray(data)
-    middle = info.header_offset + 30 + len(info.filename) + \
-        info.compress_size // 2
+    middle = (
+        info.header_offset + 30 + len(info.filename) + info.compress_size // 2
+    )
     damaged[middle] ^= 0xFF
     (tmp_path / "damaged.keras").write_bytes(bytes(damaged))
     # Members that pass their checksums but hold broken contents.
     with zipfile.ZipFile(good) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
-    for name, member, cut in (("half_weights.keras", "model.weights.h5", 2),
-                              ("half_config.keras", "config.json", 2)):
+    for name, member, cut in (
+        ("half_weights.keras", "model.weights.h5", 2),
+        ("half_config.keras", "config.json", 2),
+    ):
         with zipfile.ZipFile(tmp_path / name, "w") as archive:
             for other, data in members.items():
                 archive.writestr(
-                    other, data[:len(data) // cut] if other == member
-                    else data)
+                    other, data[: len(data) // cut] if other == member else data
+                )
     cases = {
         "missing.keras": "missing.keras: no such model file",
         "folder.keras": "no such model file \\(it is a folder\\)",
@@ -119,10 +134,13 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
             load_model(tmp_path / name)
     model = load_model(good, expected=keras.Sequential)
     assert isinstance(model, keras.Sequential)
-    with pytest.raises(ModelFileError, match="holds a Sequential, not a "
-                                             "Dense or LayerNormalization"):
-        load_model(good, expected=(keras.layers.Dense,
-                                   keras.layers.LayerNormalization))
+    with pytest.raises(
+        ModelFileError,
+        match="holds a Sequential, not a Dense or LayerNormalization",
+    ):
+        load_model(
+            good, expected=(keras.layers.Dense, keras.layers.LayerNormalization)
+        )
 
 
 def test_renamed_classes_load_from_configs_with_their_old_names():
@@ -130,7 +148,9 @@ def test_renamed_classes_load_from_configs_with_their_old_names():
 
     assert zoo.models.GPT is zoo.models.GPTCausalLM
     assert zoo.models.BertClassifier is zoo.models.BertTextClassifier
-    assert zoo.layers.TokenAndPositionEmbedding is zoo.layers.PositionalEmbedding
+    assert (
+        zoo.layers.TokenAndPositionEmbedding is zoo.layers.PositionalEmbedding
+    )
     for old in ("GPT", "BertClassifier"):
         assert keras.saving.get_registered_object(f"zoo>{old}") is not None
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from zoo import viz  # noqa: E402
+from zoo import viz
 
 PNG_SIGNATURE = b"\x89PNG"
 
@@ -20,6 +20,7 @@ def _fresh_keras_state():
     """Override conftest's per-test Keras reset (about 0.5 s a test): zoo.viz
     never touches Keras, so there is no state to reset here."""
     yield
+
 
 HISTORY = {
     "loss": [0.69, 0.45, 0.33],
@@ -32,13 +33,22 @@ HISTORY = {
 def _reviews():
     return [
         {
-            "words": ["a", "truly", "wonderful", "film", "with", "superb", "acting"],
+            "words": [
+                "a",
+                "truly",
+                "wonderful",
+                "film",
+                "with",
+                "superb",
+                "acting",
+            ],
             "weights": np.array([0.02, 0.08, 0.4, 0.05, 0.02, 0.38, 0.05]),
             "label": "positive, p=0.97",
         },
         {
             # Unicode, math-like dollars, a very long token; no label.
-            "words": ["naïve", "café", "电影", "😀", "$5", "and", "$10"] + ["x" * 60],
+            "words": ["naïve", "café", "电影", "😀", "$5", "and", "$10"]
+            + ["x" * 60],
             "weights": [0.1, 0.2, 0.3, 0.0, 0.1, 0.1, 0.1, 0.1],
         },
     ]
@@ -52,9 +62,9 @@ def _caption_items():
             "words": ["a", "dog", "runs", "$x$", "on", "the", "grass"],
             "maps": rng.random((7, 3, 4)),
             "label": "A dog runs on the grass , with a very long reference "
-                     "caption that wraps .",
+            "caption that wraps .",
         },
-        {   # grey floats in [0, 1], a wide canvas, no label
+        {  # grey floats in [0, 1], a wide canvas, no label
             "image": rng.random((16, 48)),
             "words": ["seven", "two"],
             "maps": np.eye(2, 6).reshape(2, 1, 6),
@@ -67,10 +77,18 @@ PLOTS = {
     "training_curves": (viz.plot_training_curves, (HISTORY,)),
     "entropy_histograms": (
         viz.plot_entropy_histograms,
-        ({"epoch 1": np.linspace(3, 4, 50), "epoch 5": np.linspace(0.5, 3, 50)},),
+        (
+            {
+                "epoch 1": np.linspace(3, 4, 50),
+                "epoch 5": np.linspace(0.5, 3, 50),
+            },
+        ),
     ),
     "attention_text": (viz.plot_attention_text, (_reviews(),)),
-    "top_words": (viz.plot_top_words, (["great", "awful", "$1"], [0.3, 0.5, 0.1])),
+    "top_words": (
+        viz.plot_top_words,
+        (["great", "awful", "$1"], [0.3, 0.5, 0.1]),
+    ),
     "caption_attention": (viz.plot_caption_attention, (_caption_items(),)),
 }
 
@@ -105,13 +123,21 @@ def test_plot_replaces_an_existing_file(tmp_path, name):
     [
         lambda path: viz.plot_training_curves({}, path),
         lambda path: viz.plot_entropy_histograms({"epoch 1": []}, path),
-        lambda path: viz.plot_attention_text([{"words": ["a", "b"], "weights": [1.0]}], path),
+        lambda path: viz.plot_attention_text(
+            [{"words": ["a", "b"], "weights": [1.0]}], path
+        ),
         lambda path: viz.plot_top_words(["a", "b"], [1.0], path),
         lambda path: viz.plot_caption_attention(
-            [dict(_caption_items()[1], words=["seven"])], path),
+            [dict(_caption_items()[1], words=["seven"])], path
+        ),
     ],
-    ids=["training_curves", "entropy_histograms", "attention_text", "top_words",
-         "caption_attention"],
+    ids=[
+        "training_curves",
+        "entropy_histograms",
+        "attention_text",
+        "top_words",
+        "caption_attention",
+    ],
 )
 def test_bad_input_leaves_an_existing_file_intact(tmp_path, call):
     path = tmp_path / "plot.png"
@@ -146,7 +172,12 @@ def test_failed_save_leaves_an_existing_file_intact(tmp_path, monkeypatch):
     [
         {"loss": [0.7, 0.5]},  # no validation
         {"val_loss": [0.7, 0.5], "val_accuracy": [0.6, 0.7]},  # validation only
-        {"loss": [0.7, 0.5, 0.4], "val_loss": [0.6], "auc": [0.7, 0.8, 0.9], "lr": []},
+        {
+            "loss": [0.7, 0.5, 0.4],
+            "val_loss": [0.6],
+            "auc": [0.7, 0.8, 0.9],
+            "lr": [],
+        },
     ],
     ids=["train_only", "val_only", "ragged_and_extra"],
 )
@@ -186,13 +217,20 @@ def test_training_curves_rejects_bad_history(tmp_path, history, match):
     ids=["none", "scalar", "per_review"],
 )
 def test_entropy_histograms_reference_line(tmp_path, max_entropy):
-    entropies = {"epoch 1": [4.0, 4.5, 5.0], "epoch 5": np.array([1.0, 2.5, 3.0])}
-    path = viz.plot_entropy_histograms(entropies, tmp_path / "h.png", max_entropy=max_entropy)
+    entropies = {
+        "epoch 1": [4.0, 4.5, 5.0],
+        "epoch 5": np.array([1.0, 2.5, 3.0]),
+    }
+    path = viz.plot_entropy_histograms(
+        entropies, tmp_path / "h.png", max_entropy=max_entropy
+    )
     _assert_png(path)
 
 
 def test_entropy_histograms_with_identical_values(tmp_path):
-    _assert_png(viz.plot_entropy_histograms({"only": [2.0, 2.0]}, tmp_path / "h.png"))
+    _assert_png(
+        viz.plot_entropy_histograms({"only": [2.0, 2.0]}, tmp_path / "h.png")
+    )
 
 
 @pytest.mark.parametrize(
@@ -205,7 +243,9 @@ def test_entropy_histograms_with_identical_values(tmp_path):
         ({"epoch 1": [1.0]}, {"bins": 0}, "bins"),
     ],
 )
-def test_entropy_histograms_rejects_bad_input(tmp_path, entropies, kwargs, match):
+def test_entropy_histograms_rejects_bad_input(
+    tmp_path, entropies, kwargs, match
+):
     with pytest.raises(ValueError, match=match):
         viz.plot_entropy_histograms(entropies, tmp_path / "h.png", **kwargs)
 
@@ -216,14 +256,18 @@ def test_entropy_histograms_rejects_bad_input(tmp_path, entropies, kwargs, match
 def test_attention_text_truncates_and_wraps_long_reviews(tmp_path):
     words = [f"w{i}" for i in range(500)]
     review = {"words": words, "weights": np.random.default_rng(0).random(500)}
-    short = viz.plot_attention_text([review], tmp_path / "short.png", max_words=20)
+    short = viz.plot_attention_text(
+        [review], tmp_path / "short.png", max_words=20
+    )
     long = viz.plot_attention_text(
         [review], tmp_path / "long.png", max_words=200, words_per_line=10
     )
     _assert_png(short)
     _assert_png(long)
     # The figure grows with the number of lines: compare PNG heights.
-    height = lambda p: int.from_bytes(pathlib.Path(p).read_bytes()[20:24], "big")  # noqa: E731
+    height = lambda p: int.from_bytes(
+        pathlib.Path(p).read_bytes()[20:24], "big"
+    )
     assert height(long) > 3 * height(short)
 
 
@@ -235,7 +279,11 @@ def test_attention_text_handles_all_zero_weights(tmp_path):
 @pytest.mark.parametrize(
     "reviews, kwargs, match",
     [
-        ([{"words": ["a", "b", "c"], "weights": [0.5, 0.5]}], {}, "same length"),
+        (
+            [{"words": ["a", "b", "c"], "weights": [0.5, 0.5]}],
+            {},
+            "same length",
+        ),
         ([], {}, "non-empty"),
         ([{"words": ["a"]}], {}, "weights"),
         ([{"words": [], "weights": []}], {}, "no words"),
@@ -243,7 +291,11 @@ def test_attention_text_handles_all_zero_weights(tmp_path):
         ([{"words": ["a"], "weights": [np.inf]}], {}, "NaN or infinite"),
         ([{"words": "ab", "weights": [0.5, 0.5]}], {}, "one string"),
         ([{"words": ["a"], "weights": [1.0]}], {"max_words": 0}, "max_words"),
-        ([{"words": ["a"], "weights": [1.0]}], {"words_per_line": 0}, "words_per_line"),
+        (
+            [{"words": ["a"], "weights": [1.0]}],
+            {"words_per_line": 0},
+            "words_per_line",
+        ),
     ],
 )
 def test_attention_text_rejects_bad_input(tmp_path, reviews, kwargs, match):
@@ -272,19 +324,25 @@ def test_top_words_rejects_bad_input(tmp_path, words, scores, match):
 
 def _png_size(path):
     data = pathlib.Path(path).read_bytes()
-    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(
+        data[20:24], "big"
+    )
 
 
 def test_caption_attention_wraps_long_captions_onto_more_rows(tmp_path):
     item = _caption_items()[0]
     short = viz.plot_caption_attention(
         [dict(item, words=item["words"][:3], maps=item["maps"][:3])],
-        tmp_path / "short.png", columns=6)
+        tmp_path / "short.png",
+        columns=6,
+    )
     long = viz.plot_caption_attention([item], tmp_path / "long.png", columns=3)
     _assert_png(short)
     _assert_png(long)
     (short_width, short_height), (long_width, long_height) = (
-        _png_size(short), _png_size(long))
+        _png_size(short),
+        _png_size(long),
+    )
     assert long_height > 2.5 * short_height  # 3 rows of panels, not 1
     assert long_width < short_width  # 1 + 3 panels across, not 1 + 6
 
@@ -296,10 +354,16 @@ def test_caption_attention_accepts_one_item_grey_uint8_and_no_words(tmp_path):
     maps[0, 0, 0] = maps[1, 1, 3] = 1.0
     item = {"image": image, "words": ["one", "<end>"], "maps": maps}
     _assert_png(viz.plot_caption_attention(item, tmp_path / "one.png"))
-    _assert_png(viz.plot_caption_attention(
-        [dict(item, words=[], maps=[])], tmp_path / "none.png"))
-    _assert_png(viz.plot_caption_attention(  # all-zero maps draw no heat
-        [dict(item, maps=np.zeros((2, 2, 4)))], tmp_path / "zero.png"))
+    _assert_png(
+        viz.plot_caption_attention(
+            [dict(item, words=[], maps=[])], tmp_path / "none.png"
+        )
+    )
+    _assert_png(
+        viz.plot_caption_attention(  # all-zero maps draw no heat
+            [dict(item, maps=np.zeros((2, 2, 4)))], tmp_path / "zero.png"
+        )
+    )
 
 
 def test_upsampling_is_bilinear_between_cell_centres():
@@ -317,20 +381,83 @@ def test_upsampling_is_bilinear_between_cell_centres():
     [
         ([], {}, "non-empty"),
         ([{"image": np.zeros((4, 4)), "words": ["a"]}], {}, '"maps"'),
-        ([{"image": np.zeros((4, 4)), "words": ["a", "b"],
-           "maps": np.ones((3, 2, 2))}], {}, "2 words but 3 maps"),
-        ([{"image": np.zeros((4, 4)), "words": ["a"],
-           "maps": np.full((1, 2, 2), np.nan)}], {}, "NaN or infinite"),
-        ([{"image": np.zeros((4, 4)), "words": ["a"],
-           "maps": -np.ones((1, 2, 2))}], {}, "negative"),
-        ([{"image": np.zeros((4, 4)), "words": ["a"],
-           "maps": np.ones((1, 4))}], {}, "rows, columns"),
-        ([{"image": np.zeros((4, 4, 2)), "words": ["a"],
-           "maps": np.ones((1, 2, 2))}], {}, "not an"),
-        ([{"image": np.zeros((4, 4)), "words": "ab",
-           "maps": np.ones((2, 2, 2))}], {}, "one string"),
-        ([{"image": np.zeros((4, 4)), "words": ["a"],
-           "maps": np.ones((1, 2, 2))}], {"columns": 0}, "columns"),
+        (
+            [
+                {
+                    "image": np.zeros((4, 4)),
+                    "words": ["a", "b"],
+                    "maps": np.ones((3, 2, 2)),
+                }
+            ],
+            {},
+            "2 words but 3 maps",
+        ),
+        (
+            [
+                {
+                    "image": np.zeros((4, 4)),
+                    "words": ["a"],
+                    "maps": np.full((1, 2, 2), np.nan),
+                }
+            ],
+            {},
+            "NaN or infinite",
+        ),
+        (
+            [
+                {
+                    "image": np.zeros((4, 4)),
+                    "words": ["a"],
+                    "maps": -np.ones((1, 2, 2)),
+                }
+            ],
+            {},
+            "negative",
+        ),
+        (
+            [
+                {
+                    "image": np.zeros((4, 4)),
+                    "words": ["a"],
+                    "maps": np.ones((1, 4)),
+                }
+            ],
+            {},
+            "rows, columns",
+        ),
+        (
+            [
+                {
+                    "image": np.zeros((4, 4, 2)),
+                    "words": ["a"],
+                    "maps": np.ones((1, 2, 2)),
+                }
+            ],
+            {},
+            "not an",
+        ),
+        (
+            [
+                {
+                    "image": np.zeros((4, 4)),
+                    "words": "ab",
+                    "maps": np.ones((2, 2, 2)),
+                }
+            ],
+            {},
+            "one string",
+        ),
+        (
+            [
+                {
+                    "image": np.zeros((4, 4)),
+                    "words": ["a"],
+                    "maps": np.ones((1, 2, 2)),
+                }
+            ],
+            {"columns": 0},
+            "columns",
+        ),
     ],
 )
 def test_caption_attention_rejects_bad_input(tmp_path, items, kwargs, match):
@@ -346,10 +473,20 @@ def test_attention_words_table_orders_by_weight_then_position():
     words = ["the", "plot", "was", "dull", "and", "dull"]
     weights = [0.05, 0.2, 0.05, 0.3, 0.1, 0.3]
     assert viz.attention_words_table(words, weights, 4) == [
-        ("dull", 0.3), ("dull", 0.3), ("plot", 0.2), ("and", 0.1)
+        ("dull", 0.3),
+        ("dull", 0.3),
+        ("plot", 0.2),
+        ("and", 0.1),
     ]
     table = viz.attention_words_table(words, np.array(weights), 100)
-    assert [w for w, _ in table] == ["dull", "dull", "plot", "and", "the", "was"]
+    assert [w for w, _ in table] == [
+        "dull",
+        "dull",
+        "plot",
+        "and",
+        "the",
+        "was",
+    ]
     assert all(type(weight) is float for _, weight in table)
     assert viz.attention_words_table(words, weights, 0) == []
 
@@ -383,9 +520,15 @@ def test_module_does_not_import_matplotlib_at_import_time():
 
 
 def test_missing_matplotlib_gives_install_hint(tmp_path, monkeypatch):
-    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+    for name in [
+        m
+        for m in sys.modules
+        if m == "matplotlib" or m.startswith("matplotlib.")
+    ]:
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(ImportError, match=r'pip install "attention-zoo\[viz\]"'):
+    with pytest.raises(
+        ImportError, match=r'pip install "attention-zoo\[viz\]"'
+    ):
         viz.plot_top_words(["a"], [1.0], tmp_path / "top.png")
     assert not (tmp_path / "top.png").exists()
 
@@ -399,19 +542,27 @@ def test_plot_alignments_writes_one_panel_per_sentence(tmp_path):
     from zoo.viz import plot_alignments
 
     weights = np.full((3, 4), 0.25)
-    items = [{"source_tokens": ["▁Zwei", "▁Hunde", "▁spielen", "."],
-              "target_tokens": ["<s>", "▁Two", "▁dogs"], "weights": weights,
-              "title": "one"}] * 2
+    items = [
+        {
+            "source_tokens": ["▁Zwei", "▁Hunde", "▁spielen", "."],
+            "target_tokens": ["<s>", "▁Two", "▁dogs"],
+            "weights": weights,
+            "title": "one",
+        }
+    ] * 2
     path = plot_alignments(items, tmp_path / "a.png", title="alignments")
     assert open(path, "rb").read(4) == b"\x89PNG"
     with pytest.raises(ValueError, match="empty"):
         plot_alignments([], tmp_path / "b.png")
     with pytest.raises(ValueError, match="shape"):
-        plot_alignments([dict(items[0], weights=np.ones((2, 4)))],
-                        tmp_path / "c.png")
+        plot_alignments(
+            [dict(items[0], weights=np.ones((2, 4)))], tmp_path / "c.png"
+        )
     with pytest.raises(ValueError, match="NaN"):
-        plot_alignments([dict(items[0], weights=np.full((3, 4), np.nan))],
-                        tmp_path / "d.png")
+        plot_alignments(
+            [dict(items[0], weights=np.full((3, 4), np.nan))],
+            tmp_path / "d.png",
+        )
 
 
 def test_rollout_grid_and_position_similarity_pictures(tmp_path):
@@ -420,15 +571,20 @@ def test_rollout_grid_and_position_similarity_pictures(tmp_path):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (3, 8, 8)).astype("uint8")
     maps = rng.uniform(size=(3, 2, 2))
-    path = viz.plot_rollout_grid(images, maps, tmp_path / "rollout.png",
-                                 titles=["1 -> 1", "2 -> 3", "0 -> 0"],
-                                 title="rollout")
+    path = viz.plot_rollout_grid(
+        images,
+        maps,
+        tmp_path / "rollout.png",
+        titles=["1 -> 1", "2 -> 3", "0 -> 0"],
+        title="rollout",
+    )
     assert open(path, "rb").read(4) == b"\x89PNG"
     with pytest.raises(ValueError):
         viz.plot_rollout_grid(images, maps[:2], tmp_path / "bad.png")
     table = rng.normal(size=(1 + 9, 4))
-    path = viz.plot_position_similarity(table, (3, 3),
-                                        tmp_path / "positions.png")
+    path = viz.plot_position_similarity(
+        table, (3, 3), tmp_path / "positions.png"
+    )
     assert open(path, "rb").read(4) == b"\x89PNG"
     with pytest.raises(ValueError, match="positions for a 2 x 2 grid"):
         viz.plot_position_similarity(table, (2, 2), tmp_path / "bad.png")

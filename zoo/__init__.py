@@ -10,10 +10,12 @@ from zoo import _startup
 _startup.quiet_imports()
 _startup.keep_tensorflow_off_gpus()
 
-from zoo import data  # noqa: E402
-from zoo import layers  # noqa: E402
-from zoo import models  # noqa: E402
-from zoo import saving  # noqa: E402
-from zoo import schedules  # noqa: E402
+from zoo import (  # noqa: E402  (after the start-up settings)
+    data,
+    layers,
+    models,
+    saving,
+    schedules,
+)
 
 __version__ = "0.2.0"

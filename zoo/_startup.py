@@ -59,6 +59,7 @@ def quiet_imports():
     with _captured_stderr():
         import keras  # noqa: F401
         import keras_hub  # noqa: F401
+
         try:
             import tensorflow as tf
         except ImportError:  # a JAX- or PyTorch-only install

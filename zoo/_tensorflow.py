@@ -10,8 +10,10 @@ pieces that need TensorFlow raise, with a message that says so.
 
 import sys
 
-INSTALL_HINT = ("pip install tensorflow-cpu (the input pipelines run on the "
-                "CPU under every backend)")
+INSTALL_HINT = (
+    "pip install tensorflow-cpu (the input pipelines run on the "
+    "CPU under every backend)"
+)
 
 
 def _import():
@@ -21,7 +23,8 @@ def _import():
         raise ImportError(
             "This part of zoo (tf.data input pipelines, string "
             f"preprocessing, vocabulary learning) needs TensorFlow: "
-            f"{INSTALL_HINT}.") from error
+            f"{INSTALL_HINT}."
+        ) from error
     return tensorflow
 
 

@@ -39,8 +39,10 @@ def accelerator():
 
             if not torch.cuda.is_available():
                 return "cpu", None
-            return (torch.cuda.get_device_name(0),
-                    int(torch.cuda.max_memory_allocated(0)))
+            return (
+                torch.cuda.get_device_name(0),
+                int(torch.cuda.max_memory_allocated(0)),
+            )
         if backend == "tensorflow":
             import tensorflow as tf
 

@@ -1,9 +1,9 @@
 """Keras callbacks used by the recipes."""
 
 import csv
+import importlib
 import json
 import os
-import importlib
 import random
 import time
 
@@ -11,8 +11,7 @@ import keras
 import numpy as np
 
 from zoo.layers import attention_entropy
-from zoo.saving import save_weights_atomic
-from zoo.saving import write_json_atomic
+from zoo.saving import save_weights_atomic, write_json_atomic
 
 
 class AttentionEntropyHistory(keras.callbacks.Callback):
@@ -78,8 +77,11 @@ class ReproducibleEpochs(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         for dataset in self.datasets:
             dataset.epoch = int(epoch)
-        seed = int(np.random.default_rng(
-            [self.seed, int(epoch)]).integers(0, 2**31 - 1))
+        seed = int(
+            np.random.default_rng([self.seed, int(epoch)]).integers(
+                0, 2**31 - 1
+            )
+        )
         random.seed(seed)
         np.random.seed(seed)
         if keras.backend.backend() == "torch":
@@ -87,13 +89,16 @@ class ReproducibleEpochs(keras.callbacks.Callback):
             # TensorFlow's seed (see above; it also frees the resources of
             # tf.data ops such as a SentencePiece tokenizer's).
             importlib.import_module("torch").manual_seed(seed)
-        states = [v for v in self.model.variables
-                  if v.name == "seed_generator_state"]
+        states = [
+            v for v in self.model.variables if v.name == "seed_generator_state"
+        ]
         for index, state in enumerate(states):
             value = np.random.default_rng(
-                [self.seed, int(epoch), index]).integers(0, 2**31 - 1)
-            state.assign(keras.ops.convert_to_tensor([value, 0],
-                                                     dtype=state.dtype))
+                [self.seed, int(epoch), index]
+            ).integers(0, 2**31 - 1)
+            state.assign(
+                keras.ops.convert_to_tensor([value, 0], dtype=state.dtype)
+            )
 
 
 class StopAfterMinutes(keras.callbacks.Callback):
@@ -138,8 +143,10 @@ class StopAfterMinutes(keras.callbacks.Callback):
         elapsed = time.perf_counter() - self.start
         epochs_here = epoch + 1 - (self.first_epoch or 0)
         if elapsed * (epochs_here + 1) / max(epochs_here, 1) > self.seconds:
-            print(f"\nstopping: the {self.seconds / 60:g}-minute budget is "
-                  f"spent{self.note}")
+            print(
+                f"\nstopping: the {self.seconds / 60:g}-minute budget is "
+                f"spent{self.note}"
+            )
             self.model.stop_training = True
             self.stopped = True
 
@@ -186,22 +193,30 @@ class Throughput(keras.callbacks.Callback):
     >>> speed.summary()   # {'tokens_per_second': ..., 'device': ..., ...}
     """
 
-    def __init__(self, items_per_step=None, unit="examples", warmup_steps=2,
-                 verbose=False, flops_per_item=None):
+    def __init__(
+        self,
+        items_per_step=None,
+        unit="examples",
+        warmup_steps=2,
+        verbose=False,
+        flops_per_item=None,
+    ):
         super().__init__()
         if items_per_step is not None and items_per_step <= 0:
             raise ValueError(
-                f"items_per_step must be positive; got {items_per_step}.")
+                f"items_per_step must be positive; got {items_per_step}."
+            )
         if flops_per_item is not None and (
-                flops_per_item <= 0 or items_per_step is None):
+            flops_per_item <= 0 or items_per_step is None
+        ):
             raise ValueError(
                 "flops_per_item must be positive and needs items_per_step; "
-                f"got {flops_per_item} and {items_per_step}.")
+                f"got {flops_per_item} and {items_per_step}."
+            )
         self.flops_per_item = flops_per_item
         self.compute_dtype = None
         if warmup_steps < 0:
-            raise ValueError(
-                f"warmup_steps must be >= 0; got {warmup_steps}.")
+            raise ValueError(f"warmup_steps must be >= 0; got {warmup_steps}.")
         self.items_per_step = items_per_step
         self.unit = str(unit)
         self.warmup_steps = int(warmup_steps)
@@ -230,8 +245,7 @@ class Throughput(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._start is None and batch >= self._skip:
-            self._start = (time.perf_counter(),
-                           self._epoch_start_step + batch)
+            self._start = (time.perf_counter(), self._epoch_start_step + batch)
 
     def on_test_begin(self, logs=None):
         self._stop_clock()
@@ -254,18 +268,24 @@ class Throughput(keras.callbacks.Callback):
         seconds = time.perf_counter() - start_time
         if steps <= 0 or seconds <= 0:
             return
-        entry = {"epoch": self._epoch + 1, "steps": steps,
-                 "seconds": round(seconds, 4),
-                 "steps_per_second": steps / seconds}
+        entry = {
+            "epoch": self._epoch + 1,
+            "steps": steps,
+            "seconds": round(seconds, 4),
+            "steps_per_second": steps / seconds,
+        }
         if self.items_per_step is not None:
             entry[f"{self.unit}_per_second"] = (
-                steps * self.items_per_step / seconds)
+                steps * self.items_per_step / seconds
+            )
         self.epochs.append(entry)
         if self.verbose:
             rate = entry.get(f"{self.unit}_per_second")
-            print(f"epoch {entry['epoch']}: {entry['steps_per_second']:.2f} "
-                  f"steps/s" + (f", {rate:,.0f} {self.unit}/s"
-                                if rate is not None else ""))
+            print(
+                f"epoch {entry['epoch']}: {entry['steps_per_second']:.2f} "
+                f"steps/s"
+                + (f", {rate:,.0f} {self.unit}/s" if rate is not None else "")
+            )
 
     def summary(self):
         """The median epoch's speed, the device and its peak memory, for a
@@ -278,22 +298,26 @@ class Throughput(keras.callbacks.Callback):
             keys.append(f"{self.unit}_per_second")
         for key in keys:
             values = [entry[key] for entry in self.epochs]
-            result[key] = (round(float(np.median(values)), 3)
-                           if values else None)
+            result[key] = round(float(np.median(values)), 3) if values else None
         result["peak_memory_gib"] = (
-            None if self.peak_memory_bytes is None
-            else round(self.peak_memory_bytes / 2**30, 3))
+            None
+            if self.peak_memory_bytes is None
+            else round(self.peak_memory_bytes / 2**30, 3)
+        )
         if self.flops_per_item is not None:
             from zoo.accelerator import peak_tflops
 
             rate = result[f"{self.unit}_per_second"]
-            tflops = (None if rate is None
-                      else rate * self.flops_per_item / 1e12)
+            tflops = None if rate is None else rate * self.flops_per_item / 1e12
             peak = peak_tflops(self.device, self.compute_dtype)
             result["model_tflops_per_second"] = (
-                None if tflops is None else round(tflops, 4))
-            result["mfu"] = (None if tflops is None or peak is None
-                             else round(tflops / peak, 4))
+                None if tflops is None else round(tflops, 4)
+            )
+            result["mfu"] = (
+                None
+                if tflops is None or peak is None
+                else round(tflops / peak, 4)
+            )
         return result
 
     def describe(self):
@@ -301,19 +325,27 @@ class Throughput(keras.callbacks.Callback):
         (median of 3 epochs), peak memory 1.91 GiB on NVIDIA H100"."""
         summary = self.summary()
         if summary["steps_per_second"] is None:
-            return "training speed: no timed step (epochs shorter than the " \
+            return (
+                "training speed: no timed step (epochs shorter than the "
                 f"{self.warmup_steps} warm-up steps)"
+            )
         rate = summary.get(f"{self.unit}_per_second")
         line = "training speed: " + (
-            f"{rate:,.0f} {self.unit}/s" if rate is not None
-            else f"{summary['steps_per_second']:.2f} steps/s")
+            f"{rate:,.0f} {self.unit}/s"
+            if rate is not None
+            else f"{summary['steps_per_second']:.2f} steps/s"
+        )
         line += f" (median of {summary['timed_epochs']} epochs)"
         if summary["peak_memory_gib"] is not None:
-            line += (f", peak memory {summary['peak_memory_gib']:.2f} GiB"
-                     f" on {summary['device']}")
+            line += (
+                f", peak memory {summary['peak_memory_gib']:.2f} GiB"
+                f" on {summary['device']}"
+            )
         if summary.get("mfu") is not None:
-            line += (f", model FLOPs utilisation {summary['mfu']:.1%} of its "
-                     f"{self.compute_dtype} peak")
+            line += (
+                f", model FLOPs utilisation {summary['mfu']:.1%} of its "
+                f"{self.compute_dtype} peak"
+            )
         return line
 
 
@@ -390,9 +422,14 @@ class KeepBest(keras.callbacks.Callback):
         if self.best is None or value < self.best:
             save_weights_atomic(self.model, self._path(self.WEIGHTS))
             self.best, self.best_epoch = float(value), epoch + 1
-            write_json_atomic({"monitor": self.monitor, "best": self.best,
-                               "epoch": self.best_epoch},
-                              self._path(self.RECORD))
+            write_json_atomic(
+                {
+                    "monitor": self.monitor,
+                    "best": self.best,
+                    "epoch": self.best_epoch,
+                },
+                self._path(self.RECORD),
+            )
 
     def on_train_end(self, logs=None):
         if self.best_epoch is not None:
@@ -443,8 +480,9 @@ def resume_callbacks(directory):
     >>> curves = read_history(os.path.join("runs/x", HISTORY_FILE))
     """
     return [
-        keras.callbacks.CSVLogger(os.path.join(directory, HISTORY_FILE),
-                                  append=_resuming(directory)),
+        keras.callbacks.CSVLogger(
+            os.path.join(directory, HISTORY_FILE), append=_resuming(directory)
+        ),
         BackupUntilDone(os.path.join(directory, BACKUP_FOLDER)),
     ]
 

@@ -121,8 +121,9 @@ def configure(mode, model_parallel=2, devices=None):
     if mode is None:
         return _NoStrategy()
     if mode not in MODES:
-        raise ValueError(f"distribute must be one of {MODES} or None; got "
-                         f"{mode!r}.")
+        raise ValueError(
+            f"distribute must be one of {MODES} or None; got {mode!r}."
+        )
     backend = keras.backend.backend()
     if backend == "jax":
         return _configure_jax(mode, model_parallel, devices)
@@ -131,7 +132,8 @@ def configure(mode, model_parallel=2, devices=None):
             raise ValueError(
                 "distribute='model' needs the JAX backend: Keras' "
                 "ModelParallel runs on JAX only (use 'data' under "
-                "TensorFlow).")
+                "TensorFlow)."
+            )
         import tensorflow as tf  # the engine TensorFlow users already run
 
         return tf.distribute.MirroredStrategy(devices)
@@ -139,7 +141,8 @@ def configure(mode, model_parallel=2, devices=None):
         f"distribute={mode!r} is not supported under the {backend} backend: "
         "Keras has no distribution API for PyTorch. Use JAX or TensorFlow, "
         "or wrap the model in torch's DistributedDataParallel in a custom "
-        "training loop.")
+        "training loop."
+    )
 
 
 def _configure_jax(mode, model_parallel, devices):
@@ -154,12 +157,15 @@ def _configure_jax(mode, model_parallel, devices):
         if model_parallel < 1 or len(devices) % model_parallel:
             raise ValueError(
                 f"model_parallel={model_parallel} must divide the "
-                f"{len(devices)} devices.")
+                f"{len(devices)} devices."
+            )
         replicas = len(devices) // model_parallel
         mesh = keras.distribution.DeviceMesh(
-            (replicas, model_parallel), ("batch", "model"), devices)
+            (replicas, model_parallel), ("batch", "model"), devices
+        )
         distribution = keras.distribution.ModelParallel(
-            layout_map=transformer_layout_map(mesh), batch_dim_name="batch")
+            layout_map=transformer_layout_map(mesh), batch_dim_name="batch"
+        )
     keras.distribution.set_distribution(distribution)
     return _KerasDistribution(distribution, replicas)
 
@@ -171,7 +177,8 @@ def check_global_batch(batch_size, strategy):
     if batch_size % replicas:
         raise ValueError(
             f"the batch size {batch_size} must be a multiple of the "
-            f"{replicas} data-parallel replicas.")
+            f"{replicas} data-parallel replicas."
+        )
 
 
 def trim_to_replicas(arrays, strategy):
@@ -194,10 +201,13 @@ def trim_to_replicas(arrays, strategy):
     count = len(keras.tree.flatten(arrays[0])[0])
     kept = count - count % replicas
     if kept == 0:
-        raise ValueError(f"{count} examples cannot be split over "
-                         f"{replicas} replicas.")
-    return (tuple(keras.tree.map_structure(lambda a: a[:kept], a)
-                  for a in arrays), count - kept)
+        raise ValueError(
+            f"{count} examples cannot be split over {replicas} replicas."
+        )
+    return (
+        tuple(keras.tree.map_structure(lambda a: a[:kept], a) for a in arrays),
+        count - kept,
+    )
 
 
 def even_batches(dataset, strategy):

@@ -34,8 +34,9 @@ def configure(mixed=None, tf32=True):
         ValueError: an unknown `mixed`.
     """
     if mixed is not None and mixed not in MIXED:
-        raise ValueError(f"mixed must be one of {MIXED} or None; got "
-                         f"{mixed!r}.")
+        raise ValueError(
+            f"mixed must be one of {MIXED} or None; got {mixed!r}."
+        )
     policy = f"mixed_{mixed}" if mixed else "float32"
     keras.config.set_dtype_policy(policy)
     set_tf32(tf32)
@@ -49,8 +50,10 @@ def set_tf32(enabled):
     if backend == "jax":
         import jax
 
-        jax.config.update("jax_default_matmul_precision",
-                          "tensorfloat32" if enabled else "float32")
+        jax.config.update(
+            "jax_default_matmul_precision",
+            "tensorfloat32" if enabled else "float32",
+        )
     elif backend == "tensorflow":
         import tensorflow as tf
 
@@ -69,7 +72,9 @@ def tf32_enabled():
         import jax
 
         return jax.config.jax_default_matmul_precision not in (
-            "float32", "highest")
+            "float32",
+            "highest",
+        )
     if backend == "tensorflow":
         import tensorflow as tf
 

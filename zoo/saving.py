@@ -57,8 +57,7 @@ def atomic_path(path, suffix=None):
     os.makedirs(directory, exist_ok=True)
     if suffix is None:
         suffix = ".tmp" + os.path.splitext(path)[1]
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-",
-                                   suffix=suffix)
+    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
     os.close(handle)
     try:
         yield tmp
@@ -90,8 +89,9 @@ def save_model_atomic(model, path, weights_dtype=None):
     if not path.endswith(".keras"):
         raise ValueError(f"model files end in .keras; got {path!r}.")
     if weights_dtype not in (None, "float16"):
-        raise ValueError(f"weights_dtype must be None or 'float16'; got "
-                         f"{weights_dtype!r}.")
+        raise ValueError(
+            f"weights_dtype must be None or 'float16'; got {weights_dtype!r}."
+        )
     with atomic_path(path) as tmp:
         model.save(tmp)
         if weights_dtype == "float16":
@@ -113,8 +113,7 @@ def _store_float16(keras_file):
     """Rewrites the float32 arrays of a `.keras` file's weights as float16."""
     import h5py
 
-    folder = tempfile.mkdtemp(dir=os.path.dirname(keras_file),
-                              prefix=".tmp-")
+    folder = tempfile.mkdtemp(dir=os.path.dirname(keras_file), prefix=".tmp-")
     try:
         with zipfile.ZipFile(keras_file) as archive:
             names = archive.namelist()
@@ -122,8 +121,10 @@ def _store_float16(keras_file):
         weights = os.path.join(folder, "model.weights.h5")
         # A new file: HDF5 does not give back the space of deleted arrays.
         smaller = weights + ".float16"
-        with h5py.File(weights, "r") as source, \
-                h5py.File(smaller, "w") as target:
+        with (
+            h5py.File(weights, "r") as source,
+            h5py.File(smaller, "w") as target,
+        ):
             _copy_float16(source, target)
         os.replace(smaller, weights)
         with zipfile.ZipFile(keras_file, "w", zipfile.ZIP_DEFLATED) as out:
@@ -146,8 +147,10 @@ def _copy_float16(source, target):
             _copy_float16(item, target.create_group(name))
             continue
         value = item[()]
-        if (item.dtype == np.float32 and
-                np.abs(value).max(initial=0.0) <= np.finfo("float16").max):
+        if (
+            item.dtype == np.float32
+            and np.abs(value).max(initial=0.0) <= np.finfo("float16").max
+        ):
             value = value.astype("float16")
         target.create_dataset(name, data=value)
         target[name].attrs.update(item.attrs)
@@ -198,24 +201,28 @@ def load_model(path, expected=None, **kwargs):
     if not os.path.isfile(path):
         raise ModelFileError(
             f"{path}: no such model file"
-            + (" (it is a folder)." if os.path.isdir(path) else "."))
+            + (" (it is a folder)." if os.path.isdir(path) else ".")
+        )
     if not path.endswith(".keras"):
         raise ModelFileError(f"{path}: model files end in .keras.")
     if not zipfile.is_zipfile(path):
         raise ModelFileError(
             f"{path} is not a .keras archive (not a zip file): it is "
-            "truncated or corrupt, or another format.")
+            "truncated or corrupt, or another format."
+        )
     try:
         with zipfile.ZipFile(path) as archive:
             if "config.json" not in archive.namelist():
                 raise ModelFileError(
-                    f"{path} has no config.json: not a Keras model file.")
+                    f"{path} has no config.json: not a Keras model file."
+                )
             damaged = archive.testzip()
     except (zipfile.BadZipFile, zlib.error, EOFError) as error:
         raise ModelFileError(f"{path} is damaged: {error}.") from None
     if damaged is not None:
         raise ModelFileError(
-            f"{path} is damaged: {damaged} fails its checksum.")
+            f"{path} is damaged: {damaged} fails its checksum."
+        )
     import keras
 
     try:
@@ -223,14 +230,16 @@ def load_model(path, expected=None, **kwargs):
     except OSError as error:  # h5py: a damaged weights member
         raise ModelFileError(
             f"{path} is damaged: its weights (model.weights.h5) cannot be "
-            f"read ({error}).") from None
+            f"read ({error})."
+        ) from None
     except json.JSONDecodeError as error:
         raise ModelFileError(
-            f"{path} is damaged: its config.json is not JSON "
-            f"({error}).") from None
+            f"{path} is damaged: its config.json is not JSON ({error})."
+        ) from None
     if expected is not None and not isinstance(model, expected):
-        names = (expected if isinstance(expected, tuple) else (expected,))
+        names = expected if isinstance(expected, tuple) else (expected,)
         raise ModelFileError(
             f"{path} holds a {type(model).__name__}, not a "
-            f"{' or '.join(c.__name__ for c in names)}.")
+            f"{' or '.join(c.__name__ for c in names)}."
+        )
     return model

@@ -5,7 +5,9 @@ from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule):
+class InverseSquareRootSchedule(
+    keras.optimizers.schedules.LearningRateSchedule
+):
     """Linear warm-up, then decay with the inverse square root of the step
     (the Transformer's schedule, scaled to a chosen peak):
     `lr(step) = peak * min(step / warmup, sqrt(warmup / step))`.
@@ -28,8 +30,7 @@ class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule)
     def __call__(self, step):
         step = ops.maximum(ops.cast(step, "float32"), 1.0)
         warmup = float(self.warmup_steps)
-        return self.peak * ops.minimum(step / warmup,
-                                       ops.sqrt(warmup / step))
+        return self.peak * ops.minimum(step / warmup, ops.sqrt(warmup / step))
 
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps}
@@ -55,5 +56,9 @@ def warmup_cosine(peak, total_steps, warmup_fraction, alpha=0.0):
     """
     warmup = max(int(total_steps * warmup_fraction), 1)
     return keras.optimizers.schedules.CosineDecay(
-        0.0, decay_steps=max(total_steps - warmup, 1), alpha=alpha,
-        warmup_target=peak, warmup_steps=warmup)
+        0.0,
+        decay_steps=max(total_steps - warmup, 1),
+        alpha=alpha,
+        warmup_target=peak,
+        warmup_steps=warmup,
+    )

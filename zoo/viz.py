@@ -87,11 +87,15 @@ def _save(fig, path):
     if not path:
         raise ValueError("path is empty")
     try:
-        with atomic_path(path, suffix=".tmp.png") as tmp, \
-                warnings.catch_warnings():
+        with (
+            atomic_path(path, suffix=".tmp.png") as tmp,
+            warnings.catch_warnings(),
+        ):
             # Words outside the font (CJK, emoji) render as boxes; that is
             # expected, not worth one warning per character.
-            warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from")
+            warnings.filterwarnings(
+                "ignore", message=r"Glyph \d+ .*missing from"
+            )
             fig.savefig(tmp, format="png", dpi=_DPI)
     finally:
         fig.clear()  # drop artists now; the figure is not registered anywhere
@@ -106,9 +110,13 @@ def _as_1d_floats(values, what, allow_empty=False):
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{what} must be a sequence of numbers ({err})") from None
+        raise ValueError(
+            f"{what} must be a sequence of numbers ({err})"
+        ) from None
     if array.ndim != 1:
-        raise ValueError(f"{what} must be one-dimensional, got shape {array.shape}")
+        raise ValueError(
+            f"{what} must be one-dimensional, got shape {array.shape}"
+        )
     if not allow_empty and array.size == 0:
         raise ValueError(f"{what} is empty")
     return array
@@ -122,7 +130,9 @@ def _check_finite(array, what):
 
 def _check_words(words, what):
     if isinstance(words, str):
-        raise ValueError(f"{what} must be a sequence of strings, not one string")
+        raise ValueError(
+            f"{what} must be a sequence of strings, not one string"
+        )
     try:
         return [str(word) for word in words]
     except TypeError:
@@ -171,11 +181,15 @@ def plot_training_curves(history, path, title=None):
         series = _as_1d_floats(values, f"history[{key!r}]", allow_empty=True)
         if series.size == 0:
             continue
-        split, name = ("val", key[4:]) if key.startswith("val_") else ("train", key)
+        split, name = (
+            ("val", key[4:]) if key.startswith("val_") else ("train", key)
+        )
         families.setdefault(name, {})[split] = series
     if not families:
         raise ValueError("history is empty: no metric has any values")
-    names = sorted(families, key=lambda name: name != "loss")  # stable: loss first
+    names = sorted(
+        families, key=lambda name: name != "loss"
+    )  # stable: loss first
 
     ncols = min(len(names), 3)
     nrows = math.ceil(len(names) / ncols)
@@ -190,13 +204,15 @@ def plot_training_curves(history, path, title=None):
                 continue
             epochs = np.arange(1, series.size + 1)
             label = "train" if split == "train" else "validation"
-            ax.plot(epochs, series, style, marker="o", markersize=3, label=label)
+            ax.plot(
+                epochs, series, style, marker="o", markersize=3, label=label
+            )
         ax.set_title(name, parse_math=False)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    for ax in axes[len(names):]:
+    for ax in axes[len(names) :]:
         ax.set_visible(False)
     _set_title(fig, title)
     fig.tight_layout()
@@ -207,8 +223,9 @@ def plot_training_curves(history, path, title=None):
 # 2. entropy histograms
 
 
-def plot_entropy_histograms(entropies_by_label, path, max_entropy=None, title=None,
-                            bins=40):
+def plot_entropy_histograms(
+    entropies_by_label, path, max_entropy=None, title=None, bins=40
+):
     """Overlay histograms of per-review attention entropy (in nats).
 
     Args:
@@ -232,7 +249,9 @@ def plot_entropy_histograms(entropies_by_label, path, max_entropy=None, title=No
             `max_entropy` that is not finite, or `bins` < 1.
     """
     if not isinstance(entropies_by_label, Mapping) or not entropies_by_label:
-        raise ValueError("entropies_by_label must be a non-empty dict {label: entropies}")
+        raise ValueError(
+            "entropies_by_label must be a non-empty dict {label: entropies}"
+        )
     if not isinstance(bins, numbers.Integral) or bins < 1:
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
     series = {}
@@ -263,14 +282,21 @@ def plot_entropy_histograms(entropies_by_label, path, max_entropy=None, title=No
     fig = _new_figure(7.0, 4.2)
     ax = fig.add_subplot()
     for label, values in series.items():
-        ax.hist(values, bins=edges, alpha=0.45, histtype="stepfilled",
-                label=f"{label} (median {np.median(values):.2f})")
+        ax.hist(
+            values,
+            bins=edges,
+            alpha=0.45,
+            histtype="stepfilled",
+            label=f"{label} (median {np.median(values):.2f})",
+        )
     # Opaque outlines in the same colours keep overlapping histograms readable.
     for patch in ax.patches:
         patch.set_edgecolor(patch.get_facecolor()[:3] + (1.0,))
         patch.set_linewidth(1.2)
     if line is not None:
-        ax.axvline(line, color="black", linestyle="--", linewidth=1.2, label=line_label)
+        ax.axvline(
+            line, color="black", linestyle="--", linewidth=1.2, label=line_label
+        )
     ax.set_xlabel("attention entropy (nats)")
     ax.set_ylabel("reviews")
     ax.grid(alpha=0.3)
@@ -324,7 +350,9 @@ def _wrap(words, words_per_line, line_cells):
     return lines
 
 
-def plot_attention_text(reviews, path, title=None, max_words=120, words_per_line=14):
+def plot_attention_text(
+    reviews, path, title=None, max_words=120, words_per_line=14
+):
     """Draw reviews as text, each word shaded by its attention weight.
 
     Each review gets its label on one line, then its words wrapped onto lines
@@ -363,20 +391,33 @@ def plot_attention_text(reviews, path, title=None, max_words=120, words_per_line
         reviews = [reviews]
     if not isinstance(reviews, (list, tuple)) or not reviews:
         raise ValueError("reviews must be a non-empty list of dicts")
-    for name, value in (("max_words", max_words), ("words_per_line", words_per_line)):
+    for name, value in (
+        ("max_words", max_words),
+        ("words_per_line", words_per_line),
+    ):
         if not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise ValueError(
+                f"{name} must be a positive integer, got {value!r}"
+            )
 
     line_cells = max(7 * int(words_per_line), 40)
     word_cells = min(30, line_cells)
     blocks = []  # (label, lines of (word, intensity)), intensity None = no box
     for index, review in enumerate(reviews):
         where = f"reviews[{index}]"
-        if not isinstance(review, Mapping) or "words" not in review or "weights" not in review:
-            raise ValueError(f'{where} must be a dict with "words" and "weights"')
+        if (
+            not isinstance(review, Mapping)
+            or "words" not in review
+            or "weights" not in review
+        ):
+            raise ValueError(
+                f'{where} must be a dict with "words" and "weights"'
+            )
         words = _check_words(review["words"], f'{where}["words"]')
         weights = _check_finite(
-            _as_1d_floats(review["weights"], f'{where}["weights"]', allow_empty=True),
+            _as_1d_floats(
+                review["weights"], f'{where}["weights"]', allow_empty=True
+            ),
             f'{where}["weights"]',
         )
         if len(words) != weights.size:
@@ -390,8 +431,10 @@ def plot_attention_text(reviews, path, title=None, max_words=120, words_per_line
             raise ValueError(f'{where}["weights"] has negative values')
         top = float(weights.max())
         intensity = weights / top if top > 0 else np.zeros_like(weights)
-        cells = [(_clip(word, word_cells), float(x))
-                 for word, x in zip(words[:max_words], intensity[:max_words])]
+        cells = [
+            (_clip(word, word_cells), float(x))
+            for word, x in zip(words[:max_words], intensity[:max_words])
+        ]
         if len(words) > max_words:
             cells.append((_ELLIPSIS, None))
         by_word = dict(enumerate(cells))
@@ -424,11 +467,24 @@ def plot_attention_text(reviews, path, title=None, max_words=120, words_per_line
 
     cmap = _colormap("Reds")
     boxes, colours = [], []
-    text_style = dict(fontfamily=_MONO_FONT, fontsize=fontsize, va="center",
-                      ha="left", parse_math=False)
+    text_style = dict(
+        fontfamily=_MONO_FONT,
+        fontsize=fontsize,
+        va="center",
+        ha="left",
+        parse_math=False,
+    )
     if title:
-        ax.text(width_cells / 2, 0.8, str(title), ha="center", va="center",
-                fontsize=fontsize * 1.3, fontweight="bold", parse_math=False)
+        ax.text(
+            width_cells / 2,
+            0.8,
+            str(title),
+            ha="center",
+            va="center",
+            fontsize=fontsize * 1.3,
+            fontweight="bold",
+            parse_math=False,
+        )
     y = title_rows
     for label, lines in blocks:
         ax.text(margin, y + 0.5, label, fontweight="bold", **text_style)
@@ -438,18 +494,28 @@ def plot_attention_text(reviews, path, title=None, max_words=120, words_per_line
             for word, level in line:
                 width = max(_cell_width(word), 1)
                 if level is not None:
-                    boxes.append(Rectangle((x - 0.3, y + 0.1), width + 0.6, 0.8))
+                    boxes.append(
+                        Rectangle((x - 0.3, y + 0.1), width + 0.6, 0.8)
+                    )
                     # Cap at 0.85: the darkest Reds are nearly black.
                     colours.append(cmap(0.85 * level))
                 dark = level is not None and level > 0.6
-                ax.text(x, y + 0.5, word, color="white" if dark else "black",
-                        **text_style)
+                ax.text(
+                    x,
+                    y + 0.5,
+                    word,
+                    color="white" if dark else "black",
+                    **text_style,
+                )
                 x += width + 1
             y += 1
         y += 0.7
     if boxes:
-        ax.add_collection(PatchCollection(boxes, facecolors=colours,
-                                          edgecolors="none", zorder=0))
+        ax.add_collection(
+            PatchCollection(
+                boxes, facecolors=colours, edgecolors="none", zorder=0
+            )
+        )
     return _save(fig, path)
 
 
@@ -457,7 +523,9 @@ def plot_attention_text(reviews, path, title=None, max_words=120, words_per_line
 # 4. top words
 
 
-def plot_top_words(words, scores, path, title=None, xlabel="mean attention weight"):
+def plot_top_words(
+    words, scores, path, title=None, xlabel="mean attention weight"
+):
     """Horizontal bar chart of words and scores, highest score at the top.
 
     Args:
@@ -477,7 +545,9 @@ def plot_top_words(words, scores, path, title=None, xlabel="mean attention weigh
             scores are not finite numbers.
     """
     words = _check_words(words, "words")
-    scores = _check_finite(_as_1d_floats(scores, "scores", allow_empty=True), "scores")
+    scores = _check_finite(
+        _as_1d_floats(scores, "scores", allow_empty=True), "scores"
+    )
     if len(words) != scores.size:
         raise ValueError(
             f"{len(words)} words but {scores.size} scores; they must have the same length"
@@ -537,23 +607,35 @@ def plot_alignments(alignments, path, title=None):
         if weights.shape != (len(target), len(source)):
             raise ValueError(
                 f"alignment {i}: weights of shape {weights.shape} for "
-                f"{len(target)} target and {len(source)} source tokens")
+                f"{len(target)} target and {len(source)} source tokens"
+            )
         _check_finite(weights, f"alignment {i} weights")
         panels.append((source, target, weights, item.get("title")))
     width = max(4.0, 0.32 * max(len(p[0]) for p in panels) + 2.0)
     heights = [max(2.0, 0.3 * len(p[1]) + 1.4) for p in panels]
     fig = _new_figure(width, sum(heights) + (0.4 if title else 0.0))
-    axes = fig.subplots(len(panels), 1, squeeze=False,
-                        gridspec_kw={"height_ratios": heights})[:, 0]
+    axes = fig.subplots(
+        len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights}
+    )[:, 0]
     for ax, (source, target, weights, panel_title) in zip(axes, panels):
-        ax.imshow(weights, cmap=_colormap("Blues"), vmin=0.0,
-                  vmax=max(float(weights.max()), 1e-6), aspect="auto")
+        ax.imshow(
+            weights,
+            cmap=_colormap("Blues"),
+            vmin=0.0,
+            vmax=max(float(weights.max()), 1e-6),
+            aspect="auto",
+        )
         ax.set_xticks(range(len(source)))
-        ax.set_xticklabels([_clip(t, 12) for t in source], rotation=90,
-                           fontsize="small", parse_math=False)
+        ax.set_xticklabels(
+            [_clip(t, 12) for t in source],
+            rotation=90,
+            fontsize="small",
+            parse_math=False,
+        )
         ax.set_yticks(range(len(target)))
-        ax.set_yticklabels([_clip(t, 12) for t in target],
-                           fontsize="small", parse_math=False)
+        ax.set_yticklabels(
+            [_clip(t, 12) for t in target], fontsize="small", parse_math=False
+        )
         if panel_title:
             ax.set_title(str(panel_title), fontsize="small", parse_math=False)
     _set_title(fig, title)
@@ -588,14 +670,22 @@ def attention_words_table(words, weights, top_k):
     [('great', 0.7), ('film', 0.2)]
     """
     words = _check_words(words, "words")
-    weights = _check_finite(_as_1d_floats(weights, "weights", allow_empty=True), "weights")
+    weights = _check_finite(
+        _as_1d_floats(weights, "weights", allow_empty=True), "weights"
+    )
     if len(words) != weights.size:
         raise ValueError(
             f"{len(words)} words but {weights.size} weights; they must have the same length"
         )
-    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 0:
+    if (
+        isinstance(top_k, bool)
+        or not isinstance(top_k, numbers.Integral)
+        or top_k < 0
+    ):
         raise ValueError(f"top_k must be a non-negative integer, got {top_k!r}")
-    order = sorted(range(len(words)), key=lambda i: (-weights[i], i))[: int(top_k)]
+    order = sorted(range(len(words)), key=lambda i: (-weights[i], i))[
+        : int(top_k)
+    ]
     return [(words[i], float(weights[i])) for i in order]
 
 
@@ -639,22 +729,32 @@ def plot_rollout_grid(images, maps, path, titles=None, title=None):
             image = image[..., 0]
         height, width = image.shape[:2]
         grid = maps[index]
-        heat = np.kron(grid, np.ones((height // grid.shape[0],
-                                      width // grid.shape[1])))
-        ax.imshow(image, cmap=_colormap("gray") if image.ndim == 2 else None,
-                  vmin=0.0, vmax=1.0)
-        ax.imshow(heat, cmap=_colormap("inferno"), alpha=0.5,
-                  vmin=0.0, vmax=max(float(heat.max()), 1e-9))
+        heat = np.kron(
+            grid, np.ones((height // grid.shape[0], width // grid.shape[1]))
+        )
+        ax.imshow(
+            image,
+            cmap=_colormap("gray") if image.ndim == 2 else None,
+            vmin=0.0,
+            vmax=1.0,
+        )
+        ax.imshow(
+            heat,
+            cmap=_colormap("inferno"),
+            alpha=0.5,
+            vmin=0.0,
+            vmax=max(float(heat.max()), 1e-9),
+        )
         if titles is not None:
-            ax.set_title(str(titles[index]), fontsize="small",
-                         parse_math=False)
+            ax.set_title(str(titles[index]), fontsize="small", parse_math=False)
     _set_title(fig, title)
     fig.tight_layout()
     return _save(fig, path)
 
 
-def plot_position_similarity(table, grid_size, path, num_prefix_tokens=1,
-                             title=None):
+def plot_position_similarity(
+    table, grid_size, path, num_prefix_tokens=1, title=None
+):
     """Cosine similarity of each patch's learned position to every other's
     (the ViT paper's figure 7): one small map per patch, laid out as the
     patch grid.
@@ -672,19 +772,26 @@ def plot_position_similarity(table, grid_size, path, num_prefix_tokens=1,
     rows, columns = (int(n) for n in grid_size)
     table = np.asarray(table, dtype=np.float64)[num_prefix_tokens:]
     if table.shape[0] != rows * columns:
-        raise ValueError(f"{table.shape[0]} positions for a {rows} x "
-                         f"{columns} grid")
+        raise ValueError(
+            f"{table.shape[0]} positions for a {rows} x {columns} grid"
+        )
     _check_finite(table, "positions")
-    unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True),
-                              1e-12)
+    unit = table / np.maximum(
+        np.linalg.norm(table, axis=1, keepdims=True), 1e-12
+    )
     similarity = unit @ unit.T
-    fig = _new_figure(0.45 * columns + 0.6, 0.45 * rows + 0.6
-                      + (0.4 if title else 0.0))
+    fig = _new_figure(
+        0.45 * columns + 0.6, 0.45 * rows + 0.6 + (0.4 if title else 0.0)
+    )
     axes = fig.subplots(rows, columns, squeeze=False)
     for index, ax in enumerate(axes.ravel()):
         ax.set_axis_off()
-        ax.imshow(similarity[index].reshape(rows, columns),
-                  cmap=_colormap("viridis"), vmin=-1.0, vmax=1.0)
+        ax.imshow(
+            similarity[index].reshape(rows, columns),
+            cmap=_colormap("viridis"),
+            vmin=-1.0,
+            vmax=1.0,
+        )
     _set_title(fig, title)
     fig.tight_layout(pad=0.2)
     return _save(fig, path)
@@ -701,8 +808,9 @@ def _upsample_bilinear(grid, height, width):
     rows, columns = grid.shape
 
     def positions(size, cells):
-        where = np.clip((np.arange(size) + 0.5) * cells / size - 0.5,
-                        0.0, cells - 1.0)
+        where = np.clip(
+            (np.arange(size) + 0.5) * cells / size - 0.5, 0.0, cells - 1.0
+        )
         low = np.floor(where).astype(np.int64)
         return low, np.minimum(low + 1, cells - 1), where - low
 
@@ -717,13 +825,20 @@ def _display_image(image, where):
     try:
         image = np.asarray(image, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{where} is not an array of numbers ({err})") from None
+        raise ValueError(
+            f"{where} is not an array of numbers ({err})"
+        ) from None
     if image.ndim == 3 and image.shape[-1] == 1:
         image = image[..., 0]
-    if (image.ndim not in (2, 3) or 0 in image.shape[:2]
-            or (image.ndim == 3 and image.shape[-1] not in (3, 4))):
-        raise ValueError(f"{where} of shape {image.shape} is not an (H, W) or "
-                         "(H, W, 3) image")
+    if (
+        image.ndim not in (2, 3)
+        or 0 in image.shape[:2]
+        or (image.ndim == 3 and image.shape[-1] not in (3, 4))
+    ):
+        raise ValueError(
+            f"{where} of shape {image.shape} is not an (H, W) or "
+            "(H, W, 3) image"
+        )
     _check_finite(image, where)
     image = image[..., :3] if image.ndim == 3 else image
     if image.max() > 1.0:  # uint8-like values
@@ -780,54 +895,71 @@ def plot_caption_attention(items, path, title=None, columns=6):
         items = [items]
     if not isinstance(items, (list, tuple)) or not items:
         raise ValueError("items must be a non-empty list of dicts")
-    if isinstance(columns, bool) or not isinstance(columns, numbers.Integral) \
-            or columns < 1:
+    if (
+        isinstance(columns, bool)
+        or not isinstance(columns, numbers.Integral)
+        or columns < 1
+    ):
         raise ValueError(f"columns must be a positive integer, got {columns!r}")
     rows_of = []  # per item: (image, words, unit-scaled maps, label)
     for index, item in enumerate(items):
         where = f"items[{index}]"
         if not isinstance(item, Mapping) or not all(
-                key in item for key in ("image", "words", "maps")):
+            key in item for key in ("image", "words", "maps")
+        ):
             raise ValueError(
-                f'{where} must be a dict with "image", "words" and "maps"')
+                f'{where} must be a dict with "image", "words" and "maps"'
+            )
         image = _display_image(item["image"], f'{where}["image"]')
         words = _check_words(item["words"], f'{where}["words"]')
         try:
             maps = np.asarray(item["maps"], dtype=np.float64)
         except (TypeError, ValueError) as err:
-            raise ValueError(f'{where}["maps"] is not an array of numbers '
-                             f"({err})") from None
+            raise ValueError(
+                f'{where}["maps"] is not an array of numbers ({err})'
+            ) from None
         if not words and maps.size == 0:
             maps = np.zeros((0, 1, 1))
         if maps.ndim != 3 or 0 in maps.shape[1:]:
-            raise ValueError(f'{where}["maps"] must be (words, rows, columns), '
-                             f"got shape {maps.shape}")
+            raise ValueError(
+                f'{where}["maps"] must be (words, rows, columns), '
+                f"got shape {maps.shape}"
+            )
         if len(maps) != len(words):
-            raise ValueError(f"{where}: {len(words)} words but {len(maps)} "
-                             "maps; give one map per word")
+            raise ValueError(
+                f"{where}: {len(words)} words but {len(maps)} "
+                "maps; give one map per word"
+            )
         _check_finite(maps, f'{where}["maps"]')
         if np.any(maps < 0):
             raise ValueError(f'{where}["maps"] has negative values')
         top = maps.max(axis=(1, 2), initial=0.0)
         maps = maps / np.where(top > 0, top, 1.0)[:, None, None]
         label = item.get("label")
-        label = None if label is None else textwrap.fill(
-            _clip(str(label), 120), 26)
+        label = (
+            None if label is None else textwrap.fill(_clip(str(label), 120), 26)
+        )
         rows_of.append((image, words, maps, label))
 
     columns = int(columns)
-    rows = [max(1, math.ceil(len(words) / columns))
-            for _, words, _, _ in rows_of]
+    rows = [
+        max(1, math.ceil(len(words) / columns)) for _, words, _, _ in rows_of
+    ]
     panel = 1.7  # inches across a panel
     heights = []  # inches, one per row of panels
     for (image, _, _, label), count in zip(rows_of, rows):
         aspect = min(max(image.shape[0] / image.shape[1], 0.35), 1.6)
         heights += [panel * aspect + 0.35] * count
         heights[-count] += 0.16 * (label.count("\n") + 1 if label else 0)
-    fig = _new_figure(panel * (columns + 1) + 0.2,
-                      sum(heights) + (0.4 if title else 0.0))
-    axes = fig.subplots(len(heights), columns + 1, squeeze=False,
-                        gridspec_kw={"height_ratios": heights})
+    fig = _new_figure(
+        panel * (columns + 1) + 0.2, sum(heights) + (0.4 if title else 0.0)
+    )
+    axes = fig.subplots(
+        len(heights),
+        columns + 1,
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
     for ax in axes.ravel():
         ax.set_axis_off()
     cmap, grey_map = _colormap("inferno"), _colormap("gray")
@@ -835,12 +967,19 @@ def plot_caption_attention(items, path, title=None, columns=6):
     for (image, words, maps, label), count in zip(rows_of, rows):
         height, width = image.shape[:2]
         ax = axes[first, 0]
-        ax.imshow(image, cmap=grey_map if image.ndim == 2 else None,
-                  vmin=0.0, vmax=1.0)
+        ax.imshow(
+            image,
+            cmap=grey_map if image.ndim == 2 else None,
+            vmin=0.0,
+            vmax=1.0,
+        )
         if label:
             ax.set_title(label, fontsize="x-small", parse_math=False)
-        grey = image if image.ndim == 2 else image @ np.array(
-            [0.299, 0.587, 0.114])
+        grey = (
+            image
+            if image.ndim == 2
+            else image @ np.array([0.299, 0.587, 0.114])
+        )
         for k, (word, grid) in enumerate(zip(words, maps)):
             ax = axes[first + k // columns, 1 + k % columns]
             heat = _upsample_bilinear(grid, height, width)

@@ -10,9 +10,23 @@ from benchmarks import attention_scaling
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_tiny_lengths_are_timed_on_both_paths(tmp_path, dtype):
     args = attention_scaling.parse_args(
-        ["--lengths", "8,16", "--batch-size", "1", "--num-heads", "2",
-         "--head-dim", "4", "--steps", "1", "--repeats", "1",
-         "--dtype", dtype])
+        [
+            "--lengths",
+            "8,16",
+            "--batch-size",
+            "1",
+            "--num-heads",
+            "2",
+            "--head-dim",
+            "4",
+            "--steps",
+            "1",
+            "--repeats",
+            "1",
+            "--dtype",
+            dtype,
+        ]
+    )
     result = attention_scaling.measure(args)
     assert result["backend"] == keras.backend.backend()
     for path in ("fused", "explicit"):
@@ -28,9 +42,11 @@ def test_tiny_lengths_are_timed_on_both_paths(tmp_path, dtype):
 
 def test_out_of_memory_is_recognised():
     assert attention_scaling._out_of_memory(
-        RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+        RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    )
     assert attention_scaling._out_of_memory(
-        Exception("RESOURCE_EXHAUSTED: Out of memory while trying"))
+        Exception("RESOURCE_EXHAUSTED: Out of memory while trying")
+    )
     assert not attention_scaling._out_of_memory(ValueError("bad shape"))
 
 

@@ -9,9 +9,21 @@ from benchmarks import bert_pretraining
 
 def test_tiny_measurement_reports_both_models():
     args = bert_pretraining.parse_args(
-        ["--preset", "smoke", "--vocabulary-size", "50", "--sequence-length",
-         "16", "--batch-size", "4", "--steps", "2",
-         "--mixed-precision", "bfloat16"])
+        [
+            "--preset",
+            "smoke",
+            "--vocabulary-size",
+            "50",
+            "--sequence-length",
+            "16",
+            "--batch-size",
+            "4",
+            "--steps",
+            "2",
+            "--mixed-precision",
+            "bfloat16",
+        ]
+    )
     result = bert_pretraining.measure(args)
     assert result["backend"] == keras.backend.backend()
     assert result["dtype"] == "bfloat16"

@@ -9,8 +9,18 @@ from benchmarks import captioning
 
 
 def test_tiny_measurement_reports_every_figure():
-    args = captioning.parse_args(["--preset", "smoke", "--images", "5",
-                                  "--batch-size", "4", "--beam", "2"])
+    args = captioning.parse_args(
+        [
+            "--preset",
+            "smoke",
+            "--images",
+            "5",
+            "--batch-size",
+            "4",
+            "--beam",
+            "2",
+        ]
+    )
     result = captioning.measure(args)
     assert result["backend"] == keras.backend.backend()
     assert result["images"] == 5 and result["model"] == "untrained smoke"

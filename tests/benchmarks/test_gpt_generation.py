@@ -11,10 +11,24 @@ from benchmarks import gpt_generation
 
 def test_tiny_measurement_reports_every_figure():
     args = gpt_generation.parse_args(
-        ["--num-layers", "1", "--num-heads", "2", "--hidden-dim", "16",
-         "--prompt-length", "4", "--new-tokens", "6", "--repeats", "1",
-         # TorchDynamo's tracing without inductor's code generation.
-         "--torch-compile-backend", "eager"])
+        [
+            "--num-layers",
+            "1",
+            "--num-heads",
+            "2",
+            "--hidden-dim",
+            "16",
+            "--prompt-length",
+            "4",
+            "--new-tokens",
+            "6",
+            "--repeats",
+            "1",
+            # TorchDynamo's tracing without inductor's code generation.
+            "--torch-compile-backend",
+            "eager",
+        ]
+    )
     result = gpt_generation.measure(args)
     assert result["backend"] == keras.backend.backend()
     assert result["identical_greedy_output"]
@@ -22,7 +36,12 @@ def test_tiny_measurement_reports_every_figure():
         assert result[name]["seconds"] > 0
         assert result[name]["tokens_per_second"] > 0
     assert sorted(result["prefix"]["forward_seconds_at_length"]) == [
-        4, 5, 6, 8, 9]
+        4,
+        5,
+        6,
+        8,
+        9,
+    ]
     assert result["speedup"] > 0 and result["speedup_vs_prefix"] > 0
     assert result["keras_hub"]["seconds"] > 0
     assert result["keras_hub_over_zoo"] > 0
@@ -41,7 +60,8 @@ def test_tiny_measurement_reports_every_figure():
 
 def test_compile_modes_are_a_list_and_unknown_ones_are_refused():
     args = gpt_generation.parse_args(
-        ["--torch-compile-mode", "default,reduce-overhead"])
+        ["--torch-compile-mode", "default,reduce-overhead"]
+    )
     assert args.torch_compile_modes == ["default", "reduce-overhead"]
     with pytest.raises(SystemExit):
         gpt_generation.parse_args(["--torch-compile-mode", "default,fast"])
@@ -49,9 +69,25 @@ def test_compile_modes_are_a_list_and_unknown_ones_are_refused():
 
 def test_bfloat16_measurement_runs_both_models_in_bfloat16():
     args = gpt_generation.parse_args(
-        ["--num-layers", "1", "--num-heads", "2", "--hidden-dim", "16",
-         "--prompt-length", "4", "--new-tokens", "3", "--repeats", "1",
-         "--dtype", "bfloat16", "--torch-compile-backend", "none"])
+        [
+            "--num-layers",
+            "1",
+            "--num-heads",
+            "2",
+            "--hidden-dim",
+            "16",
+            "--prompt-length",
+            "4",
+            "--new-tokens",
+            "3",
+            "--repeats",
+            "1",
+            "--dtype",
+            "bfloat16",
+            "--torch-compile-backend",
+            "none",
+        ]
+    )
     result = gpt_generation.measure(args)
     assert result["dtype"] == "bfloat16"
     assert keras.config.dtype_policy().name == "mixed_bfloat16"
@@ -64,14 +100,13 @@ def test_bfloat16_measurement_runs_both_models_in_bfloat16():
 def test_hand_written_jax_peer_generates_the_same_tokens():
     if keras.backend.backend() != "jax":
         pytest.skip("the hand-written peer is JAX code")
-    from benchmarks.jax_gpt_reference import time_greedy_decoder
-    from benchmarks.jax_gpt_reference import window_logits
-    from zoo.models.gpt import GPT
-    from zoo.models.gpt import GPTBackbone
+    from benchmarks.jax_gpt_reference import time_greedy_decoder, window_logits
+    from zoo.models.gpt import GPT, GPTBackbone
 
     keras.utils.set_random_seed(3)
     backbone = GPTBackbone(
-        23, num_layers=2, num_heads=2, hidden_dim=16, sequence_length=12)
+        23, num_layers=2, num_heads=2, hidden_dim=16, sequence_length=12
+    )
     # Biases, gammas and betas start at 0 or 1; random values make every
     # weight matter to the comparison.
     rng = np.random.default_rng(0)
@@ -83,7 +118,8 @@ def test_hand_written_jax_peer_generates_the_same_tokens():
     mask = np.zeros((2, 12), bool)
     mask[:, :3] = True
     expected = gpt.generate(
-        {"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
+        {"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None
+    )
     seconds, generated = time_greedy_decoder(gpt, token_ids, 3, repeats=1)
     assert seconds > 0
     np.testing.assert_array_equal(generated, expected["token_ids"])
@@ -91,20 +127,35 @@ def test_hand_written_jax_peer_generates_the_same_tokens():
 
     # Its forward pass gives the model's logits at every position.
     window = rng.integers(0, 23, (2, 12)).astype("int32")
-    features = backbone({"token_ids": window,
-                         "padding_mask": np.ones_like(window)})
+    features = backbone(
+        {"token_ids": window, "padding_mask": np.ones_like(window)}
+    )
     hidden = features["sequence_output"]
     logits = backbone.token_embedding(hidden, reverse=True)
     np.testing.assert_allclose(
-        window_logits(gpt, window), logits, rtol=1e-4, atol=1e-4)
+        window_logits(gpt, window), logits, rtol=1e-4, atol=1e-4
+    )
 
 
 def test_measure_reports_the_hand_written_peer_under_jax():
     if keras.backend.backend() != "jax":
         pytest.skip("the hand-written peer is JAX code")
     args = gpt_generation.parse_args(
-        ["--num-layers", "1", "--num-heads", "2", "--hidden-dim", "16",
-         "--prompt-length", "4", "--new-tokens", "6", "--repeats", "1"])
+        [
+            "--num-layers",
+            "1",
+            "--num-heads",
+            "2",
+            "--hidden-dim",
+            "16",
+            "--prompt-length",
+            "4",
+            "--new-tokens",
+            "6",
+            "--repeats",
+            "1",
+        ]
+    )
     peer = gpt_generation.measure(args)["hand_written"]
     assert peer["identical_greedy_output"]
     assert peer["seconds"] > 0 and peer["speedup_vs_prefix"] > 0

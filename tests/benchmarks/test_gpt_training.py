@@ -5,14 +5,22 @@ benchmark prints them), and the FLOPs and peak arithmetic."""
 import keras
 import pytest
 
-from benchmarks import gpt_training
-from benchmarks import workers
+from benchmarks import gpt_training, workers
 
 
 def test_tiny_measurement_reports_zoo_and_keras_hub(tmp_path):
     args = gpt_training.parse_args(
-        ["--preset", "smoke", "--batch-size", "2", "--steps", "2",
-         "--hlo-dir", str(tmp_path)])
+        [
+            "--preset",
+            "smoke",
+            "--batch-size",
+            "2",
+            "--steps",
+            "2",
+            "--hlo-dir",
+            str(tmp_path),
+        ]
+    )
     result = gpt_training.measure(args)
     assert result["backend"] == keras.backend.backend()
     for name in ("zoo", "keras_hub"):
@@ -39,8 +47,16 @@ def test_tiny_measurement_reports_zoo_and_keras_hub(tmp_path):
 
 def test_approximate_gelu_variant_is_timed_beside_zoo():
     args = gpt_training.parse_args(
-        ["--preset", "smoke", "--batch-size", "2", "--steps", "2",
-         "--approximate-gelu"])
+        [
+            "--preset",
+            "smoke",
+            "--batch-size",
+            "2",
+            "--steps",
+            "2",
+            "--approximate-gelu",
+        ]
+    )
     result = gpt_training.measure(args)
     assert result["zoo_gelu_approximate"]["tokens_per_second"] > 0
     assert result["zoo_gelu_approximate_over_keras_hub"] > 0
@@ -52,8 +68,10 @@ def test_peaks_by_device_and_dtype():
     assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16") == 989.4
     assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "float32") == 494.7
     assert workers.peak_tflops("cpu", "float32") is None
-    assert workers.accelerator()[0] in ("cpu", "unknown") or \
-        workers.accelerator()[1] is not None
+    assert (
+        workers.accelerator()[0] in ("cpu", "unknown")
+        or workers.accelerator()[1] is not None
+    )
 
 
 def test_impossible_sizes_are_refused():

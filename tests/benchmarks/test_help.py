@@ -5,10 +5,17 @@ import importlib
 
 import pytest
 
-BENCHMARKS = ("attention_scaling", "bert_pretraining", "captioning",
-              "gpt_generation",
-              "gpt_training", "layers", "packed_rnn", "translation",
-              "vit_images")
+BENCHMARKS = (
+    "attention_scaling",
+    "bert_pretraining",
+    "captioning",
+    "gpt_generation",
+    "gpt_training",
+    "layers",
+    "packed_rnn",
+    "translation",
+    "vit_images",
+)
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)

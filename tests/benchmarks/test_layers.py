@@ -9,10 +9,27 @@ from benchmarks import layers
 
 def test_tiny_grid_reports_every_cell():
     args = layers.parse_args(
-        ["--layers", "encoder,decoder_cached",
-         "--lengths", "8", "--batch-size", "2", "--hidden-dim", "8",
-         "--num-heads", "2", "--intermediate-dim", "16", "--steps", "1",
-         "--repeats", "1", "--dtypes", "float32,bfloat16"])
+        [
+            "--layers",
+            "encoder,decoder_cached",
+            "--lengths",
+            "8",
+            "--batch-size",
+            "2",
+            "--hidden-dim",
+            "8",
+            "--num-heads",
+            "2",
+            "--intermediate-dim",
+            "16",
+            "--steps",
+            "1",
+            "--repeats",
+            "1",
+            "--dtypes",
+            "float32,bfloat16",
+        ]
+    )
     result = layers.measure(args)
     assert result["backend"] == keras.backend.backend()
     cells = result["cells"]
@@ -38,8 +55,9 @@ def test_bad_flags_are_refused():
 
 
 def test_dropout_reaches_every_layer_of_the_cell():
-    args = layers.parse_args(["--dropout", "0.25", "--num-heads", "2",
-                              "--hidden-dim", "8"])
+    args = layers.parse_args(
+        ["--dropout", "0.25", "--num-heads", "2", "--hidden-dim", "8"]
+    )
     for name in ("mha", "encoder", "decoder"):
         for layer in layers._layers(name, args):
             assert layer.dropout == 0.25, (name, layer)
@@ -47,11 +65,22 @@ def test_dropout_reaches_every_layer_of_the_cell():
 
 @pytest.mark.parametrize("flag", [[], ["--jit-compile"]])
 def test_jit_compile_reaches_both_models(flag):
-    args = layers.parse_args(["--num-heads", "2", "--hidden-dim", "8",
-                              "--intermediate-dim", "16", *flag])
+    args = layers.parse_args(
+        [
+            "--num-heads",
+            "2",
+            "--hidden-dim",
+            "8",
+            "--intermediate-dim",
+            "16",
+            *flag,
+        ]
+    )
     for layer in layers._layers("encoder", args):
-        models = (*layers._model(layer, "encoder", 8, args),
-                  layers._cached_step(layer, 8, args))
+        models = (
+            *layers._model(layer, "encoder", 8, args),
+            layers._cached_step(layer, 8, args),
+        )
         for model in models:
             if flag:
                 assert model.jit_compile is True
@@ -62,9 +91,18 @@ def test_jit_compile_reaches_both_models(flag):
 def test_timed_prediction_returns_row_sums_of_the_layer_output():
     import numpy as np
 
-    args = layers.parse_args(["--num-heads", "2", "--hidden-dim", "8",
-                              "--intermediate-dim", "16", "--batch-size",
-                              "3"])
+    args = layers.parse_args(
+        [
+            "--num-heads",
+            "2",
+            "--hidden-dim",
+            "8",
+            "--intermediate-dim",
+            "16",
+            "--batch-size",
+            "3",
+        ]
+    )
     x = np.random.default_rng(0).normal(size=(3, 8, 8)).astype("float32")
     mask = np.ones((3, 8), bool)
     for name in ("mha", "encoder", "decoder"):
@@ -73,5 +111,6 @@ def test_timed_prediction_returns_row_sums_of_the_layer_output():
         full = model.predict_on_batch([x, mask])
         sums = predictor.predict_on_batch([x, mask])
         assert sums.shape == (3,)
-        np.testing.assert_allclose(sums, full.reshape(3, -1).sum(-1),
-                                   rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(
+            sums, full.reshape(3, -1).sum(-1), rtol=1e-4, atol=1e-4
+        )

@@ -9,8 +9,21 @@ from benchmarks import packed_rnn
 
 def test_tiny_measurement_reports_every_figure():
     args = packed_rnn.parse_args(
-        ["--batch-size", "4", "--train-length", "8", "--predict-length", "12",
-         "--embedding-dim", "4", "--units", "3", "--repeats", "1"])
+        [
+            "--batch-size",
+            "4",
+            "--train-length",
+            "8",
+            "--predict-length",
+            "12",
+            "--embedding-dim",
+            "4",
+            "--units",
+            "3",
+            "--repeats",
+            "1",
+        ]
+    )
     result = packed_rnn.measure(args)
     assert result["backend"] == keras.backend.backend()
     # The three models share weights, so they predict the same.

@@ -10,14 +10,28 @@ from benchmarks import translation
 
 def test_tiny_measurement_reports_every_figure():
     args = translation.parse_args(
-        ["--preset", "smoke", "--sentences", "5", "--batch-size", "4",
-         "--beam", "2", "--no-torch-compile"])
+        [
+            "--preset",
+            "smoke",
+            "--sentences",
+            "5",
+            "--batch-size",
+            "4",
+            "--beam",
+            "2",
+            "--no-torch-compile",
+        ]
+    )
     result = translation.measure(args)
     assert "greedy_compiled" not in result
     assert result["backend"] == keras.backend.backend()
     assert result["sentences"] == 5 and result["model"] == "untrained smoke"
-    for name in ("greedy_cached", "greedy_recomputed", "beam2_cached",
-                 "beam2_recomputed"):
+    for name in (
+        "greedy_cached",
+        "greedy_recomputed",
+        "beam2_cached",
+        "beam2_recomputed",
+    ):
         assert result[name]["seconds"] > 0
         assert result[name]["sentences_per_second"] > 0
     # The cache changes the cost, never the translation.
@@ -25,12 +39,23 @@ def test_tiny_measurement_reports_every_figure():
     assert result["greedy_speedup"] > 0 and result["beam2_speedup"] > 0
 
 
-@pytest.mark.skipif(keras.backend.backend() != "torch",
-                    reason="the compiled decode step: PyTorch only")
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch",
+    reason="the compiled decode step: PyTorch only",
+)
 def test_the_compiled_decode_step_translates_the_same():
     args = translation.parse_args(
-        ["--preset", "smoke", "--sentences", "4", "--batch-size", "4",
-         "--beam", "2"])
+        [
+            "--preset",
+            "smoke",
+            "--sentences",
+            "4",
+            "--batch-size",
+            "4",
+            "--beam",
+            "2",
+        ]
+    )
     result = translation.measure(args)
     for search in ("greedy", "beam2"):
         compiled = result[f"{search}_compiled"]

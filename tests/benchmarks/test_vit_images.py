@@ -10,8 +10,17 @@ from benchmarks import vit_images
 
 def test_tiny_measurement_reports_every_model():
     args = vit_images.parse_args(
-        ["--preset", "smoke", "--batch-size", "4", "--steps", "2",
-         "--repeats", "1"])
+        [
+            "--preset",
+            "smoke",
+            "--batch-size",
+            "4",
+            "--steps",
+            "2",
+            "--repeats",
+            "1",
+        ]
+    )
     result = vit_images.measure(args)
     assert result["backend"] == keras.backend.backend()
     assert result["dtype"] == "float32"
@@ -40,15 +49,23 @@ def test_without_the_task(monkeypatch):
 
     def fake_time_models(models, args):
         timed.update(models)
-        return {"device": "cpu", "peak_memory_gib": None,
-                **{name: {"train_images_per_second": 2.0,
-                          "predict_images_per_second": 4.0,
-                          "parameters": int(model.count_params())}
-                   for name, (model, _, _) in models.items()}}
+        return {
+            "device": "cpu",
+            "peak_memory_gib": None,
+            **{
+                name: {
+                    "train_images_per_second": 2.0,
+                    "predict_images_per_second": 4.0,
+                    "parameters": int(model.count_params()),
+                }
+                for name, (model, _, _) in models.items()
+            },
+        }
 
     monkeypatch.setattr(vit_images, "time_models", fake_time_models)
     args = vit_images.parse_args(
-        ["--preset", "smoke", "--no-task", "--mixed-precision", "bfloat16"])
+        ["--preset", "smoke", "--no-task", "--mixed-precision", "bfloat16"]
+    )
     result = vit_images.measure(args)
     assert sorted(timed) == ["keras_hub", "zoo"]
     assert "task" not in result and result["dtype"] == "bfloat16"

@@ -1,18 +1,19 @@
 """zoo.data.corpus: loading (local, the get_file default, offline), splits,
 text windows and the generated smoke corpus."""
 
+import keras
 import numpy as np
 import pytest
 
-import keras
-
 from zoo.data import corpus
-from zoo.data.corpus import consecutive_text_windows
-from zoo.data.corpus import load_text
-from zoo.data.corpus import make_synthetic_corpus
-from zoo.data.corpus import random_text_windows
-from zoo.data.corpus import TokenWindows
-from zoo.data.corpus import split_text
+from zoo.data.corpus import (
+    TokenWindows,
+    consecutive_text_windows,
+    load_text,
+    make_synthetic_corpus,
+    random_text_windows,
+    split_text,
+)
 from zoo.data.download import DataNotFoundError
 
 
@@ -62,16 +63,18 @@ def test_failed_download_is_a_clear_error(tmp_path, monkeypatch):
         load_text()
 
 
-def test_an_unreachable_host_fails_fast_with_the_local_flag(tmp_path,
-                                                           monkeypatch):
+def test_an_unreachable_host_fails_fast_with_the_local_flag(
+    tmp_path, monkeypatch
+):
     """No network: one clear error within seconds, before get_file would
     retry."""
     import time
 
     monkeypatch.setenv("HOME", str(tmp_path))
     called = []
-    monkeypatch.setattr(keras.utils, "get_file",
-                        lambda *a, **k: called.append(1))
+    monkeypatch.setattr(
+        keras.utils, "get_file", lambda *a, **k: called.append(1)
+    )
     start = time.perf_counter()
     with pytest.raises(DataNotFoundError, match="--data PATH"):
         load_text(url="https://unreachable.invalid/corpus.txt")
@@ -80,7 +83,9 @@ def test_an_unreachable_host_fails_fast_with_the_local_flag(tmp_path,
 
 def test_split_is_the_first_ninety_percent():
     train, val = split_text(np.arange(100), 0.9)
-    assert train.tolist() == list(range(90)) and val.tolist() == list(range(90, 100))
+    assert train.tolist() == list(range(90)) and val.tolist() == list(
+        range(90, 100)
+    )
     assert split_text("abcdefghij", 0.9) == ("abcdefghi", "j")
     with pytest.raises(ValueError):
         split_text(np.arange(10), 1.0)
@@ -89,8 +94,10 @@ def test_split_is_the_first_ninety_percent():
 def test_random_text_windows_are_slices_of_the_text():
     text = "".join(chr(ord("a") + i % 26) for i in range(1000))
     data = random_text_windows(text, window=17, batch_size=4, steps=3, seed=0)
-    epochs = [[[w.decode() for w in batch.numpy()] for batch in data]
-              for _ in range(2)]
+    epochs = [
+        [[w.decode() for w in batch.numpy()] for batch in data]
+        for _ in range(2)
+    ]
     assert len(epochs[0]) == 3 and all(len(b) == 4 for b in epochs[0])
     for window in epochs[0][0]:
         assert len(window) == 17 and window in text
@@ -112,8 +119,7 @@ def test_consecutive_text_windows_cover_the_split_once():
 
 
 def _tokenised(text):
-    from zoo.data.tokenizers import CharacterTokenizer
-    from zoo.data.tokenizers import encode_corpus
+    from zoo.data.tokenizers import CharacterTokenizer, encode_corpus
     from zoo.models.gpt import GPTPreprocessor
 
     tokenizer = CharacterTokenizer.from_text(text)
@@ -134,13 +140,16 @@ def test_token_windows_are_what_the_preprocessor_makes_of_the_text():
             assert x["token_ids"].shape == y.shape == weight.shape == (4, 16)
             # Each row is a window of 17 characters of the text, as the
             # preprocessor packs it: inputs, next-character targets.
-            starts = [text.find(preprocessor.tokenizer.detokenize(
-                list(row) + [int(t[-1])])) for row, t in zip(x["token_ids"], y)]
+            starts = [
+                text.find(
+                    preprocessor.tokenizer.detokenize(list(row) + [int(t[-1])])
+                )
+                for row, t in zip(x["token_ids"], y)
+            ]
             assert min(starts) >= 0
-            px, py, pw = preprocessor([text[s:s + 17] for s in starts])
+            px, py, pw = preprocessor([text[s : s + 17] for s in starts])
             np.testing.assert_array_equal(x["token_ids"], px["token_ids"])
-            np.testing.assert_array_equal(x["padding_mask"],
-                                          px["padding_mask"])
+            np.testing.assert_array_equal(x["padding_mask"], px["padding_mask"])
             np.testing.assert_array_equal(y, py)
             np.testing.assert_array_equal(weight, pw)
     assert not np.array_equal(epochs[0], epochs[1])  # new every epoch
@@ -154,8 +163,7 @@ def test_token_windows_for_evaluation_are_the_consecutive_text_windows():
     ids, preprocessor = _tokenised(text)
     windows = TokenWindows(ids, 16, batch_size=8, shuffle=False)
     texts = consecutive_text_windows(text, 16)
-    assert windows.windows == len(texts) and len(windows) == -(-len(texts)
-                                                                  // 8)
+    assert windows.windows == len(texts) and len(windows) == -(-len(texts) // 8)
     got = np.concatenate([windows[i][1] for i in range(len(windows))])
     _, expected, _ = preprocessor(texts)
     np.testing.assert_array_equal(got, expected)

@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 
 from zoo.data import digit_scenes
-from zoo.data.digit_scenes import DIGIT_NAMES
-from zoo.data.digit_scenes import attention_peaks
-from zoo.data.digit_scenes import digit_scene_splits
-from zoo.data.digit_scenes import exact_match_accuracy
-from zoo.data.digit_scenes import localisation_accuracy
-from zoo.data.digit_scenes import make_digit_scenes
+from zoo.data.digit_scenes import (
+    DIGIT_NAMES,
+    attention_peaks,
+    digit_scene_splits,
+    exact_match_accuracy,
+    localisation_accuracy,
+    make_digit_scenes,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +36,7 @@ def blobs(count=60, seed=0):
         ink[rng.random((h, w)) < 0.3] = 0
         ink[0, :] = ink[-1, :] = ink[:, 0] = ink[:, -1] = 0
         ink[0, 0] = ink[-1, -1] = 255  # the blob spans its whole box
-        x[i, top:top + h, left:left + w] = ink
+        x[i, top : top + h, left : left + w] = ink
     return x, np.arange(count) % 10
 
 
@@ -57,7 +59,8 @@ def test_boxes_hold_all_the_ink_and_the_captions_name_the_labels():
             rows = np.flatnonzero(x[index].any(1))
             cols = np.flatnonzero(x[index].any(0))
             np.testing.assert_array_equal(
-                crop, x[index][rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1])
+                crop, x[index][rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+            )
             assert crop[0].any() and crop[-1].any()
             assert crop[:, 0].any() and crop[:, -1].any()
             covered[top:bottom, left:right] = True
@@ -67,8 +70,9 @@ def test_boxes_hold_all_the_ink_and_the_captions_name_the_labels():
         for i in range(len(boxes)):
             for j in range(i + 1, len(boxes)):
                 a, b = boxes[i], boxes[j]
-                assert (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1]
-                        or b[3] <= a[1]), "boxes intersect"
+                assert (
+                    a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+                ), "boxes intersect"
 
 
 def test_the_same_seed_gives_the_same_scenes():
@@ -84,16 +88,26 @@ def test_the_same_seed_gives_the_same_scenes():
 
 def test_options_and_a_canvas_too_small():
     x, y = blobs()
-    scenes = make_digit_scenes(x, y, 10, canvas_size=(40, 200),
-                               num_digits=(3, 3), seed=1)
+    scenes = make_digit_scenes(
+        x, y, 10, canvas_size=(40, 200), num_digits=(3, 3), seed=1
+    )
     assert scenes.images.shape == (10, 40, 200)
     assert all(len(b) == 3 for b in scenes.boxes)
     square = np.zeros((5, 28, 28), np.uint8)
     square[:, 8:20, 10:18] = 200  # 12 x 8 ink
-    with pytest.raises(ValueError, match=r"cannot place 3 digits .* 14x20 "
-                                         r"canvas .*enlarge canvas_size"):
-        make_digit_scenes(square, np.arange(5), 1, canvas_size=(14, 20),
-                          num_digits=(3, 3), max_tries=20)
+    with pytest.raises(
+        ValueError,
+        match=r"cannot place 3 digits .* 14x20 "
+        r"canvas .*enlarge canvas_size",
+    ):
+        make_digit_scenes(
+            square,
+            np.arange(5),
+            1,
+            canvas_size=(14, 20),
+            num_digits=(3, 3),
+            max_tries=20,
+        )
     with pytest.raises(ValueError, match="smaller than digit 0's ink"):
         make_digit_scenes(square, np.arange(5), 1, canvas_size=(10, 40))
     with pytest.raises(ValueError, match="no ink"):
@@ -118,26 +132,35 @@ def test_splits_draw_from_disjoint_digit_pools():
 
     train, validation = digits_in(data["train"]), digits_in(data["validation"])
     assert len(validation) > 10 and not train & validation
-    used = {i for s in ("train", "validation")
-            for scene in data[s].digit_indices for i in scene.tolist()}
+    used = {
+        i
+        for s in ("train", "validation")
+        for scene in data[s].digit_indices
+        for i in scene.tolist()
+    }
     train_used = {i for scene in data["train"].digit_indices for i in scene}
-    validation_used = {i for scene in data["validation"].digit_indices
-                       for i in scene}
+    validation_used = {
+        i for scene in data["validation"].digit_indices for i in scene
+    }
     assert not train_used & validation_used and max(used) < 80
-    for scene, labels in zip(data["validation"].digit_indices,
-                             data["validation"].labels):
+    for scene, labels in zip(
+        data["validation"].digit_indices, data["validation"].labels
+    ):
         np.testing.assert_array_equal(y[scene], labels)
     again = digit_scene_splits(x, y, 60, 30, validation_fraction=0.25, seed=2)
-    np.testing.assert_array_equal(again["validation"].images,
-                                  data["validation"].images)
+    np.testing.assert_array_equal(
+        again["validation"].images, data["validation"].images
+    )
 
 
 def test_mnist_digits_from_a_local_npz(tmp_path):
     x, y = blobs(12)
-    np.savez(tmp_path / "digits.npz", x=x[:8], y=y[:8], x_test=x[8:],
-             y_test=y[8:])
+    np.savez(
+        tmp_path / "digits.npz", x=x[:8], y=y[:8], x_test=x[8:], y_test=y[8:]
+    )
     loaded_x, loaded_y = digit_scenes.load_mnist_digits(
-        str(tmp_path / "digits.npz"))
+        str(tmp_path / "digits.npz")
+    )
     np.testing.assert_array_equal(loaded_x, x)
     assert loaded_y.tolist() == y.tolist()
 
@@ -163,39 +186,56 @@ def test_localisation_follows_repeated_names_left_to_right():
     labels = [np.array([7, 2, 7])]
     left_seven, two, right_seven = (1, 0), (2, 3), (3, 6)
     words = ["seven", "two", "seven", "<end>"]
-    maps = np.stack([_peak_at(4, 8, c) for c in
-                     (left_seven, two, right_seven, (0, 0))])
-    assert localisation_accuracy([words], [maps], boxes, labels,
-                                 (64, 128)) == (1.0, 3)
+    maps = np.stack(
+        [_peak_at(4, 8, c) for c in (left_seven, two, right_seven, (0, 0))]
+    )
+    assert localisation_accuracy([words], [maps], boxes, labels, (64, 128)) == (
+        1.0,
+        3,
+    )
     # the two sevens' looks swapped: each names the other seven
     swapped = maps[[2, 1, 0, 3]]
-    assert localisation_accuracy([words], [swapped], boxes, labels,
-                                 (64, 128)) == (pytest.approx(1 / 3), 3)
+    assert localisation_accuracy(
+        [words], [swapped], boxes, labels, (64, 128)
+    ) == (pytest.approx(1 / 3), 3)
     # a wrong word (no four in the scene) and one seven too many
     wrong = ["four", "seven", "two", "seven", "seven"]
-    maps = np.stack([_peak_at(4, 8, c) for c in
-                     ((2, 3), left_seven, two, right_seven, right_seven)])
-    share, counted = localisation_accuracy([" ".join(wrong)], [maps], boxes,
-                                           labels, (64, 128))
+    maps = np.stack(
+        [
+            _peak_at(4, 8, c)
+            for c in ((2, 3), left_seven, two, right_seven, right_seven)
+        ]
+    )
+    share, counted = localisation_accuracy(
+        [" ".join(wrong)], [maps], boxes, labels, (64, 128)
+    )
     assert counted == 5 and share == pytest.approx(3 / 5)
     # two scenes together; a scene with no digit names counts nothing
     share, counted = localisation_accuracy(
-        [["two"], ["a"]], [_peak_at(4, 8, two)[None], np.ones((1, 4, 8))],
-        boxes * 2, labels * 2, (64, 128))
+        [["two"], ["a"]],
+        [_peak_at(4, 8, two)[None], np.ones((1, 4, 8))],
+        boxes * 2,
+        labels * 2,
+        (64, 128),
+    )
     assert (share, counted) == (1.0, 1)
-    share, counted = localisation_accuracy([[]], [np.zeros((0, 4, 8))],
-                                           boxes, labels, (64, 128))
+    share, counted = localisation_accuracy(
+        [[]], [np.zeros((0, 4, 8))], boxes, labels, (64, 128)
+    )
     assert counted == 0 and np.isnan(share)
     # a thin "one" (3 pixels wide) holds no cell centre: the peak counts
     # when its 16-pixel cell overlaps the ink box, not a cell beside it
     thin = [np.array([[10, 20, 40, 23]])]
-    assert localisation_accuracy([["one"]], [_peak_at(4, 8, (1, 1))[None]],
-                                 thin, [[1]], (64, 128)) == (1.0, 1)
-    assert localisation_accuracy([["one"]], [_peak_at(4, 8, (1, 2))[None]],
-                                 thin, [[1]], (64, 128)) == (0.0, 1)
+    assert localisation_accuracy(
+        [["one"]], [_peak_at(4, 8, (1, 1))[None]], thin, [[1]], (64, 128)
+    ) == (1.0, 1)
+    assert localisation_accuracy(
+        [["one"]], [_peak_at(4, 8, (1, 2))[None]], thin, [[1]], (64, 128)
+    ) == (0.0, 1)
     with pytest.raises(ValueError, match="2 words but 1 attention maps"):
-        localisation_accuracy([["two", "seven"]], [np.ones((1, 4, 8))],
-                              boxes, labels, (64, 128))
+        localisation_accuracy(
+            [["two", "seven"]], [np.ones((1, 4, 8))], boxes, labels, (64, 128)
+        )
 
 
 def test_exact_match():

@@ -14,8 +14,7 @@ import pytest
 from zoo._tensorflow import tf
 from zoo.data import flickr8k
 from zoo.data.download import DataNotFoundError
-from zoo.data.flickr8k import load_flickr8k
-from zoo.data.flickr8k import normalize_caption
+from zoo.data.flickr8k import load_flickr8k, normalize_caption
 
 
 @pytest.fixture(autouse=True)
@@ -38,25 +37,37 @@ TRAIN, DEV, TEST = list(IMAGES)[:3], list(IMAGES)[3:5], list(IMAGES)[5:]
 
 
 def caption_lines(name):
-    return [f"{name}#{k}\tA dog's toy number {k} , red-and-white ."
-            for k in range(5)]
+    return [
+        f"{name}#{k}\tA dog's toy number {k} , red-and-white ."
+        for k in range(5)
+    ]
 
 
 def jpeg(height, width, channels, colour):
-    pixels = np.broadcast_to(np.array(colour, np.uint8),
-                             (height, width, channels))
+    pixels = np.broadcast_to(
+        np.array(colour, np.uint8), (height, width, channels)
+    )
     return tf.io.encode_jpeg(np.ascontiguousarray(pixels), quality=95).numpy()
 
 
-def write_flickr8k(folder, zip_images=True, zip_text=False, with_test=False,
-                   text_in_root=False, token_lines=None, lists=None,
-                   files=None):
+def write_flickr8k(
+    folder,
+    zip_images=True,
+    zip_text=False,
+    with_test=False,
+    text_in_root=False,
+    token_lines=None,
+    lists=None,
+    files=None,
+):
     """A tiny copy of the official layout in `folder`. `files` replaces
     or (with None values) drops image files; `lists` replaces split lists
     (a None value drops that list)."""
     folder.mkdir(parents=True, exist_ok=True)
-    images = {f"{flickr8k.IMAGE_FOLDER}/{name}": jpeg(*shape)
-              for name, shape in IMAGES.items()}
+    images = {
+        f"{flickr8k.IMAGE_FOLDER}/{name}": jpeg(*shape)
+        for name, shape in IMAGES.items()
+    }
     for name, data in (files or {}).items():
         key = f"{flickr8k.IMAGE_FOLDER}/{name}"
         if data is None:
@@ -74,8 +85,11 @@ def write_flickr8k(folder, zip_images=True, zip_text=False, with_test=False,
             (folder / member).write_bytes(data)
     if token_lines is None:
         token_lines = [line for name in IMAGES for line in caption_lines(name)]
-    text = {flickr8k.TOKEN_FILE: ("\n".join(token_lines) + "\n").encode()
-            if isinstance(token_lines, list) else token_lines}
+    text = {
+        flickr8k.TOKEN_FILE: ("\n".join(token_lines) + "\n").encode()
+        if isinstance(token_lines, list)
+        else token_lines
+    }
     split_lists = {"train": TRAIN, "dev": DEV}
     if with_test:
         split_lists["test"] = TEST
@@ -99,11 +113,13 @@ def write_flickr8k(folder, zip_images=True, zip_text=False, with_test=False,
 def test_normalize_caption():
     assert normalize_caption(
         "A child in a pink dress is climbing up a set of stairs in an entry "
-        "way .") == ("a child in a pink dress is climbing up a set of stairs "
-                     "in an entry way")
+        "way ."
+    ) == (
+        "a child in a pink dress is climbing up a set of stairs in an entry way"
+    )
     assert normalize_caption(
-        "  Two  dogs' toys , T-shirt ; 3 men\u2019s hats!") == (
-        "two dogs toys t shirt 3 men's hats")
+        "  Two  dogs' toys , T-shirt ; 3 men\u2019s hats!"
+    ) == ("two dogs toys t shirt 3 men's hats")
     assert normalize_caption("...") == ""
 
 
@@ -128,8 +144,9 @@ def test_loads_the_official_zips_and_resizes_every_size(tmp_path):
 
 
 def test_extracted_folder_text_zip_and_the_test_split(tmp_path):
-    folder = write_flickr8k(tmp_path, zip_images=False, zip_text=True,
-                            with_test=True)
+    folder = write_flickr8k(
+        tmp_path, zip_images=False, zip_text=True, with_test=True
+    )
     splits = load_flickr8k(str(folder), image_size=(8, 8))
     assert list(splits) == ["train", "dev", "test"]
     assert splits["test"].names == TEST
@@ -141,7 +158,9 @@ def test_extracted_folder_text_zip_and_the_test_split(tmp_path):
 def test_text_files_in_the_folder_itself(tmp_path):
     folder = write_flickr8k(tmp_path, text_in_root=True)
     assert list(load_flickr8k(str(folder), image_size=(8, 8), limit=1)) == [
-        "train", "dev"]
+        "train",
+        "dev",
+    ]
 
 
 def test_original_sizes_and_limit(tmp_path):
@@ -155,32 +174,32 @@ def test_original_sizes_and_limit(tmp_path):
     assert small["train"].images.shape == (2, 30, 40, 3)
     assert len(small["dev"].captions) == 2
     # an image already at the size is not resampled
-    np.testing.assert_array_equal(small["train"].images[0],
-                                  splits["train"].images[0])
+    np.testing.assert_array_equal(
+        small["train"].images[0], splits["train"].images[0]
+    )
 
 
 def test_cache_is_written_once_reused_and_rebuilt_when_damaged(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     folder = str(write_flickr8k(tmp_path / "data"))
     cache = tmp_path / "cache"
     first = load_flickr8k(folder, image_size=(16, 16), cache_dir=str(cache))
     files = sorted(os.listdir(cache))
     assert len(files) == 2 and all(f.endswith(".npz") for f in files)
     decode = flickr8k.decode_image
-    monkeypatch.setattr(flickr8k, "decode_image",
-                        lambda *a, **k: pytest.fail("decoded again"))
+    monkeypatch.setattr(
+        flickr8k, "decode_image", lambda *a, **k: pytest.fail("decoded again")
+    )
     second = load_flickr8k(folder, image_size=(16, 16), cache_dir=str(cache))
-    np.testing.assert_array_equal(first["train"].images,
-                                  second["train"].images)
+    np.testing.assert_array_equal(first["train"].images, second["train"].images)
     assert second["train"].captions == first["train"].captions
     monkeypatch.setattr(flickr8k, "decode_image", decode)
     train_file = next(cache / f for f in files if "-train-" in f)
     train_file.write_bytes(train_file.read_bytes()[:100])
     with pytest.warns(UserWarning, match="damaged cache file"):
-        third = load_flickr8k(folder, image_size=(16, 16),
-                              cache_dir=str(cache))
-    np.testing.assert_array_equal(first["train"].images,
-                                  third["train"].images)
+        third = load_flickr8k(folder, image_size=(16, 16), cache_dir=str(cache))
+    np.testing.assert_array_equal(first["train"].images, third["train"].images)
     assert sorted(os.listdir(cache)) == files  # rebuilt, no temporary left
     with np.load(train_file) as data:
         assert data["images"].shape == (3, 16, 16, 3)
@@ -197,11 +216,11 @@ def test_missing_folder_files_and_splits_are_one_line_errors(tmp_path):
     with pytest.raises(DataNotFoundError, match="has no Flickr8k.token.txt"):
         load_flickr8k(str(empty))
     folder = write_flickr8k(tmp_path / "a")
-    with pytest.raises(DataNotFoundError,
-                       match=r"Flickr_8k.testImages.txt does not exist"):
+    with pytest.raises(
+        DataNotFoundError, match=r"Flickr_8k.testImages.txt does not exist"
+    ):
         load_flickr8k(str(folder), splits=["test"])
-    folder = write_flickr8k(tmp_path / "b", lists={"train": None,
-                                                   "dev": None})
+    folder = write_flickr8k(tmp_path / "b", lists={"train": None, "dev": None})
     with pytest.raises(DataNotFoundError, match="has no split list"):
         load_flickr8k(str(folder))
     os.remove(tmp_path / "b" / flickr8k.IMAGE_ARCHIVE)
@@ -217,45 +236,61 @@ def test_missing_folder_files_and_splits_are_one_line_errors(tmp_path):
 
 @pytest.mark.parametrize("zip_images", [True, False], ids=["zip", "folder"])
 def test_a_missing_image_is_named(tmp_path, zip_images):
-    folder = write_flickr8k(tmp_path, zip_images=zip_images,
-                            files={"1001_bb.jpg": None})
-    with pytest.raises(DataNotFoundError,
-                       match=r"1001_bb.jpg is listed in .*trainImages.txt but "
-                             r".*Flicker8k_Dataset/1001_bb.jpg does not exist"):
+    folder = write_flickr8k(
+        tmp_path, zip_images=zip_images, files={"1001_bb.jpg": None}
+    )
+    with pytest.raises(
+        DataNotFoundError,
+        match=r"1001_bb.jpg is listed in .*trainImages.txt but "
+        r".*Flicker8k_Dataset/1001_bb.jpg does not exist",
+    ):
         load_flickr8k(str(folder))
 
 
 @pytest.mark.parametrize("zip_images", [True, False], ids=["zip", "folder"])
 def test_a_corrupt_jpeg_is_named(tmp_path, zip_images):
     truncated = jpeg(*IMAGES["1004_ee.jpg"])[:120]
-    folder = write_flickr8k(tmp_path, zip_images=zip_images,
-                            files={"1004_ee.jpg": truncated})
-    with pytest.raises(DataNotFoundError,
-                       match=r"Flicker8k_Dataset/1004_ee.jpg is not a "
-                             r"readable JPEG \(.+\)\.$") as error:
+    folder = write_flickr8k(
+        tmp_path, zip_images=zip_images, files={"1004_ee.jpg": truncated}
+    )
+    with pytest.raises(
+        DataNotFoundError,
+        match=r"Flicker8k_Dataset/1004_ee.jpg is not a "
+        r"readable JPEG \(.+\)\.$",
+    ) as error:
         load_flickr8k(str(folder))
     assert "\n" not in str(error.value) and "{{" not in str(error.value)
 
 
 def test_captions_and_lists_errors(tmp_path):
-    lines = [line for name in IMAGES if name != "1003_dd.jpg"
-             for line in caption_lines(name)]
+    lines = [
+        line
+        for name in IMAGES
+        if name != "1003_dd.jpg"
+        for line in caption_lines(name)
+    ]
     folder = write_flickr8k(tmp_path / "a", token_lines=lines)
-    with pytest.raises(DataNotFoundError,
-                       match=r"1003_dd.jpg is listed in .*devImages.txt but "
-                             r"has no captions in .*Flickr8k.token.txt"):
+    with pytest.raises(
+        DataNotFoundError,
+        match=r"1003_dd.jpg is listed in .*devImages.txt but "
+        r"has no captions in .*Flickr8k.token.txt",
+    ):
         load_flickr8k(str(folder))
     folder = write_flickr8k(tmp_path / "b", lists={"dev": ["", " "]})
-    with pytest.raises(DataNotFoundError,
-                       match="devImages.txt lists no images"):
+    with pytest.raises(
+        DataNotFoundError, match="devImages.txt lists no images"
+    ):
         load_flickr8k(str(folder))
     good = "\n".join(caption_lines("1000_aa.jpg")).encode()
-    folder = write_flickr8k(tmp_path / "c",
-                            token_lines=good + b"\n1001_bb.jpg#0\tA caf\xe9\n")
+    folder = write_flickr8k(
+        tmp_path / "c", token_lines=good + b"\n1001_bb.jpg#0\tA caf\xe9\n"
+    )
     offset = len(good) + len("\n1001_bb.jpg#0\tA caf")
-    with pytest.raises(DataNotFoundError,
-                       match=rf"Flickr8k.token.txt is not valid UTF-8: byte "
-                             rf"offset {offset}\b"):
+    with pytest.raises(
+        DataNotFoundError,
+        match=rf"Flickr8k.token.txt is not valid UTF-8: byte "
+        rf"offset {offset}\b",
+    ):
         load_flickr8k(str(folder))
     folder = write_flickr8k(tmp_path / "d", token_lines=["1000_aa.jpg no tab"])
     with pytest.raises(DataNotFoundError, match="line 1 is not"):
@@ -269,8 +304,9 @@ def _keras_like_get_file(archives, calls):
     def get_file(fname, origin, cache_subdir, cache_dir, extract):
         calls.append(origin)
         assert extract and origin == flickr8k.FLICKR8K_URL + fname
-        target = os.path.join(cache_dir, cache_subdir,
-                              fname[:fname.find(".")] + "_extracted")
+        target = os.path.join(
+            cache_dir, cache_subdir, fname[: fname.find(".")] + "_extracted"
+        )
         with zipfile.ZipFile(archives / fname) as z:
             z.extractall(target)
         return target
@@ -279,14 +315,17 @@ def _keras_like_get_file(archives, calls):
 
 
 def test_default_downloads_and_extracts_once(tmp_path, monkeypatch):
-    archives = write_flickr8k(tmp_path / "archives", zip_text=True,
-                              text_in_root=True)
+    archives = write_flickr8k(
+        tmp_path / "archives", zip_text=True, text_in_root=True
+    )
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
     checks, calls = [], []
-    monkeypatch.setattr(flickr8k, "check_reachable",
-                        lambda *a: checks.append(a))
-    monkeypatch.setattr(keras.utils, "get_file",
-                        _keras_like_get_file(archives, calls))
+    monkeypatch.setattr(
+        flickr8k, "check_reachable", lambda *a: checks.append(a)
+    )
+    monkeypatch.setattr(
+        keras.utils, "get_file", _keras_like_get_file(archives, calls)
+    )
     splits = load_flickr8k(image_size=(8, 8))
     assert splits["dev"].names == DEV and splits["train"].images.shape[0] == 3
     assert len(checks) == 1 and checks[0][1:] == ("Flickr8k", "--data-dir DIR")
@@ -305,11 +344,13 @@ def test_default_downloads_and_extracts_once(tmp_path, monkeypatch):
 
 def test_no_network_is_one_clear_error_within_seconds(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))
-    monkeypatch.setattr(keras.utils, "get_file",
-                        lambda *a, **k: pytest.fail("no download"))
+    monkeypatch.setattr(
+        keras.utils, "get_file", lambda *a, **k: pytest.fail("no download")
+    )
     start = time.perf_counter()
-    with pytest.raises(DataNotFoundError, match="cannot download Flickr8k.*"
-                                                "--data-dir"):
+    with pytest.raises(
+        DataNotFoundError, match="cannot download Flickr8k.*--data-dir"
+    ):
         load_flickr8k(url="https://unreachable.invalid/flickr8k/")
     assert time.perf_counter() - start < 30
 
@@ -322,9 +363,10 @@ def test_a_failed_download_names_the_archive(tmp_path, monkeypatch):
         raise OSError("connection reset")
 
     monkeypatch.setattr(keras.utils, "get_file", broken)
-    with pytest.raises(DataNotFoundError,
-                       match="could not download Flickr8k's "
-                             "Flickr8k_Dataset.zip .*--data-dir"):
+    with pytest.raises(
+        DataNotFoundError,
+        match="could not download Flickr8k's Flickr8k_Dataset.zip .*--data-dir",
+    ):
         load_flickr8k()
 
 
@@ -333,14 +375,16 @@ def test_docstring_examples():
     assert result.failed == 0 and result.attempted > 0
 
 
-def test_a_broken_extraction_is_an_error_and_not_remembered(tmp_path,
-                                                            monkeypatch):
+def test_a_broken_extraction_is_an_error_and_not_remembered(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
     monkeypatch.setattr(flickr8k, "check_reachable", lambda *a: None)
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setattr(keras.utils, "get_file", lambda *a, **k: str(empty))
-    with pytest.raises(DataNotFoundError,
-                       match="did not extract .* delete .*--data-dir"):
+    with pytest.raises(
+        DataNotFoundError, match="did not extract .* delete .*--data-dir"
+    ):
         load_flickr8k()
     assert not list((tmp_path / "keras").rglob("*.extracted"))

@@ -13,8 +13,10 @@ def write_npz(path, count=40, size=8, with_test=True, colour=False):
     """A small file in the layout of the real copies (uint8 x, int y)."""
     rng = np.random.default_rng(0)
     shape = (count, size, size, 3) if colour else (count, size, size)
-    arrays = {"x": rng.integers(0, 256, shape).astype("uint8"),
-              "y": (np.arange(count) % 4).astype("uint8")}
+    arrays = {
+        "x": rng.integers(0, 256, shape).astype("uint8"),
+        "y": (np.arange(count) % 4).astype("uint8"),
+    }
     if with_test:
         arrays["x_test"] = arrays["x"][:10]
         arrays["y_test"] = arrays["y"][:10]
@@ -27,8 +29,9 @@ def test_npz_with_and_without_a_test_split(tmp_path):
     assert set(splits) == {"train", "test"}
     assert splits["train"][0].shape == (40, 8, 8)
     assert splits["train"][1].dtype == np.int32
-    splits = images.load_npz(write_npz(tmp_path / "b.npz", with_test=False,
-                                       colour=True))
+    splits = images.load_npz(
+        write_npz(tmp_path / "b.npz", with_test=False, colour=True)
+    )
     assert set(splits) == {"train"} and splits["train"][0].shape[-1] == 3
 
 
@@ -59,8 +62,10 @@ def test_validation_split_is_seeded_stratified_and_disjoint():
 
 
 def test_keras_datasets_are_used_and_offline_fails_fast(monkeypatch):
-    data = ((np.zeros((5, 28, 28), "uint8"), np.arange(5)),
-            (np.zeros((2, 28, 28), "uint8"), np.arange(2)))
+    data = (
+        (np.zeros((5, 28, 28), "uint8"), np.arange(5)),
+        (np.zeros((2, 28, 28), "uint8"), np.arange(2)),
+    )
     monkeypatch.setattr(images, "_cached", lambda name: True)
     monkeypatch.setattr(keras.datasets.mnist, "load_data", lambda: data)
     splits = images.load_images("mnist")
@@ -69,8 +74,10 @@ def test_keras_datasets_are_used_and_offline_fails_fast(monkeypatch):
     monkeypatch.setattr(images, "_cached", lambda name: False)
 
     def unreachable(url, what, flag):
-        raise DataNotFoundError(f"cannot download {what}: no network. "
-                                f"Pass {flag} to use a local copy.")
+        raise DataNotFoundError(
+            f"cannot download {what}: no network. "
+            f"Pass {flag} to use a local copy."
+        )
 
     monkeypatch.setattr(images, "check_reachable", unreachable)
     with pytest.raises(DataNotFoundError, match="--data PATH.npz"):
@@ -85,5 +92,5 @@ def test_generated_images_are_learnable_by_their_quadrant():
     for image, label in zip(x, y):
         row, column = divmod(int(label), 2)
         inside = np.zeros((8, 8), bool)
-        inside[row * 4:(row + 1) * 4, column * 4:(column + 1) * 4] = True
+        inside[row * 4 : (row + 1) * 4, column * 4 : (column + 1) * 4] = True
         assert image[inside].min() >= 180 and image[~inside].max() < 60

@@ -6,11 +6,8 @@ import numpy as np
 import pytest
 
 from zoo.data import imdb
-from zoo.data.glove import glove_embedding_matrix
-from zoo.data.glove import load_glove
-from zoo.data.imdb import DataNotFoundError
-from zoo.data.imdb import load_imdb
-from zoo.data.imdb import split_validation
+from zoo.data.glove import glove_embedding_matrix, load_glove
+from zoo.data.imdb import DataNotFoundError, load_imdb, split_validation
 
 
 def write_aclimdb(root, per_class=6, with_test=True, reviews_per_movie=None):
@@ -27,13 +24,26 @@ def write_aclimdb(root, per_class=6, with_test=True, reviews_per_movie=None):
             os.makedirs(folder)
             for i in range(per_class):
                 rating = 9 if polarity == "pos" else 2
-                movie = f" about movie{i // reviews_per_movie}" if reviews_per_movie else ""
+                movie = (
+                    f" about movie{i // reviews_per_movie}"
+                    if reviews_per_movie
+                    else ""
+                )
                 with open(os.path.join(folder, f"{i}_{rating}.txt"), "w") as f:
-                    f.write(f"A {word} {split} film{movie} number {i}.<br /><br />The End")
+                    f.write(
+                        f"A {word} {split} film{movie} number {i}.<br /><br />The End"
+                    )
             if reviews_per_movie:
-                urls = [f"http://www.imdb.com/title/tt{i // reviews_per_movie:07d}/usercomments"
-                        for i in range(per_class)]
-                with open(os.path.join(root, "aclImdb", split, f"urls_{polarity}.txt"), "w") as f:
+                urls = [
+                    f"http://www.imdb.com/title/tt{i // reviews_per_movie:07d}/usercomments"
+                    for i in range(per_class)
+                ]
+                with open(
+                    os.path.join(
+                        root, "aclImdb", split, f"urls_{polarity}.txt"
+                    ),
+                    "w",
+                ) as f:
                     f.write("\n".join(urls) + "\n")
     return os.path.join(root, "aclImdb")
 
@@ -61,7 +71,9 @@ def test_data_dir_may_be_the_aclimdb_folder_itself(tmp_path):
 def test_validation_split_is_seeded_and_disjoint():
     texts = np.array([f"review {i}" for i in range(100)], dtype=object)
     labels = np.array([i % 2 for i in range(100)], dtype="int32")
-    (a_train, _), (a_val, a_val_labels) = split_validation(texts, labels, 0.2, seed=7)
+    (a_train, _), (a_val, a_val_labels) = split_validation(
+        texts, labels, 0.2, seed=7
+    )
     (b_train, _), (b_val, _) = split_validation(texts, labels, 0.2, seed=7)
     (_, _), (c_val, _) = split_validation(texts, labels, 0.2, seed=8)
     assert list(a_val) == list(b_val) and list(a_train) == list(b_train)
@@ -76,38 +88,62 @@ def test_reviews_are_read_in_numeric_id_order(tmp_path):
         (folder / polarity).mkdir(parents=True)
         for i in (10, 2, 1):
             (folder / polarity / f"{i}_7.txt").write_text(f"{polarity} {i}")
-    texts, labels, ids, movies = imdb.read_aclimdb_split(str(tmp_path / "aclImdb"), "train")
-    assert list(ids) == [1, 2, 10, 1, 2, 10] and list(labels) == [0, 0, 0, 1, 1, 1]
+    texts, labels, ids, movies = imdb.read_aclimdb_split(
+        str(tmp_path / "aclImdb"), "train"
+    )
+    assert list(ids) == [1, 2, 10, 1, 2, 10] and list(labels) == [
+        0,
+        0,
+        0,
+        1,
+        1,
+        1,
+    ]
     assert texts[2] == "neg 10" and movies is None
 
 
 def test_a_file_not_named_like_a_review_is_a_clear_error(tmp_path):
     root = write_aclimdb(tmp_path, with_test=False)
     (tmp_path / "aclImdb" / "train" / "pos" / "notes.txt").write_text("x")
-    with pytest.raises(DataNotFoundError, match=r"notes.txt is not named like .*<id>_<rating>"):
+    with pytest.raises(
+        DataNotFoundError, match=r"notes.txt is not named like .*<id>_<rating>"
+    ):
         load_imdb(root)
 
 
 def test_validation_holds_out_whole_movies_from_the_urls_files(tmp_path):
-    root = write_aclimdb(tmp_path, per_class=40, reviews_per_movie=4, with_test=False)
+    root = write_aclimdb(
+        tmp_path, per_class=40, reviews_per_movie=4, with_test=False
+    )
     folds = []
     for fold in range(5):
-        splits = load_imdb(root, validation_fraction=0.2, seed=0, validation_fold=fold)
+        splits = load_imdb(
+            root, validation_fraction=0.2, seed=0, validation_fold=fold
+        )
         assert splits.validation_holdout == "whole movies (train/urls_*.txt)"
         movie = lambda t: t.split("movie")[1].split()[0]
         train_movies = {movie(t) for t in splits["train"][0]}
         val_movies = {movie(t) for t in splits["validation"][0]}
         assert not train_movies & val_movies  # no movie on both sides
-        assert len(splits["validation"][0]) == 16 and splits["validation"][1].sum() == 8
+        assert (
+            len(splits["validation"][0]) == 16
+            and splits["validation"][1].sum() == 8
+        )
         folds.append(val_movies)
     # The five folds cross-validate: every movie is held out exactly once.
-    assert sorted(m for f in folds for m in f) == sorted(str(i) for i in range(10))
+    assert sorted(m for f in folds for m in f) == sorted(
+        str(i) for i in range(10)
+    )
 
 
 def test_urls_file_shorter_than_the_ids_is_a_clear_error(tmp_path):
-    root = write_aclimdb(tmp_path, per_class=8, reviews_per_movie=2, with_test=False)
+    root = write_aclimdb(
+        tmp_path, per_class=8, reviews_per_movie=2, with_test=False
+    )
     (tmp_path / "aclImdb" / "train" / "urls_neg.txt").write_text("http://a\n")
-    with pytest.raises(ValueError, match="urls_neg.txt has 1 lines but .* id 7"):
+    with pytest.raises(
+        ValueError, match="urls_neg.txt has 1 lines but .* id 7"
+    ):
         load_imdb(root)
 
 
@@ -140,8 +176,12 @@ def test_other_ids_are_not_taken_for_the_official_split():
 def test_without_movie_ids_validation_is_random_reviews_and_says_so(tmp_path):
     root = write_aclimdb(tmp_path, per_class=10, with_test=False)
     splits = load_imdb(root, validation_fraction=0.2)
-    assert splits.validation_holdout.startswith("random reviews: no train/urls_*.txt")
-    assert splits["validation"][1].sum() == 2 and len(splits["validation"][0]) == 4
+    assert splits.validation_holdout.startswith(
+        "random reviews: no train/urls_*.txt"
+    )
+    assert (
+        splits["validation"][1].sum() == 2 and len(splits["validation"][0]) == 4
+    )
     asked = load_imdb(root, validation_fraction=0.2, hold_out="reviews")
     assert asked.validation_holdout == "random reviews (asked for)"
 
@@ -149,7 +189,10 @@ def test_without_movie_ids_validation_is_random_reviews_and_says_so(tmp_path):
 def test_validation_folds_partition_the_random_hold_out_too():
     texts = np.array([f"review {i}" for i in range(100)], dtype=object)
     labels = np.array([i % 2 for i in range(100)], dtype="int32")
-    held_out = [split_validation(texts, labels, 0.25, seed=3, fold=k)[1][0] for k in range(4)]
+    held_out = [
+        split_validation(texts, labels, 0.25, seed=3, fold=k)[1][0]
+        for k in range(4)
+    ]
     assert sorted(t for part in held_out for t in part) == sorted(texts)
 
 
@@ -159,7 +202,9 @@ def test_bad_hold_out_arguments_are_clear_errors(tmp_path):
         split_validation(texts, labels, 0.2, seed=0, fold=5)
     with pytest.raises(ValueError, match="fraction must be in"):
         split_validation(texts, labels, 1.5, seed=0)
-    with pytest.raises(ValueError, match="hold_out must be 'movies' or 'reviews'"):
+    with pytest.raises(
+        ValueError, match="hold_out must be 'movies' or 'reviews'"
+    ):
         load_imdb(str(tmp_path), hold_out="films")
 
 
@@ -203,10 +248,14 @@ def test_default_source_is_tfds(monkeypatch):
     splits = load_imdb(validation_fraction=0.2, seed=0)
     assert set(splits) == {"train", "validation", "test"}
     # tfds has no movie ids: the hold-out is random reviews, and says so.
-    assert splits.validation_holdout.startswith("random reviews: tensorflow-datasets")
+    assert splits.validation_holdout.startswith(
+        "random reviews: tensorflow-datasets"
+    )
     assert len(splits["train"][0]) == 8 and len(splits["test"][0]) == 10
     assert isinstance(splits["test"][0][0], str)
-    assert all(("wonderful" in t) == bool(l) for t, l in zip(*splits["test"]))
+    assert all(
+        ("wonderful" in t) == bool(lab) for t, lab in zip(*splits["test"])
+    )
 
 
 def test_tfds_failure_names_what_was_tried(monkeypatch):
@@ -250,7 +299,9 @@ def test_glove_matrix_uses_vectors_and_zero_padding(tmp_path):
     path.write_text("the 0.1 0.2 0.3\nfilm 1.0 -1.0 0.5\ngreat 0.0 0.0 2.0\n")
     vectors, dim = load_glove(str(path))
     assert dim == 3 and set(vectors) == {"the", "film", "great"}
-    matrix, found = glove_embedding_matrix(["", "[UNK]", "film", "zzz", "the"], str(path))
+    matrix, found = glove_embedding_matrix(
+        ["", "[UNK]", "film", "zzz", "the"], str(path)
+    )
     assert matrix.shape == (5, 3) and found == 2
     np.testing.assert_allclose(matrix[2], [1.0, -1.0, 0.5])
     np.testing.assert_allclose(matrix[4], [0.1, 0.2, 0.3])
@@ -280,8 +331,11 @@ def test_unsupervised_reviews_from_a_local_copy(tmp_path):
         with open(os.path.join(folder, f"{i}_0.txt"), "w") as f:
             f.write(f"unlabelled review {i}")
     texts = imdb.load_imdb_unsupervised(str(tmp_path))
-    assert list(texts) == ["unlabelled review 1", "unlabelled review 2",
-                           "unlabelled review 10"]
+    assert list(texts) == [
+        "unlabelled review 1",
+        "unlabelled review 2",
+        "unlabelled review 10",
+    ]
 
 
 def test_unsupervised_errors_name_the_fix(tmp_path):

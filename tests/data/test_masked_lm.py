@@ -5,9 +5,7 @@ import keras_hub
 import numpy as np
 import pytest
 
-from zoo.data.masked_lm import MaskedLMBatches
-from zoo.data.masked_lm import mask_tokens
-from zoo.data.masked_lm import pack_texts
+from zoo.data.masked_lm import MaskedLMBatches, mask_tokens, pack_texts
 
 SPECIAL = [0, 1, 2, 3, 4]  # [PAD] [UNK] [CLS] [SEP] [MASK]
 
@@ -25,8 +23,13 @@ def corpus(rows=400, length=40, vocabulary=300, seed=0):
 def test_masking_never_picks_special_tokens_and_reaches_its_rates():
     ids = corpus()
     inputs, mask_ids, weights = mask_tokens(
-        ids, np.random.default_rng(1), vocabulary_size=300, mask_token_id=4,
-        special_token_ids=SPECIAL, mask_selection_length=20)
+        ids,
+        np.random.default_rng(1),
+        vocabulary_size=300,
+        mask_token_id=4,
+        special_token_ids=SPECIAL,
+        mask_selection_length=20,
+    )
     positions = inputs["mask_positions"]
     chosen = weights > 0
     rows = np.nonzero(chosen)[0]
@@ -48,16 +51,23 @@ def test_masking_never_picks_special_tokens_and_reaches_its_rates():
         assert np.all(np.diff(real) > 0)
         assert np.all(positions[row][~chosen[row]] == 0)
         untouched = np.setdiff1d(np.arange(ids.shape[1]), real)
-        np.testing.assert_array_equal(inputs["token_ids"][row, untouched],
-                                      ids[row, untouched])
+        np.testing.assert_array_equal(
+            inputs["token_ids"][row, untouched], ids[row, untouched]
+        )
     np.testing.assert_array_equal(inputs["padding_mask"], ids != 0)
 
 
 def test_the_selection_length_caps_the_choices():
     ids = corpus(rows=50)
     inputs, _, weights = mask_tokens(
-        ids, np.random.default_rng(2), vocabulary_size=300, mask_token_id=4,
-        special_token_ids=SPECIAL, mask_rate=0.9, mask_selection_length=3)
+        ids,
+        np.random.default_rng(2),
+        vocabulary_size=300,
+        mask_token_id=4,
+        special_token_ids=SPECIAL,
+        mask_rate=0.9,
+        mask_selection_length=3,
+    )
     assert inputs["mask_positions"].shape == (50, 3)
     assert weights.sum(1).max() == 3
 
@@ -95,12 +105,24 @@ def test_batches_are_a_function_of_seed_epoch_and_index():
 
 def test_pack_texts_writes_cls_text_sep_and_cuts():
     tokenizer = keras_hub.models.BertTokenizer(
-        vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good",
-                    "film"], lowercase=True)
-    ids = pack_texts(tokenizer, ["a good film", "film film film film film"],
-                     sequence_length=6)
-    np.testing.assert_array_equal(ids, [[2, 5, 6, 7, 3, 0],
-                                        [2, 7, 7, 7, 7, 3]])
+        vocabulary=[
+            "[PAD]",
+            "[UNK]",
+            "[CLS]",
+            "[SEP]",
+            "[MASK]",
+            "a",
+            "good",
+            "film",
+        ],
+        lowercase=True,
+    )
+    ids = pack_texts(
+        tokenizer,
+        ["a good film", "film film film film film"],
+        sequence_length=6,
+    )
+    np.testing.assert_array_equal(ids, [[2, 5, 6, 7, 3, 0], [2, 7, 7, 7, 7, 3]])
     with pytest.raises(ValueError):
         pack_texts(tokenizer, ["a"], sequence_length=2)
 
@@ -108,10 +130,21 @@ def test_pack_texts_writes_cls_text_sep_and_cuts():
 def test_the_padding_mask_follows_the_tokenizers_pad_id():
     # [PAD] is id 4 here, [UNK] id 0: packed rows pad with 4.
     tokenizer = keras_hub.models.BertTokenizer(
-        vocabulary=["[UNK]", "[CLS]", "[SEP]", "[MASK]", "[PAD]", "a", "good",
-                    "film"], lowercase=True)
+        vocabulary=[
+            "[UNK]",
+            "[CLS]",
+            "[SEP]",
+            "[MASK]",
+            "[PAD]",
+            "a",
+            "good",
+            "film",
+        ],
+        lowercase=True,
+    )
     ids = pack_texts(tokenizer, ["a zebra film", "good"], sequence_length=8)
-    np.testing.assert_array_equal(ids, [[1, 5, 0, 7, 2, 4, 4, 4],
-                                        [1, 6, 2, 4, 4, 4, 4, 4]])
+    np.testing.assert_array_equal(
+        ids, [[1, 5, 0, 7, 2, 4, 4, 4], [1, 6, 2, 4, 4, 4, 4, 4]]
+    )
     inputs, _, _ = MaskedLMBatches(ids, 2, tokenizer, shuffle=False)[0]
     np.testing.assert_array_equal(inputs["padding_mask"], ids != 4)

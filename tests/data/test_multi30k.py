@@ -10,8 +10,7 @@ import pytest
 
 from zoo.data import multi30k
 from zoo.data.download import DataNotFoundError
-from zoo.data.multi30k import load_multi30k
-from zoo.data.multi30k import make_synthetic_pairs
+from zoo.data.multi30k import load_multi30k, make_synthetic_pairs
 
 GERMAN = ["Zwei Hunde spielen im Schnee.", "Ein Mädchen läuft über die Straße."]
 ENGLISH = ["Two dogs play in the snow.", "A girl runs across the street."]
@@ -47,8 +46,12 @@ def test_missing_or_misaligned_files_are_clear_errors(tmp_path):
     write_split(tmp_path, "val", english=ENGLISH[:1])
     with pytest.raises(DataNotFoundError, match="line-aligned"):
         load_multi30k(str(tmp_path))
-    write_split(tmp_path, "val", german=[GERMAN[0], " ", GERMAN[1]],
-                english=[ENGLISH[0], "A cat.", ENGLISH[1]])
+    write_split(
+        tmp_path,
+        "val",
+        german=[GERMAN[0], " ", GERMAN[1]],
+        english=[ENGLISH[0], "A cat.", ENGLISH[1]],
+    )
     with pytest.raises(DataNotFoundError, match="val.de: line 2 is empty"):
         load_multi30k(str(tmp_path))
 
@@ -68,14 +71,16 @@ def test_default_downloads_every_split_with_get_file(tmp_path, monkeypatch):
     monkeypatch.setattr(keras.utils, "get_file", fake_get_file)
     splits = load_multi30k()
     assert splits["test"] == (GERMAN, ENGLISH)
-    assert len(calls) == 6 and all(c.startswith(multi30k.MULTI30K_URL)
-                                   for c in calls)
+    assert len(calls) == 6 and all(
+        c.startswith(multi30k.MULTI30K_URL) for c in calls
+    )
 
 
 def test_no_network_is_one_clear_error_within_seconds(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setattr(keras.utils, "get_file",
-                        lambda *a, **k: pytest.fail("no download"))
+    monkeypatch.setattr(
+        keras.utils, "get_file", lambda *a, **k: pytest.fail("no download")
+    )
     start = time.perf_counter()
     with pytest.raises(DataNotFoundError, match="--data-dir"):
         load_multi30k(url="https://unreachable.invalid/multi30k/")

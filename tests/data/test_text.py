@@ -6,10 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from zoo.data.text import fit_dataset
-from zoo.data.text import text_batch
-from zoo.data.text import text_dataset
-from zoo.data.text import texts_of
+from zoo.data.text import fit_dataset, text_batch, text_dataset, texts_of
 
 
 def batches(dataset):
@@ -29,12 +26,14 @@ def test_text_dataset_batches_strings_and_labels_in_order():
 
 def test_text_dataset_shuffles_by_seed_every_epoch_without_autotune():
     texts = [f"review {i}" for i in range(20)]
-    dataset = text_dataset(texts, np.arange(20), batch_size=20, shuffle=True,
-                           seed=1)
+    dataset = text_dataset(
+        texts, np.arange(20), batch_size=20, shuffle=True, seed=1
+    )
     first, second = (batches(dataset)[0][1] for _ in range(2))
     assert sorted(first) == list(range(20)) and list(first) != list(second)
-    again = text_dataset(texts, np.arange(20), batch_size=20, shuffle=True,
-                         seed=1)
+    again = text_dataset(
+        texts, np.arange(20), batch_size=20, shuffle=True, seed=1
+    )
     np.testing.assert_array_equal(batches(again)[0][1], first)
     # No autotuner thread: dropping its iterators (Keras does at every
     # epoch end) stalled PyTorch training for seconds each time.
@@ -58,34 +57,51 @@ def test_fit_dataset_shuffles_arrays_and_leaves_datasets_alone():
     dataset = text_dataset(texts, batch_size=3)
     assert fit_dataset(dataset, None, None, None)[0] is dataset
     assert fit_dataset(texts, [1] * 12, None, 4, shuffle=False) == (
-        texts, [1] * 12, None, 4)
+        texts,
+        [1] * 12,
+        None,
+        4,
+    )
 
 
 def test_text_batch_and_texts_of_take_strings_and_name_anything_else():
     assert text_batch("one", "predict") == ["one"]
     words = np.array(["a", "b"])
     assert text_batch(words, "predict") is words
-    assert text_batch((["a", "b"], ["c", "d"]), "fit") == (["a", "b"], ["c", "d"])
-    for bad, shown in ((["a", 1], "int 1"), ([None], "NoneType None"),
-                       (np.array([0.5]), "float64 np.float64\\(0.5\\)")):
-        with pytest.raises(TypeError, match=f"evaluate\\(\\) reads text, but "
-                                            f"got {shown}: pass a string"):
+    assert text_batch((["a", "b"], ["c", "d"]), "fit") == (
+        ["a", "b"],
+        ["c", "d"],
+    )
+    for bad, shown in (
+        (["a", 1], "int 1"),
+        ([None], "NoneType None"),
+        (np.array([0.5]), "float64 np.float64\\(0.5\\)"),
+    ):
+        with pytest.raises(
+            TypeError,
+            match=f"evaluate\\(\\) reads text, but got {shown}: pass a string",
+        ):
             text_batch(bad, "evaluate")
     with pytest.raises(ValueError, match="no texts"):
         text_batch([], "predict")
     assert texts_of(b"caf\xc3\xa9", "generate") == (["café"], True)
     assert texts_of(np.array([["a"], ["b"]]), "generate") == (["a", "b"], False)
-    with pytest.raises(TypeError, match="got NoneType None: pass a string or "
-                                        "a list of strings, or ids"):
+    with pytest.raises(
+        TypeError,
+        match="got NoneType None: pass a string or a list of strings, or ids",
+    ):
         texts_of(None, "generate", hint=", or ids")
     with pytest.raises(ValueError, match="needs at least one prompt"):
         texts_of([], "generate", "prompt")
 
 
 def test_empty_or_blank_texts_are_a_warning_naming_how_many():
-    with pytest.warns(UserWarning, match=r"predict\(\): 2 of 3 texts are "
-                                         r"empty or blank \(the first at "
-                                         r"index 1\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"predict\(\): 2 of 3 texts are "
+        r"empty or blank \(the first at "
+        r"index 1\)",
+    ):
         assert text_batch(["fine", "", " \n"], "predict") == ["fine", "", " \n"]
     with pytest.warns(UserWarning, match="1 of 1 texts"):
         assert text_batch("", "predict") == [""]
@@ -103,13 +119,15 @@ def test_split_validation_arrays_holds_out_the_last_part_as_keras_does():
     x = np.arange(10).reshape(10, 1)
     y = np.arange(10) * 2
     (train_x, train_y, weights), validation = split_validation_arrays(
-        x, y, None, 0.3)
+        x, y, None, 0.3
+    )
     np.testing.assert_array_equal(train_x[:, 0], np.arange(7))
     assert weights is None
     np.testing.assert_array_equal(validation[0][:, 0], [7, 8, 9])
     np.testing.assert_array_equal(validation[1], [14, 16, 18])
     (texts, _, _), validation = split_validation_arrays(
-        ["a", "b", "c", "d"], [0, 1, 0, 1], [1.0, 1.0, 2.0, 2.0], 0.5)
+        ["a", "b", "c", "d"], [0, 1, 0, 1], [1.0, 1.0, 2.0, 2.0], 0.5
+    )
     assert texts == ["a", "b"] and validation[0] == ["c", "d"]
     assert validation[2] == [2.0, 2.0]
     same, none = split_validation_arrays(x, y, None, None)

@@ -1,13 +1,14 @@
 """zoo.data.tokenizers: the character tokenizer and the wordpiece option."""
 
+import keras
 import numpy as np
 import pytest
 
-import keras
-
-from zoo.data.tokenizers import CharacterTokenizer
-from zoo.data.tokenizers import encode_corpus
-from zoo.data.tokenizers import train_tokenizer
+from zoo.data.tokenizers import (
+    CharacterTokenizer,
+    encode_corpus,
+    train_tokenizer,
+)
 
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n"
 
@@ -29,7 +30,9 @@ def test_round_trip_batched_and_single():
     assert tokenizer.detokenize(tokenizer("Citizen")) == "Citizen"
     # A 2-D array of ids; 'b' is not in the vocabulary.
     assert tokenizer.detokenize(np.array(tokenizer(["ab", "cd"]))) == [
-        "a\ufffd", "cd"]
+        "a\ufffd",
+        "cd",
+    ]
 
 
 def test_unknown_characters_map_to_unk():
@@ -40,9 +43,10 @@ def test_unknown_characters_map_to_unk():
 
 def test_encode_text_matches_tokenize():
     tokenizer = CharacterTokenizer.from_text(TEXT)
-    text = TEXT + "zé\U0001F600"
-    np.testing.assert_array_equal(tokenizer.encode_text(text),
-                                  np.asarray(tokenizer(text), "int32"))
+    text = TEXT + "zé\U0001f600"
+    np.testing.assert_array_equal(
+        tokenizer.encode_text(text), np.asarray(tokenizer(text), "int32")
+    )
 
 
 def test_tf_data_path_gives_the_python_ids():
@@ -52,10 +56,10 @@ def test_tf_data_path_gives_the_python_ids():
     import tensorflow as tf
 
     tokenizer = CharacterTokenizer.from_text(TEXT)
-    texts = ["hear me", "zé \U0001F600 speak", "", "First\nCitizen"]
-    batch = next(iter(
-        tf.data.Dataset.from_tensor_slices(texts).batch(4).map(tokenizer)
-    ))
+    texts = ["hear me", "zé \U0001f600 speak", "", "First\nCitizen"]
+    batch = next(
+        iter(tf.data.Dataset.from_tensor_slices(texts).batch(4).map(tokenizer))
+    )
     assert batch.to_list() == tokenizer(texts)
     single = next(iter(tf.data.Dataset.from_tensors(texts[1]).map(tokenizer)))
     assert single.numpy().tolist() == tokenizer(texts[1])
@@ -84,13 +88,16 @@ def test_config_round_trip_and_end_token():
     assert clone.end_token_id == 2
     assert clone.detokenize([5, 2, 6]) == tokenizer.detokenize([5, 2, 6])
     revived = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(tokenizer))
+        keras.saving.serialize_keras_object(tokenizer)
+    )
     assert revived("hear") == tokenizer("hear")
 
 
 def test_wordpiece_option_is_a_keras_hub_tokenizer():
-    text = ("to be or not to be that is the question\n" * 20
-            + "whether tis nobler in the mind to suffer\n" * 20)
+    text = (
+        "to be or not to be that is the question\n" * 20
+        + "whether tis nobler in the mind to suffer\n" * 20
+    )
     tokenizer = train_tokenizer(text, "wordpiece", vocabulary_size=60)
     assert tokenizer.vocabulary_size() <= 60
     ids = encode_corpus(tokenizer, text)
@@ -102,14 +109,23 @@ def test_wordpiece_option_is_a_keras_hub_tokenizer():
 
 # ---- SubwordTokenizer (SentencePiece) -------------------------------------
 
+
 def test_subword_tokenizer_round_trips_german_and_keeps_unknown_characters():
     from zoo.data.tokenizers import train_subword_tokenizer
 
-    texts = ["Zwei Hunde spielen im Schnee.", "Ein Mädchen läuft über die "
-             "Straße.", "Two dogs play in the snow.", "Größere Männer."] * 20
+    texts = [
+        "Zwei Hunde spielen im Schnee.",
+        "Ein Mädchen läuft über die Straße.",
+        "Two dogs play in the snow.",
+        "Größere Männer.",
+    ] * 20
     tokenizer = train_subword_tokenizer(texts, 90)
-    assert (tokenizer.pad_token_id, tokenizer.unknown_token_id,
-            tokenizer.start_token_id, tokenizer.end_token_id) == (0, 1, 2, 3)
+    assert (
+        tokenizer.pad_token_id,
+        tokenizer.unknown_token_id,
+        tokenizer.start_token_id,
+        tokenizer.end_token_id,
+    ) == (0, 1, 2, 3)
     for text in texts[:4]:
         ids = tokenizer.tokenize(text)
         assert tokenizer.detokenize(ids) == text

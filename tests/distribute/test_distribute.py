@@ -17,8 +17,9 @@ import pytest
 from zoo import distribute
 from zoo.testing.backends import backend_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 BACKEND = keras.backend.backend()
 
 
@@ -26,19 +27,27 @@ def train(mode, devices, save_path=None):
     """Runs tests/distribute/worker.py with `devices` simulated devices."""
     env = backend_env(BACKEND)
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    command = [sys.executable, "-m", "tests.distribute.worker", mode,
-               str(devices)] + ([str(save_path)] if save_path else [])
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    command = [
+        sys.executable,
+        "-m",
+        "tests.distribute.worker",
+        mode,
+        str(devices),
+    ] + ([str(save_path)] if save_path else [])
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise AssertionError(f"{mode} x{devices} failed:\n"
-                         f"{(done.stdout + done.stderr)[-3000:]}")
+            return json.loads(line[len("RESULT ") :])
+    raise AssertionError(
+        f"{mode} x{devices} failed:\n{(done.stdout + done.stderr)[-3000:]}"
+    )
 
 
 needs_engine = pytest.mark.skipif(
-    BACKEND == "torch", reason="Keras has no distribution API under torch")
+    BACKEND == "torch", reason="Keras has no distribution API under torch"
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +63,12 @@ def test_data_parallel_gives_the_losses_of_one_device(one_device, devices):
     result = train("data", devices)
     assert result["replicas"] == devices
     assert len(result["losses"]) == len(one_device["losses"]) == 8
-    np.testing.assert_allclose(result["losses"], one_device["losses"],
-                               rtol=1e-5)
-    np.testing.assert_allclose(result["prediction"], one_device["prediction"],
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        result["losses"], one_device["losses"], rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        result["prediction"], one_device["prediction"], rtol=1e-5
+    )
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="ModelParallel is JAX-only")
@@ -66,8 +77,9 @@ def test_model_parallel_splits_kernels_trains_and_saves(one_device, tmp_path):
     result = train("model", 4, save_path=path)
     assert result["replicas"] == 2  # a (batch 2, model 2) mesh
     assert "'model'" in result["sharded"]  # the query kernel is split
-    np.testing.assert_allclose(result["losses"], one_device["losses"],
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        result["losses"], one_device["losses"], rtol=1e-5
+    )
     # The file loads here, on one device, and predicts the same.
     import zoo  # noqa: F401  (registers the layers)
 
@@ -75,8 +87,11 @@ def test_model_parallel_splits_kernels_trains_and_saves(one_device, tmp_path):
     rng = np.random.default_rng(0)
     ids = rng.integers(1, 50, (64, 12)).astype("int32")
     ids[::3, 8:] = 0
-    np.testing.assert_allclose(restored.predict(ids[:4], verbose=0).ravel(),
-                               result["prediction"], rtol=1e-5)
+    np.testing.assert_allclose(
+        restored.predict(ids[:4], verbose=0).ravel(),
+        result["prediction"],
+        rtol=1e-5,
+    )
 
 
 def test_unsupported_combinations_are_one_clear_error():
@@ -113,8 +128,7 @@ def test_a_batch_that_does_not_split_is_refused():
 def test_transformer_layout_covers_every_large_kernel_of_the_families():
     """Each pattern matches a weight of the zoo's Transformer blocks and
     embeddings, and nothing else of them."""
-    from zoo.layers import PositionalEmbedding
-    from zoo.layers import TransformerEncoder
+    from zoo.layers import PositionalEmbedding, TransformerEncoder
 
     inputs = keras.Input((6,), dtype="int32")
     x = PositionalEmbedding(20, 6, 8, name="embeddings")(inputs)
@@ -124,8 +138,11 @@ def test_transformer_layout_covers_every_large_kernel_of_the_families():
 
     for pattern in distribute.TRANSFORMER_LAYOUT:
         assert any(re.fullmatch(pattern, p) for p in paths), pattern
-    split = [p for p in paths
-             if any(re.fullmatch(q, p) for q in distribute.TRANSFORMER_LAYOUT)]
+    split = [
+        p
+        for p in paths
+        if any(re.fullmatch(q, p) for q in distribute.TRANSFORMER_LAYOUT)
+    ]
     assert not any("norm" in p or "position" in p for p in split)
 
 
@@ -143,8 +160,9 @@ def test_even_batches_trims_each_batch_to_a_multiple_of_the_replicas():
     single = tf.data.Dataset.from_tensor_slices(np.arange(7)).batch(5)
     assert [len(b) for b in distribute.even_batches(single, Even())] == [4]
     # One device, or TensorFlow's strategies: unchanged.
-    assert distribute.even_batches(dataset, distribute.configure(None)) \
-        is dataset
+    assert (
+        distribute.even_batches(dataset, distribute.configure(None)) is dataset
+    )
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="simulated devices: JAX")
@@ -155,10 +173,25 @@ def test_recipes_train_data_parallel_on_two_devices(recipe, tmp_path):
     env = backend_env(BACKEND)
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     done = subprocess.run(
-        [sys.executable, f"recipes/{recipe}.py", "--smoke", "--distribute",
-         "data", "--epochs", "1", "--verbose", "0", "--output-dir",
-         str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            f"recipes/{recipe}.py",
+            "--smoke",
+            "--distribute",
+            "data",
+            "--epochs",
+            "1",
+            "--verbose",
+            "0",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "RESULT" in done.stdout
     metrics = json.loads((tmp_path / "metrics.json").read_text())
@@ -168,10 +201,12 @@ def test_recipes_train_data_parallel_on_two_devices(recipe, tmp_path):
 @pytest.mark.skipif(BACKEND != "jax", reason="multi-host: JAX")
 def test_multi_host_settings_in_the_environment_initialize_jax(monkeypatch):
     calls = []
-    monkeypatch.setattr(keras.distribution, "initialize",
-                        lambda *a, **k: calls.append((a, k)))
-    monkeypatch.setattr(keras.distribution, "set_distribution",
-                        lambda distribution: None)
+    monkeypatch.setattr(
+        keras.distribution, "initialize", lambda *a, **k: calls.append((a, k))
+    )
+    monkeypatch.setattr(
+        keras.distribution, "set_distribution", lambda distribution: None
+    )
     monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
     distribute.configure("data")
     assert calls == [((), {})]

@@ -16,7 +16,8 @@ def simulate_tensorflow_devices(count):
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+        cpu, [tf.config.LogicalDeviceConfiguration()] * count
+    )
 
 
 def main():
@@ -29,14 +30,16 @@ def main():
     import numpy as np
 
     from zoo import distribute
-    from zoo.layers import PositionalEmbedding
-    from zoo.layers import TransformerEncoder
+    from zoo.layers import PositionalEmbedding, TransformerEncoder
 
-    devices = keras.distribution.list_devices()[:count] if (
-        keras.backend.backend() == "jax") else (
-        [f"/cpu:{i}" for i in range(count)])
-    strategy = distribute.configure(None if mode == "none" else mode,
-                                    devices=devices)
+    devices = (
+        keras.distribution.list_devices()[:count]
+        if (keras.backend.backend() == "jax")
+        else ([f"/cpu:{i}" for i in range(count)])
+    )
+    strategy = distribute.configure(
+        None if mode == "none" else mode, devices=devices
+    )
     batch = 8
     distribute.check_global_batch(batch, strategy)
     rng = np.random.default_rng(0)
@@ -46,14 +49,16 @@ def main():
     keras.utils.set_random_seed(0)
     with strategy.scope():
         inputs = keras.Input((12,), dtype="int32")
-        x = PositionalEmbedding(50, 12, 16, mask_zero=True,
-                                name="embeddings")(inputs)
+        x = PositionalEmbedding(50, 12, 16, mask_zero=True, name="embeddings")(
+            inputs
+        )
         x = TransformerEncoder(4, 32, name="transformer_layer_0")(x)
         x = keras.layers.GlobalAveragePooling1D()(x)
         outputs = keras.layers.Dense(1, activation="sigmoid")(x)
         model = keras.Model(inputs, outputs)
-        model.compile(optimizer=keras.optimizers.SGD(0.5),
-                      loss="binary_crossentropy")
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.5), loss="binary_crossentropy"
+        )
 
     class Losses(keras.callbacks.Callback):
         values = []
@@ -61,11 +66,20 @@ def main():
         def on_train_batch_end(self, step, logs=None):
             self.values.append(float(logs["loss"]))
 
-    model.fit(ids, labels, batch_size=batch, epochs=1, shuffle=False,
-              verbose=0, callbacks=[Losses()])
-    result = {"losses": Losses.values,
-              "replicas": strategy.num_replicas_in_sync,
-              "prediction": model.predict(ids[:4], verbose=0).ravel().tolist()}
+    model.fit(
+        ids,
+        labels,
+        batch_size=batch,
+        epochs=1,
+        shuffle=False,
+        verbose=0,
+        callbacks=[Losses()],
+    )
+    result = {
+        "losses": Losses.values,
+        "replicas": strategy.num_replicas_in_sync,
+        "prediction": model.predict(ids[:4], verbose=0).ravel().tolist(),
+    }
     if mode == "model":
         kernel = model.get_layer("transformer_layer_0").weights[0]
         assert kernel.path.endswith("query/kernel"), kernel.path

@@ -7,13 +7,14 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import np_softmax
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import BahdanauAttention
-from zoo.layers import LuongAttention
+from tests.helpers import (
+    config_round_trip,
+    keras_round_trip,
+    np_softmax,
+    random_array,
+    to_numpy,
+)
+from zoo.layers import BahdanauAttention, LuongAttention
 
 B, TQ, TK, DS, DH = 2, 3, 5, 6, 4
 
@@ -61,8 +62,9 @@ def test_luong_scores_match_numpy(score):
     layer = LuongAttention(score)
     context, weights = layer(s, h, mask=_mask(), return_attention_scores=True)
     keys = h if score == "dot" else h @ _weights(layer, "key_dense")[0]
-    expected, expected_weights = _np_attention(s @ np.swapaxes(keys, 1, 2), h,
-                                               _mask())
+    expected, expected_weights = _np_attention(
+        s @ np.swapaxes(keys, 1, 2), h, _mask()
+    )
     np.testing.assert_allclose(to_numpy(context), expected, atol=1e-5)
     np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=1e-6)
 
@@ -90,21 +92,25 @@ def test_luong_dot_equals_keras_attention():
     np.testing.assert_allclose(ours, to_numpy(theirs), atol=1e-5)
 
 
-@pytest.mark.parametrize("make", [lambda: BahdanauAttention(8),
-                                  lambda: LuongAttention("general")])
+@pytest.mark.parametrize(
+    "make", [lambda: BahdanauAttention(8), lambda: LuongAttention("general")]
+)
 def test_one_decoder_step_with_precomputed_keys_equals_the_sequence(make):
     s, h = _inputs()
     layer = make()
     whole, weights = layer(s, h, mask=_mask(), return_attention_scores=True)
     keys = layer.compute_keys(h)
     for i in range(TQ):
-        step, step_weights = layer(s[:, i], h, keys=keys, mask=_mask(),
-                                   return_attention_scores=True)
+        step, step_weights = layer(
+            s[:, i], h, keys=keys, mask=_mask(), return_attention_scores=True
+        )
         assert tuple(step.shape) == (B, DH)
-        np.testing.assert_allclose(to_numpy(step), to_numpy(whole)[:, i],
-                                   atol=1e-6)
-        np.testing.assert_allclose(to_numpy(step_weights),
-                                   to_numpy(weights)[:, i], atol=1e-6)
+        np.testing.assert_allclose(
+            to_numpy(step), to_numpy(whole)[:, i], atol=1e-6
+        )
+        np.testing.assert_allclose(
+            to_numpy(step_weights), to_numpy(weights)[:, i], atol=1e-6
+        )
 
 
 def test_padding_never_changes_the_context_and_empty_rows_give_zeros():
@@ -115,7 +121,9 @@ def test_padding_never_changes_the_context_and_empty_rows_give_zeros():
     padded_mask = np.concatenate([mask, np.zeros((B, 2), bool)], axis=1)
     np.testing.assert_allclose(
         to_numpy(layer(s, padded_h, mask=padded_mask)),
-        to_numpy(layer(s, h, mask=mask)), atol=1e-6)
+        to_numpy(layer(s, h, mask=mask)),
+        atol=1e-6,
+    )
     empty = np.zeros((B, TK), bool)
     out = to_numpy(layer(s, h, mask=empty))
     assert np.isfinite(out).all() and (out == 0).all()
@@ -130,12 +138,18 @@ def test_keras_mask_of_the_values_is_the_source_padding():
     s = random_array((1, DS))
     short = np.array([[3, 4, 5]], "int32")
     padded = np.array([[3, 4, 5, 0, 0]], "int32")
-    np.testing.assert_allclose(to_numpy(model([s, padded])),
-                               to_numpy(model([s, short])), atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(model([s, padded])), to_numpy(model([s, short])), atol=1e-6
+    )
 
 
-@pytest.mark.parametrize("make", [lambda: BahdanauAttention(8, name="a"),
-                                  lambda: LuongAttention("general", name="a")])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: BahdanauAttention(8, name="a"),
+        lambda: LuongAttention("general", name="a"),
+    ],
+)
 def test_round_trips_and_a_training_step(make, tmp_path):
     layer = make()
     assert config_round_trip(layer).get_config() == layer.get_config()
@@ -143,14 +157,17 @@ def test_round_trips_and_a_training_step(make, tmp_path):
     model = keras.Model([query, values], layer(query, values))
     s, h = random_array((4, DS)), random_array((4, TK, DH), seed=5)
     loaded = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(to_numpy(loaded([s, h])), to_numpy(model([s, h])),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(loaded([s, h])), to_numpy(model([s, h])), atol=1e-6
+    )
     model.compile(optimizer="sgd", loss="mse")
     before = [to_numpy(w).copy() for w in model.trainable_weights]
     loss = model.train_on_batch([s, h], np.ones((4, DH), "float32"))
     assert np.isfinite(loss)
-    assert any(not np.allclose(b, to_numpy(w))
-               for b, w in zip(before, model.trainable_weights))
+    assert any(
+        not np.allclose(b, to_numpy(w))
+        for b, w in zip(before, model.trainable_weights)
+    )
 
 
 def test_mixed_precision_and_errors():

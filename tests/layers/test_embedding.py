@@ -6,11 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import to_numpy
-from zoo.layers import PositionalEmbedding
-from zoo.layers import TokenEmbedding
+from tests.helpers import config_round_trip, keras_round_trip, to_numpy
+from zoo.layers import PositionalEmbedding, TokenEmbedding
 
 
 def test_lookup_and_tied_reverse_match_numpy():
@@ -26,22 +23,35 @@ def test_lookup_and_tied_reverse_match_numpy():
 @pytest.mark.parametrize("tie_weights", [True, False])
 @pytest.mark.parametrize("soft_cap", [None, 2.0])
 def test_reverse_runs_in_the_compute_dtype_under_mixed_precision(
-        tie_weights, soft_cap):
+    tie_weights, soft_cap
+):
     # Keras' own layer left reverse_dtype=None to type promotion: a float32
     # product with the float32 table. In bfloat16 here, as keras-hub's.
-    layer = TokenEmbedding(10, 4, tie_weights=tie_weights,
-                           logit_soft_cap=soft_cap, dtype="mixed_bfloat16")
+    layer = TokenEmbedding(
+        10,
+        4,
+        tie_weights=tie_weights,
+        logit_soft_cap=soft_cap,
+        dtype="mixed_bfloat16",
+    )
     hidden = np.random.default_rng(0).normal(size=(2, 3, 4))
     layer.build((2, 3))
     logits = layer(keras.ops.cast(hidden, "bfloat16"), reverse=True)
     assert keras.backend.standardize_dtype(logits.dtype) == "bfloat16"
-    kernel = to_numpy(layer.embeddings).T if tie_weights else to_numpy(
-        layer.reverse_embeddings)
+    kernel = (
+        to_numpy(layer.embeddings).T
+        if tie_weights
+        else to_numpy(layer.reverse_embeddings)
+    )
     expected = hidden @ kernel
     if soft_cap:
         expected = np.tanh(expected / soft_cap) * soft_cap
-    np.testing.assert_allclose(to_numpy(keras.ops.cast(logits, "float32")),
-                               expected, rtol=0.05, atol=0.05)
+    np.testing.assert_allclose(
+        to_numpy(keras.ops.cast(logits, "float32")),
+        expected,
+        rtol=0.05,
+        atol=0.05,
+    )
     # An explicit reverse_dtype still rules.
     layer.reverse_dtype = "float32"
     logits = layer(keras.ops.cast(hidden, "bfloat16"), reverse=True)
@@ -52,8 +62,9 @@ def test_positional_reverse_runs_in_the_compute_dtype_inside_a_model():
     # The path a GPT takes: PositionalEmbedding's reverse calls its token
     # table from its own call, inside a functional model. With Keras' own
     # default that product came out (and its gradients ran) in float32.
-    embed = PositionalEmbedding(12, 8, 4, mask_zero=False,
-                                dtype="mixed_bfloat16")
+    embed = PositionalEmbedding(
+        12, 8, 4, mask_zero=False, dtype="mixed_bfloat16"
+    )
     embed(np.array([[1, 2]], "int32"))  # builds the table
     hidden = keras.Input((None, 4), dtype="bfloat16")
     logits = embed(hidden, reverse=True)
@@ -114,8 +125,9 @@ def test_mixed_bfloat16():
 
 @pytest.mark.parametrize("tie_weights", [True, False])
 def test_positional_embedding_reverse_is_the_output_projection(tie_weights):
-    layer = PositionalEmbedding(12, 8, 4, tie_weights=tie_weights,
-                                mask_zero=False)
+    layer = PositionalEmbedding(
+        12, 8, 4, tie_weights=tie_weights, mask_zero=False
+    )
     ids = np.array([[1, 2, 3]], "int32")
     hidden = to_numpy(layer(ids))
     logits = to_numpy(layer(hidden, reverse=True))
@@ -136,18 +148,21 @@ def test_a_tied_language_model_trains_one_matrix_both_ways(tmp_path):
     hidden = keras.layers.Dense(4)(embed(ids))
     model = keras.Model(ids, embed(hidden, reverse=True))
     assert tuple(model.output.shape) == (None, None, 12)
-    model.compile(optimizer=keras.optimizers.SGD(0.5),
-                  loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.5),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
     x = np.array([[1, 2, 3, 4]], "int32")
     before = to_numpy(embed.token_embedding.embeddings).copy()
-    losses = [model.train_on_batch(x, np.array([[2, 3, 4, 5]]))
-              for _ in range(5)]
+    losses = [
+        model.train_on_batch(x, np.array([[2, 3, 4, 5]])) for _ in range(5)
+    ]
     assert losses[-1] < losses[0]
     assert np.abs(to_numpy(embed.token_embedding.embeddings) - before).max() > 0
     loaded = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(to_numpy(loaded(x)), to_numpy(model(x)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(loaded(x)), to_numpy(model(x)), atol=1e-6
+    )
 
 
 def test_positional_embedding_reverse_carries_no_id_mask():
@@ -157,16 +172,22 @@ def test_positional_embedding_reverse_carries_no_id_mask():
 
 
 def test_scale_tokens_multiplies_the_token_vectors_by_sqrt_dim():
-    plain = PositionalEmbedding(12, 8, 4, positions="sinusoidal",
-                                mask_zero=False)
-    scaled = PositionalEmbedding(12, 8, 4, positions="sinusoidal",
-                                 mask_zero=False, scale_tokens=True)
+    plain = PositionalEmbedding(
+        12, 8, 4, positions="sinusoidal", mask_zero=False
+    )
+    scaled = PositionalEmbedding(
+        12, 8, 4, positions="sinusoidal", mask_zero=False, scale_tokens=True
+    )
     ids = np.array([[1, 2, 3]], "int32")
     plain(ids), scaled(ids)  # build both
     scaled.set_weights(plain.get_weights())
     table = to_numpy(plain.token_embedding.embeddings)[ids]
-    np.testing.assert_allclose(to_numpy(scaled(ids)) - to_numpy(plain(ids)),
-                               table * (2.0 - 1.0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(scaled(ids)) - to_numpy(plain(ids)),
+        table * (2.0 - 1.0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     assert scaled.get_config()["scale_tokens"] is True
 
 

@@ -5,25 +5,30 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import to_numpy
-from zoo.layers import ClassToken
-from zoo.layers import PatchEmbedding
+from tests.helpers import config_round_trip, keras_round_trip, to_numpy
+from zoo.layers import ClassToken, PatchEmbedding
 
 
 def np_patches(images, patch):
     """(batch, H, W, C) -> (batch, H/P * W/P, P*P*C), patches row-major,
     each flattened in (row, column, channel) order."""
     batch, height, width, channels = images.shape
-    x = images.reshape(batch, height // patch, patch, width // patch, patch,
-                       channels)
+    x = images.reshape(
+        batch, height // patch, patch, width // patch, patch, channels
+    )
     x = x.transpose(0, 1, 3, 2, 4, 5)
     return x.reshape(batch, -1, patch * patch * channels)
 
 
-@pytest.mark.parametrize("shape,patch", [((2, 8, 8, 1), 4), ((1, 12, 8, 3), 4),
-                                         ((2, 28, 28, 1), 7), ((1, 6, 9, 2), 3)])
+@pytest.mark.parametrize(
+    "shape,patch",
+    [
+        ((2, 8, 8, 1), 4),
+        ((1, 12, 8, 3), 4),
+        ((2, 28, 28, 1), 7),
+        ((1, 6, 9, 2), 3),
+    ],
+)
 def test_patch_embedding_is_flatten_then_project(shape, patch):
     images = np.random.default_rng(0).normal(size=shape).astype("float32")
     layer = PatchEmbedding(patch, 5, bias_initializer="random_normal")
@@ -46,8 +51,9 @@ def test_patch_order_is_row_major():
 
 def test_bad_images_are_clear_errors():
     layer = PatchEmbedding(4, 8)
-    with pytest.raises(ValueError, match="width 30 is not divisible by the "
-                                         "patch size 4"):
+    with pytest.raises(
+        ValueError, match="width 30 is not divisible by the patch size 4"
+    ):
         layer(np.zeros((1, 28, 30, 1), "float32"))
     with pytest.raises(ValueError, match="height, width, channels"):
         PatchEmbedding(4, 8)(np.zeros((28, 28), "float32"))
@@ -61,16 +67,20 @@ def test_patch_embedding_in_a_functional_model_and_saved(tmp_path):
     x = ClassToken()(x)
     model = keras.Model(inputs, x)
     assert model.output.shape == (None, 5, 6)
-    images = np.random.default_rng(1).normal(size=(2, 8, 8, 3)).astype(
-        "float32")
+    images = (
+        np.random.default_rng(1).normal(size=(2, 8, 8, 3)).astype("float32")
+    )
     loaded = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(to_numpy(loaded(images)),
-                               to_numpy(model(images)), atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(loaded(images)), to_numpy(model(images)), atol=1e-6
+    )
     config_round_trip(PatchEmbedding(4, 6))
     config_round_trip(ClassToken("random_normal"))
     with pytest.raises(ValueError, match="divisible"):
-        keras.Model(keras.Input((10, 8, 3)), PatchEmbedding(4, 6)(
-            keras.Input((10, 8, 3))))
+        keras.Model(
+            keras.Input((10, 8, 3)),
+            PatchEmbedding(4, 6)(keras.Input((10, 8, 3))),
+        )
 
 
 def test_class_token_is_prepended_and_learned():
@@ -87,7 +97,8 @@ def test_class_token_is_prepended_and_learned():
 def test_mixed_bfloat16():
     layer = PatchEmbedding(2, 4, dtype="mixed_bfloat16")
     out = ClassToken(dtype="mixed_bfloat16")(
-        layer(np.ones((1, 4, 4, 1), "float32")))
+        layer(np.ones((1, 4, 4, 1), "float32"))
+    )
     assert out.shape == (1, 5, 4)
     assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
 
@@ -102,9 +113,9 @@ def test_position_grid_resizes_like_an_image_and_keeps_the_class_token():
     assert out.shape == (17, 1) and out[0, 0] == 9.0
     # Half-pixel centres: new row k samples old row 0.5 k - 0.25, clamped.
     rows = out[1:, 0].reshape(4, 4)
-    np.testing.assert_allclose(rows, np.repeat([[0.0], [0.25], [0.75],
-                                                [1.0]], 4, axis=1),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        rows, np.repeat([[0.0], [0.25], [0.75], [1.0]], 4, axis=1), atol=1e-6
+    )
     same = to_numpy(resize_position_grid(table, (2, 2), (2, 2)))
     np.testing.assert_array_equal(same, table)
     with pytest.raises(ValueError, match="not 1 \\+ 3 x 3"):

@@ -5,14 +5,14 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import np_softmax
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import AttentionPooling
-from zoo.layers import PositionalEmbedding
-from zoo.layers import attention_entropy
+from tests.helpers import (
+    config_round_trip,
+    keras_round_trip,
+    np_softmax,
+    random_array,
+    to_numpy,
+)
+from zoo.layers import AttentionPooling, PositionalEmbedding, attention_entropy
 
 ATOL = 1e-5
 BATCH, SEQ, DIM = 3, 6, 8
@@ -32,6 +32,7 @@ def _np_entropy(weights):
 
 # ---- Values against NumPy ----------------------------------------------------
 
+
 def test_learned_query_matches_numpy():
     x = random_array((BATCH, SEQ, DIM))
     layer = AttentionPooling(query="learned")
@@ -39,7 +40,9 @@ def test_learned_query_matches_numpy():
     q = to_numpy(layer.query_vector)
     expected_w = np_softmax(x @ q)
     np.testing.assert_allclose(to_numpy(weights), expected_w, atol=ATOL)
-    np.testing.assert_allclose(to_numpy(weights).sum(-1), np.ones(BATCH), atol=ATOL)
+    np.testing.assert_allclose(
+        to_numpy(weights).sum(-1), np.ones(BATCH), atol=ATOL
+    )
     np.testing.assert_allclose(
         to_numpy(pooled), np.einsum("bs,bsd->bd", expected_w, x), atol=ATOL
     )
@@ -63,11 +66,15 @@ def test_value_transform_matches_numpy():
 def test_computed_query_uses_masked_mean_and_zero_weights_on_padding():
     x = random_array((BATCH, SEQ, DIM))
     x[~MASK] = 50.0  # padding values that would change an unmasked mean a lot
-    layer = AttentionPooling(query="computed", kernel_initializer="random_normal")
+    layer = AttentionPooling(
+        query="computed", kernel_initializer="random_normal"
+    )
     pooled, weights = layer(x, mask=MASK, return_attention_scores=True)
     real = MASK[..., None]
     mean = (x * real).sum(1) / real.sum(1)  # counts real positions only
-    q = mean @ to_numpy(layer.query_dense.kernel) + to_numpy(layer.query_dense.bias)
+    q = mean @ to_numpy(layer.query_dense.kernel) + to_numpy(
+        layer.query_dense.bias
+    )
     expected_w = _np_masked_softmax(np.einsum("bsd,bd->bs", x, q), MASK)
     weights = to_numpy(weights)
     assert np.all(weights[~MASK] == 0.0)
@@ -105,7 +112,9 @@ def test_query_initializer_defaults_to_kernel_initializer():
 def test_map_scale_scales_the_trained_kernels_and_keeps_the_initial_maps():
     x = random_array((BATCH, SEQ, DIM))
     layer = AttentionPooling(
-        query="computed", use_value_transform=True, map_scale=0.1,
+        query="computed",
+        use_value_transform=True,
+        map_scale=0.1,
         kernel_initializer=keras.initializers.RandomNormal(stddev=1.0),
         query_bias_initializer="ones",
     )
@@ -123,28 +132,34 @@ def test_map_scale_scales_the_trained_kernels_and_keeps_the_initial_maps():
     values = x @ (0.1 * theta_v) + b_v
     np.testing.assert_allclose(to_numpy(weights), expected_w, atol=ATOL)
     np.testing.assert_allclose(
-        to_numpy(pooled), np.einsum("bs,bsd->bd", expected_w, values),
+        to_numpy(pooled),
+        np.einsum("bs,bsd->bd", expected_w, values),
         atol=1e-4,
     )
 
 
 def test_value_and_query_bias_initializers():
     layer = AttentionPooling(
-        query="computed", use_value_transform=True, map_scale=0.25,
-        query_initializer="zeros", query_bias_initializer="ones",
+        query="computed",
+        use_value_transform=True,
+        map_scale=0.25,
+        query_initializer="zeros",
+        query_bias_initializer="ones",
         value_initializer="identity",
     )
     layer.build((BATCH, SEQ, DIM))
     np.testing.assert_array_equal(to_numpy(layer.query_dense.kernel), 0.0)
     np.testing.assert_array_equal(to_numpy(layer.query_dense.bias), 1.0)
     np.testing.assert_allclose(
-        0.25 * to_numpy(layer.value_dense.kernel), np.eye(DIM), atol=1e-7)
+        0.25 * to_numpy(layer.value_dense.kernel), np.eye(DIM), atol=1e-7
+    )
     # So v(x_i) = x_i and q = (1, ..., 1) whatever the text.
     x = random_array((BATCH, SEQ, DIM))
     pooled = to_numpy(layer(x, mask=MASK))
     expected_w = _np_masked_softmax(x.sum(-1), MASK)
     np.testing.assert_allclose(
-        pooled, np.einsum("bs,bsd->bd", expected_w, x), atol=1e-5)
+        pooled, np.einsum("bs,bsd->bd", expected_w, x), atol=1e-5
+    )
 
 
 def _value_map(pool):
@@ -162,18 +177,28 @@ def test_adam_moves_the_maps_map_scale_times_the_learning_rate(map_scale):
     # times as far.
     learning_rate = 0.01
     inputs = keras.Input((SEQ, DIM))
-    pool = AttentionPooling(query="computed", use_value_transform=True,
-                            map_scale=map_scale)
+    pool = AttentionPooling(
+        query="computed", use_value_transform=True, map_scale=map_scale
+    )
     model = keras.Model(inputs, keras.layers.Dense(1)(pool(inputs)))
     # A tiny epsilon, so that small gradients too take the full step.
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate, epsilon=1e-12),
-                  loss="mse")
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate, epsilon=1e-12),
+        loss="mse",
+    )
     value_map = _value_map(pool)
     query_map = map_scale * to_numpy(pool.query_dense.kernel)
-    model.fit(random_array((4, SEQ, DIM)), np.ones((4, 1), "float32"),
-              batch_size=4, epochs=1, verbose=0)
-    steps = (np.abs(_value_map(pool) - value_map),
-             np.abs(map_scale * to_numpy(pool.query_dense.kernel) - query_map))
+    model.fit(
+        random_array((4, SEQ, DIM)),
+        np.ones((4, 1), "float32"),
+        batch_size=4,
+        epochs=1,
+        verbose=0,
+    )
+    steps = (
+        np.abs(_value_map(pool) - value_map),
+        np.abs(map_scale * to_numpy(pool.query_dense.kernel) - query_map),
+    )
     for step in steps:
         moved = step[step > 0]
         assert moved.size > 0.9 * step.size
@@ -181,6 +206,7 @@ def test_adam_moves_the_maps_map_scale_times_the_learning_rate(map_scale):
 
 
 # ---- Masking -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("query", ["learned", "computed"])
 def test_appending_padding_does_not_change_output(query):
@@ -218,7 +244,9 @@ def test_keras_mask_from_positional_embedding_reaches_pooling():
     x = to_numpy(embed(ids))
     mask = ids != 0
     expected_w = _np_masked_softmax(x @ to_numpy(pool.query_vector), mask)
-    np.testing.assert_allclose(out, np.einsum("bs,bsd->bd", expected_w, x), atol=ATOL)
+    np.testing.assert_allclose(
+        out, np.einsum("bs,bsd->bd", expected_w, x), atol=ATOL
+    )
 
 
 # ---- attention_entropy -------------------------------------------------------
@@ -238,16 +266,21 @@ def test_attention_entropy_matches_numpy():
     entropy = to_numpy(attention_entropy(ENTROPY_ROWS))
     assert not np.isnan(entropy).any()
     np.testing.assert_allclose(entropy, _np_entropy(ENTROPY_ROWS), atol=ATOL)
-    np.testing.assert_allclose(entropy[[0, 2, 3]], [np.log(4.0), np.log(2.0), 0.0], atol=ATOL)
+    np.testing.assert_allclose(
+        entropy[[0, 2, 3]], [np.log(4.0), np.log(2.0), 0.0], atol=ATOL
+    )
 
 
 def test_attention_entropy_ignores_masked_entries():
     mask = np.array([[True, True, False, False]] * 4)
     entropy = to_numpy(attention_entropy(ENTROPY_ROWS, mask=mask))
-    np.testing.assert_allclose(entropy, _np_entropy(ENTROPY_ROWS * mask), atol=ATOL)
+    np.testing.assert_allclose(
+        entropy, _np_entropy(ENTROPY_ROWS * mask), atol=ATOL
+    )
 
 
 # ---- Entropy regularisation --------------------------------------------------
+
 
 def _entropy_model():
     inputs = keras.Input((4, DIM))
@@ -278,13 +311,19 @@ def test_entropy_weight_adds_no_loss_at_inference():
 LAYER_KWARGS = {
     "learned": dict(query="learned"),
     "computed_value": dict(
-        query="computed", use_value_transform=True, value_dim=5,
-        entropy_weight=0.1, kernel_initializer="he_normal",
+        query="computed",
+        use_value_transform=True,
+        value_dim=5,
+        entropy_weight=0.1,
+        kernel_initializer="he_normal",
     ),
     "zero_query": dict(query="computed", query_initializer="zeros"),
     "scaled_maps": dict(
-        query="computed", use_value_transform=True, map_scale=0.1,
-        query_initializer="zeros", query_bias_initializer="glorot_uniform",
+        query="computed",
+        use_value_transform=True,
+        map_scale=0.1,
+        query_initializer="zeros",
+        query_bias_initializer="glorot_uniform",
         value_initializer="identity",
     ),
 }
@@ -305,21 +344,31 @@ def test_keras_file_round_trip_keeps_predictions(name, tmp_path):
     x = random_array((BATCH, SEQ, DIM))
     before = model.predict(x, verbose=0)
     restored = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(restored.predict(x, verbose=0), before, atol=1e-6)
+    np.testing.assert_allclose(
+        restored.predict(x, verbose=0), before, atol=1e-6
+    )
 
 
 # ---- Training ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", list(LAYER_KWARGS))
 def test_one_training_step_updates_pooling_weights(name):
     inputs = keras.Input((SEQ, DIM))
     pool = AttentionPooling(**LAYER_KWARGS[name])
-    model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(pool(inputs)))
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy")
+    model = keras.Model(
+        inputs, keras.layers.Dense(1, activation="sigmoid")(pool(inputs))
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy"
+    )
     before = [to_numpy(w).copy() for w in pool.weights]
     history = model.fit(
-        random_array((4, SEQ, DIM)), np.array([[0], [1], [1], [0]], "float32"),
-        batch_size=4, epochs=1, verbose=0,
+        random_array((4, SEQ, DIM)),
+        np.array([[0], [1], [1], [0]], "float32"),
+        batch_size=4,
+        epochs=1,
+        verbose=0,
     )
     assert np.isfinite(history.history["loss"][0])
     after = [to_numpy(w) for w in pool.weights]
@@ -327,6 +376,7 @@ def test_one_training_step_updates_pooling_weights(name):
 
 
 # ---- Mixed precision ---------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "policy, compute_dtype",
@@ -339,18 +389,26 @@ def test_mixed_precision_output_uses_compute_dtype(policy, compute_dtype):
         pooled, weights = AttentionPooling(**kwargs)(
             x, mask=MASK, return_attention_scores=True
         )
-        assert keras.backend.standardize_dtype(pooled.dtype) == compute_dtype, name
-        assert keras.backend.standardize_dtype(weights.dtype) == compute_dtype, name
+        assert keras.backend.standardize_dtype(pooled.dtype) == compute_dtype, (
+            name
+        )
+        assert (
+            keras.backend.standardize_dtype(weights.dtype) == compute_dtype
+        ), name
         assert not np.isnan(to_numpy(pooled)).any(), name
         assert not np.isnan(to_numpy(weights)).any(), name
 
 
 # ---- Argument checks ---------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "kwargs, message",
-    [(dict(query="nope"), "query"), (dict(value_dim=3), "use_value_transform"),
-     (dict(map_scale=0.0), "map_scale must be > 0")],
+    [
+        (dict(query="nope"), "query"),
+        (dict(value_dim=3), "use_value_transform"),
+        (dict(map_scale=0.0), "map_scale must be > 0"),
+    ],
     ids=["unknown_query", "value_dim_without_transform", "zero_map_scale"],
 )
 def test_invalid_constructor_arguments_raise(kwargs, message):

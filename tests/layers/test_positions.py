@@ -5,14 +5,18 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import np_sinusoidal
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import LearnedPositionEmbedding
-from zoo.layers import PositionalEmbedding
-from zoo.layers import SinusoidalPositionEncoding
+from tests.helpers import (
+    config_round_trip,
+    keras_round_trip,
+    np_sinusoidal,
+    random_array,
+    to_numpy,
+)
+from zoo.layers import (
+    LearnedPositionEmbedding,
+    PositionalEmbedding,
+    SinusoidalPositionEncoding,
+)
 
 ATOL = 1e-5
 VOCAB, SEQ_LEN, DIM = 20, 12, 8
@@ -20,7 +24,11 @@ VOCAB, SEQ_LEN, DIM = 20, 12, 8
 
 def _ids(shape, seed=0, pad_from=None):
     """Token ids in [1, VOCAB); positions >= pad_from[row] are padding (0)."""
-    ids = np.random.default_rng(seed).integers(1, VOCAB, size=shape).astype("int32")
+    ids = (
+        np.random.default_rng(seed)
+        .integers(1, VOCAB, size=shape)
+        .astype("int32")
+    )
     for row, start in enumerate(pad_from or []):
         ids[row, start:] = 0
     return ids
@@ -46,8 +54,10 @@ def _id_model(**kwargs):
 
 # ---- SinusoidalPositionEncoding ----------------------------------------------
 
+
 @pytest.mark.parametrize(
-    "dim, max_wavelength", [(8, 10000), (7, 10000), (6, 100)],
+    "dim, max_wavelength",
+    [(8, 10000), (7, 10000), (6, 100)],
     ids=["even_dim", "odd_dim", "wavelength_100"],
 )
 def test_sinusoidal_matches_course_formula(dim, max_wavelength):
@@ -60,7 +70,9 @@ def test_sinusoidal_matches_course_formula(dim, max_wavelength):
 
 def test_sinusoidal_start_index_gives_later_rows():
     out = SinusoidalPositionEncoding()(random_array((2, 6, DIM)), start_index=5)
-    np.testing.assert_allclose(to_numpy(out)[1], np_sinusoidal(11, DIM)[5:], atol=ATOL)
+    np.testing.assert_allclose(
+        to_numpy(out)[1], np_sinusoidal(11, DIM)[5:], atol=ATOL
+    )
 
 
 def test_sinusoidal_output_shape_equals_input_shape():
@@ -68,13 +80,16 @@ def test_sinusoidal_output_shape_equals_input_shape():
     table = np_sinusoidal(6, DIM)
     batched = to_numpy(layer(random_array((3, 6, DIM))))
     assert batched.shape == (3, 6, DIM)
-    np.testing.assert_allclose(batched, np.broadcast_to(table, (3, 6, DIM)), atol=ATOL)
+    np.testing.assert_allclose(
+        batched, np.broadcast_to(table, (3, 6, DIM)), atol=ATOL
+    )
     unbatched = to_numpy(layer(random_array((6, DIM))))
     assert unbatched.shape == (6, DIM)
     np.testing.assert_allclose(unbatched, table, atol=ATOL)
 
 
 # ---- LearnedPositionEmbedding ------------------------------------------------
+
 
 def test_learned_positions_return_weight_rows():
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
@@ -88,8 +103,12 @@ def test_learned_positions_return_weight_rows():
 
 def test_learned_positions_start_index_slices_table():
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
-    out = to_numpy(layer(random_array((2, 6, DIM)), start_index=6))  # the last 6 rows
-    np.testing.assert_allclose(out[1], to_numpy(layer.position_embeddings)[6:], atol=ATOL)
+    out = to_numpy(
+        layer(random_array((2, 6, DIM)), start_index=6)
+    )  # the last 6 rows
+    np.testing.assert_allclose(
+        out[1], to_numpy(layer.position_embeddings)[6:], atol=ATOL
+    )
 
 
 def test_learned_positions_take_a_tensor_start_index():
@@ -101,10 +120,13 @@ def test_learned_positions_take_a_tensor_start_index():
     out = to_numpy(layer(inputs, start_index=keras.ops.convert_to_tensor(5)))
     np.testing.assert_allclose(out, expected, atol=0)
     np.testing.assert_allclose(
-        out[0], to_numpy(layer.position_embeddings)[5:8], atol=ATOL)
+        out[0], to_numpy(layer.position_embeddings)[5:8], atol=ATOL
+    )
 
 
-@pytest.mark.parametrize("length, start_index", [(SEQ_LEN + 1, 0), (4, SEQ_LEN - 3)])
+@pytest.mark.parametrize(
+    "length, start_index", [(SEQ_LEN + 1, 0), (4, SEQ_LEN - 3)]
+)
 def test_learned_positions_past_sequence_length_raise(length, start_index):
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
     with pytest.raises(ValueError, match="sequence_length"):
@@ -116,8 +138,12 @@ def test_learned_positions_tensor_start_index():
     # eager, so running past the table must raise, not read clamped rows.
     layer = LearnedPositionEmbedding(sequence_length=SEQ_LEN)
     x = random_array((2, 6, DIM))
-    out = to_numpy(layer(x, start_index=keras.ops.convert_to_tensor(4, "int32")))
-    np.testing.assert_allclose(out[1], to_numpy(layer.position_embeddings)[4:10], atol=ATOL)
+    out = to_numpy(
+        layer(x, start_index=keras.ops.convert_to_tensor(4, "int32"))
+    )
+    np.testing.assert_allclose(
+        out[1], to_numpy(layer.position_embeddings)[4:10], atol=ATOL
+    )
     with pytest.raises(ValueError, match="sequence_length"):
         layer(x, start_index=keras.ops.convert_to_tensor(SEQ_LEN - 2, "int32"))
 
@@ -129,13 +155,16 @@ def test_learned_positions_reject_non_positive_sequence_length():
 
 # ---- PositionalEmbedding: values and mask ------------------------------------
 
+
 @pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
 def test_positional_embedding_is_token_row_plus_position_row(positions):
     layer = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, positions=positions)
     ids = _ids((3, 6), pad_from=[4])
     out = layer(ids)
     assert tuple(out.shape) == (3, 6, DIM)
-    np.testing.assert_allclose(to_numpy(out), _np_positional_embedding(layer, ids), atol=ATOL)
+    np.testing.assert_allclose(
+        to_numpy(out), _np_positional_embedding(layer, ids), atol=ATOL
+    )
     # With start_index=4 the position rows are 4, 5, ... (cached decoding).
     np.testing.assert_allclose(
         to_numpy(layer(ids[:, :3], start_index=4)),
@@ -147,7 +176,9 @@ def test_positional_embedding_is_token_row_plus_position_row(positions):
 def test_positional_embedding_mask_is_nonzero_ids_only_with_mask_zero():
     ids = _ids((3, 6), pad_from=[5, 2])
     masked = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, mask_zero=True)
-    np.testing.assert_array_equal(to_numpy(masked.compute_mask(ids)).astype(bool), ids != 0)
+    np.testing.assert_array_equal(
+        to_numpy(masked.compute_mask(ids)).astype(bool), ids != 0
+    )
     unmasked = PositionalEmbedding(VOCAB, SEQ_LEN, DIM, mask_zero=False)
     assert unmasked.compute_mask(ids) is None
 
@@ -179,9 +210,14 @@ def test_positional_embedding_mask_reaches_global_average_pooling():
 
 # ---- PositionalEmbedding: errors ---------------------------------------------
 
+
 def test_positional_embedding_too_long_raises_eagerly():
     layer = PositionalEmbedding(VOCAB, SEQ_LEN, DIM)
-    assert tuple(layer(_ids((2, SEQ_LEN))).shape) == (2, SEQ_LEN, DIM)  # longest allowed
+    assert tuple(layer(_ids((2, SEQ_LEN))).shape) == (
+        2,
+        SEQ_LEN,
+        DIM,
+    )  # longest allowed
     with pytest.raises(ValueError, match="sequence_length"):
         layer(_ids((2, SEQ_LEN + 1)))
 
@@ -229,12 +265,23 @@ def test_positional_embedding_rejects_unknown_positions():
 
 LAYER_FACTORIES = {
     "sinusoidal": lambda: SinusoidalPositionEncoding(max_wavelength=500),
-    "learned": lambda: LearnedPositionEmbedding(sequence_length=SEQ_LEN, initializer="he_normal"),
+    "learned": lambda: LearnedPositionEmbedding(
+        sequence_length=SEQ_LEN, initializer="he_normal"
+    ),
     "embedding_learned": lambda: PositionalEmbedding(
-        VOCAB, SEQ_LEN, DIM, positions="learned", embeddings_initializer="glorot_uniform"
+        VOCAB,
+        SEQ_LEN,
+        DIM,
+        positions="learned",
+        embeddings_initializer="glorot_uniform",
     ),
     "embedding_sinusoidal": lambda: PositionalEmbedding(
-        VOCAB, SEQ_LEN, DIM, positions="sinusoidal", mask_zero=False, max_wavelength=300
+        VOCAB,
+        SEQ_LEN,
+        DIM,
+        positions="sinusoidal",
+        mask_zero=False,
+        max_wavelength=300,
     ),
 }
 
@@ -254,7 +301,9 @@ def test_keras_file_round_trip_of_position_layers(tmp_path):
     x = random_array((3, 6, DIM))
     before = model.predict(x, verbose=0)
     restored = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(restored.predict(x, verbose=0), before, atol=1e-6)
+    np.testing.assert_allclose(
+        restored.predict(x, verbose=0), before, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("name", ["embedding_learned", "embedding_sinusoidal"])
@@ -264,10 +313,13 @@ def test_keras_file_round_trip_of_positional_embedding(name, tmp_path):
     ids = _ids((3, 6), pad_from=[4])
     before = model.predict(ids, verbose=0)
     restored = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(restored.predict(ids, verbose=0), before, atol=1e-6)
+    np.testing.assert_allclose(
+        restored.predict(ids, verbose=0), before, atol=1e-6
+    )
 
 
 # ---- Training ----------------------------------------------------------------
+
 
 def _weights(layer):
     return [to_numpy(w).copy() for w in layer.weights]
@@ -282,8 +334,11 @@ def test_one_training_step_updates_positional_embedding(positions):
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
     before = _weights(embed)
     history = model.fit(
-        _ids((4, 6), pad_from=[3]), np.ones((4, 1), "float32"),
-        batch_size=4, epochs=1, verbose=0,
+        _ids((4, 6), pad_from=[3]),
+        np.ones((4, 1), "float32"),
+        batch_size=4,
+        epochs=1,
+        verbose=0,
     )
     assert np.isfinite(history.history["loss"][0])
     assert any(not np.allclose(b, a) for b, a in zip(before, _weights(embed)))
@@ -297,14 +352,18 @@ def test_one_training_step_updates_learned_positions():
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
     before = _weights(positions)
     history = model.fit(
-        random_array((4, 6, DIM)), np.ones((4, 1), "float32"),
-        batch_size=4, epochs=1, verbose=0,
+        random_array((4, 6, DIM)),
+        np.ones((4, 1), "float32"),
+        batch_size=4,
+        epochs=1,
+        verbose=0,
     )
     assert np.isfinite(history.history["loss"][0])
     assert not np.allclose(before[0], _weights(positions)[0])
 
 
 # ---- Mixed precision ---------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "policy, compute_dtype",
@@ -314,7 +373,11 @@ def test_mixed_precision_output_uses_compute_dtype(policy, compute_dtype):
     keras.config.set_dtype_policy(policy)
     for name, factory in LAYER_FACTORIES.items():
         is_embedding = name.startswith("embedding")
-        x = _ids((2, 6), pad_from=[4]) if is_embedding else random_array((2, 6, DIM))
+        x = (
+            _ids((2, 6), pad_from=[4])
+            if is_embedding
+            else random_array((2, 6, DIM))
+        )
         out = factory()(x)
         assert keras.backend.standardize_dtype(out.dtype) == compute_dtype, name
         assert not np.isnan(to_numpy(out)).any(), name

@@ -7,12 +7,13 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import PackedBidirectional
-from zoo.layers import recurrent
+from tests.helpers import (
+    config_round_trip,
+    keras_round_trip,
+    random_array,
+    to_numpy,
+)
+from zoo.layers import PackedBidirectional, recurrent
 
 ATOL = 1e-5
 BATCH, SEQ, DIM, UNITS = 5, 7, 4, 3
@@ -24,7 +25,7 @@ def _mask():
     mask[1, 4:] = False  # trailing padding
     mask[2, [0, 3, 5]] = False  # holes, as WordDropout leaves them
     mask[3, :] = False  # no real token
-    mask[4, :SEQ - 1] = False  # one token, at the end
+    mask[4, : SEQ - 1] = False  # one token, at the end
     return mask
 
 
@@ -45,8 +46,8 @@ def _np_gru_skipping(x, mask, kernel, recurrent_kernel, bias):
             x_proj = x[b, t] @ kernel + bias[0]
             h_proj = h @ recurrent_kernel + bias[1]
             z = _sigmoid(x_proj[:units] + h_proj[:units])
-            r = _sigmoid(x_proj[units:2 * units] + h_proj[units:2 * units])
-            candidate = np.tanh(x_proj[2 * units:] + r * h_proj[2 * units:])
+            r = _sigmoid(x_proj[units : 2 * units] + h_proj[units : 2 * units])
+            candidate = np.tanh(x_proj[2 * units :] + r * h_proj[2 * units :])
             h = z * h + (1 - z) * candidate
             outputs[b, t] = h
     return outputs
@@ -54,33 +55,40 @@ def _np_gru_skipping(x, mask, kernel, recurrent_kernel, bias):
 
 def _copy_weights(ours, keras_bidirectional):
     ours.forward_layer.set_weights(
-        keras_bidirectional.forward_layer.get_weights())
+        keras_bidirectional.forward_layer.get_weights()
+    )
     ours.backward_layer.set_weights(
-        keras_bidirectional.backward_layer.get_weights())
+        keras_bidirectional.backward_layer.get_weights()
+    )
 
 
 def _random_weights(layer, seed=0):
     # Biases start at zero; random ones make every weight count.
     rng = np.random.default_rng(seed)
-    layer.set_weights([rng.normal(scale=0.5, size=w.shape).astype("float32")
-                       for w in layer.get_weights()])
+    layer.set_weights(
+        [
+            rng.normal(scale=0.5, size=w.shape).astype("float32")
+            for w in layer.get_weights()
+        ]
+    )
 
 
 # ---- Values ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_matches_a_numpy_gru_that_skips_masked_steps(strategy):
     x, mask = random_array((BATCH, SEQ, DIM)), _mask()
     layer = PackedBidirectional(
-        keras.layers.GRU(UNITS, return_sequences=True), strategy=strategy)
+        keras.layers.GRU(UNITS, return_sequences=True), strategy=strategy
+    )
     layer.build(x.shape)
     _random_weights(layer)
     out = to_numpy(layer(x, mask=mask))
     fwd = [to_numpy(w) for w in layer.forward_layer.weights]
     bwd = [to_numpy(w) for w in layer.backward_layer.weights]
     expected_fwd = _np_gru_skipping(x, mask, *fwd)
-    expected_bwd = _np_gru_skipping(
-        x[:, ::-1], mask[:, ::-1], *bwd)[:, ::-1]
+    expected_bwd = _np_gru_skipping(x[:, ::-1], mask[:, ::-1], *bwd)[:, ::-1]
     np.testing.assert_allclose(out[..., :UNITS], expected_fwd, atol=ATOL)
     np.testing.assert_allclose(out[..., UNITS:], expected_bwd, atol=ATOL)
     assert np.all(out[~mask] == 0.0)  # padding reads zeros
@@ -90,13 +98,16 @@ def test_matches_a_numpy_gru_that_skips_masked_steps(strategy):
 @pytest.mark.parametrize("return_sequences", (True, False))
 @pytest.mark.parametrize("cell", ("GRU", "LSTM"))
 def test_matches_keras_bidirectional_with_the_same_weights(
-        cell, return_sequences, strategy):
+    cell, return_sequences, strategy
+):
     x, mask = random_array((BATCH, SEQ, DIM)), _mask()
     rnn = getattr(keras.layers, cell)
     reference = keras.layers.Bidirectional(
-        rnn(UNITS, return_sequences=return_sequences))
+        rnn(UNITS, return_sequences=return_sequences)
+    )
     ours = PackedBidirectional(
-        rnn(UNITS, return_sequences=return_sequences), strategy=strategy)
+        rnn(UNITS, return_sequences=return_sequences), strategy=strategy
+    )
     reference.build(x.shape)
     _random_weights(reference)
     ours.build(x.shape)
@@ -109,16 +120,21 @@ def test_matches_keras_bidirectional_with_the_same_weights(
     np.testing.assert_allclose(got, expected, atol=ATOL)
     # No mask: every step is real.
     np.testing.assert_allclose(
-        to_numpy(ours(x)), to_numpy(reference(x)), atol=ATOL)
+        to_numpy(ours(x)), to_numpy(reference(x)), atol=ATOL
+    )
 
 
 @pytest.mark.parametrize("merge_mode", ("concat", "sum", "mul", "ave"))
 def test_merge_modes_match_keras(merge_mode):
     x, mask = random_array((BATCH, SEQ, DIM)), _mask()
     reference = keras.layers.Bidirectional(
-        keras.layers.GRU(UNITS, return_sequences=True), merge_mode=merge_mode)
-    ours = PackedBidirectional(keras.layers.GRU(UNITS, return_sequences=True),
-                               merge_mode=merge_mode, strategy="packed")
+        keras.layers.GRU(UNITS, return_sequences=True), merge_mode=merge_mode
+    )
+    ours = PackedBidirectional(
+        keras.layers.GRU(UNITS, return_sequences=True),
+        merge_mode=merge_mode,
+        strategy="packed",
+    )
     reference.build(x.shape)
     _random_weights(reference)
     ours.build(x.shape)
@@ -126,16 +142,19 @@ def test_merge_modes_match_keras(merge_mode):
     got = to_numpy(ours(x, mask=mask))
     assert got.shape == tuple(ours.compute_output_shape(x.shape))
     np.testing.assert_allclose(
-        got[mask], to_numpy(reference(x, mask=mask))[mask], atol=ATOL)
+        got[mask], to_numpy(reference(x, mask=mask))[mask], atol=ATOL
+    )
 
 
 def test_auto_strategy_packs_only_under_torch():
     layer = PackedBidirectional(keras.layers.GRU(UNITS))
     assert layer._packs() == (keras.backend.backend() == "torch")
-    assert PackedBidirectional(keras.layers.GRU(UNITS),
-                               strategy="packed")._packs()
-    assert not PackedBidirectional(keras.layers.GRU(UNITS),
-                                   strategy="masked")._packs()
+    assert PackedBidirectional(
+        keras.layers.GRU(UNITS), strategy="packed"
+    )._packs()
+    assert not PackedBidirectional(
+        keras.layers.GRU(UNITS), strategy="masked"
+    )._packs()
 
 
 @pytest.fixture
@@ -150,7 +169,8 @@ def chunked(monkeypatch):
 @pytest.mark.parametrize("cell", ("GRU", "LSTM"))
 def test_packed_rnns_run_in_chunks_match_keras(chunked, cell, return_sequences):
     test_matches_keras_bidirectional_with_the_same_weights(
-        cell, return_sequences, "packed")
+        cell, return_sequences, "packed"
+    )
 
 
 def test_packed_rnns_chunk_only_under_torch_and_without_dropout():
@@ -165,6 +185,7 @@ def test_packed_rnns_chunk_only_under_torch_and_without_dropout():
 
 # ---- Masking -----------------------------------------------------------------
 
+
 def test_padding_values_do_not_reach_real_tokens_and_the_mask_passes_on():
     token_ids = np.array([[3, 4, 0, 5, 0, 0], [6, 0, 0, 0, 0, 0]], "int32")
     embedding = keras.layers.Embedding(10, DIM, mask_zero=True)
@@ -173,13 +194,13 @@ def test_padding_values_do_not_reach_real_tokens_and_the_mask_passes_on():
     out = to_numpy(rnn(x))
     mask = token_ids != 0
     noisy = np.where(mask[..., None], to_numpy(x), 100.0).astype("float32")
-    np.testing.assert_allclose(
-        to_numpy(rnn(noisy, mask=mask)), out, atol=ATOL)
+    np.testing.assert_allclose(to_numpy(rnn(noisy, mask=mask)), out, atol=ATOL)
     # Dropping the padding between tokens gives the same outputs.
     compact = to_numpy(rnn(to_numpy(x)[:1, [0, 1, 3]]))
     np.testing.assert_allclose(compact[0], out[0, [0, 1, 3]], atol=ATOL)
     np.testing.assert_array_equal(
-        to_numpy(rnn.compute_mask(x, mask)).astype(bool), mask)
+        to_numpy(rnn.compute_mask(x, mask)).astype(bool), mask
+    )
     last = PackedBidirectional(keras.layers.GRU(UNITS))
     assert last.compute_mask(x, mask) is None
 
@@ -213,22 +234,27 @@ def test_gradients_match_keras_bidirectional(strategy):
     ours.set_weights(reference.get_weights())
     before = [to_numpy(w) for w in ours.weights]
     loss_ours = float(ours.train_on_batch(token_ids.astype("int32"), labels))
-    loss_ref = float(reference.train_on_batch(token_ids.astype("int32"), labels))
+    loss_ref = float(
+        reference.train_on_batch(token_ids.astype("int32"), labels)
+    )
     assert np.isfinite(loss_ours)
     np.testing.assert_allclose(loss_ours, loss_ref, atol=ATOL)
-    for w_ours, w_ref, w_before in zip(ours.weights, reference.weights, before):
-        np.testing.assert_allclose(
-            to_numpy(w_ours), to_numpy(w_ref), atol=1e-4)
-    assert any(not np.allclose(to_numpy(w), b)
-               for w, b in zip(ours.weights, before))
+    for w_ours, w_ref in zip(ours.weights, reference.weights):
+        np.testing.assert_allclose(to_numpy(w_ours), to_numpy(w_ref), atol=1e-4)
+    assert any(
+        not np.allclose(to_numpy(w), b) for w, b in zip(ours.weights, before)
+    )
 
 
 # ---- Serialization, precision, errors ----------------------------------------
 
+
 def test_config_and_keras_file_round_trip(tmp_path):
     layer = PackedBidirectional(
         keras.layers.LSTM(UNITS, return_sequences=True, dropout=0.1),
-        merge_mode="sum", strategy="packed")
+        merge_mode="sum",
+        strategy="packed",
+    )
     again = config_round_trip(layer)
     assert again.get_config() == layer.get_config()
     assert again.strategy == "packed" and again.merge_mode == "sum"
@@ -242,7 +268,8 @@ def test_config_and_keras_file_round_trip(tmp_path):
     ids = np.array([[1, 2, 3, 0], [4, 0, 0, 0]], "int32")
     loaded = keras_round_trip(model, tmp_path)
     np.testing.assert_allclose(
-        to_numpy(loaded(ids)), to_numpy(model(ids)), atol=ATOL)
+        to_numpy(loaded(ids)), to_numpy(model(ids)), atol=ATOL
+    )
 
 
 def test_mixed_bfloat16_runs_close_to_float32():

@@ -7,13 +7,14 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import np_softmax
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import DoublyStochasticPenalty
-from zoo.layers import SoftAttentionLSTM
+from tests.helpers import (
+    config_round_trip,
+    keras_round_trip,
+    np_softmax,
+    random_array,
+    to_numpy,
+)
+from zoo.layers import DoublyStochasticPenalty, SoftAttentionLSTM
 from zoo.layers.soft_attention import doubly_stochastic_penalty
 
 B, T, M, L, D, UNITS, ATT = 2, 4, 5, 6, 3, 7, 8
@@ -39,8 +40,10 @@ def _np_soft_attention_lstm(layer, words, regions, mask):
     mean = regions.mean(axis=1)
     h = np.tanh(mean @ w["init_h/kernel"] + w["init_h/bias"])
     c = np.tanh(mean @ w["init_c/kernel"] + w["init_c/bias"])
-    keys = regions @ w["attention/key_dense/kernel"] + w[
-        "attention/key_dense/bias"]
+    keys = (
+        regions @ w["attention/key_dense/kernel"]
+        + w["attention/key_dense/bias"]
+    )
     hs, zs, alphas = [], [], []
     for t in range(words.shape[1]):
         query = h @ w["attention/query_dense/kernel"]
@@ -48,9 +51,12 @@ def _np_soft_attention_lstm(layer, words, regions, mask):
         alpha = np_softmax(scores)
         z = (alpha[:, :, None] * regions).sum(1)
         z = z * _sigmoid(h @ w["gate/kernel"] + w["gate/bias"])
-        gates = (words[:, t] @ w["word_gates/kernel"] + w["word_gates/bias"]
-                 + z @ w["context_gates/kernel"]
-                 + h @ w["recurrent_gates/kernel"])
+        gates = (
+            words[:, t] @ w["word_gates/kernel"]
+            + w["word_gates/bias"]
+            + z @ w["context_gates/kernel"]
+            + h @ w["recurrent_gates/kernel"]
+        )
         i, f, g, o = np.split(gates, 4, axis=-1)
         new_c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
         new_h = _sigmoid(o) * np.tanh(new_c)
@@ -73,12 +79,10 @@ def test_the_recurrence_matches_show_attend_and_tell_in_numpy():
 
 def test_attention_sums_to_one_over_regions_and_is_zero_at_padding():
     words, regions = _inputs()
-    h, _, alphas = SoftAttentionLSTM(UNITS, ATT)(words, regions,
-                                                 mask=_mask())
+    h, _, alphas = SoftAttentionLSTM(UNITS, ATT)(words, regions, mask=_mask())
     alphas = to_numpy(alphas)
     assert alphas.shape == (B, T, L)
-    np.testing.assert_allclose(alphas.sum(-1), _mask().astype(float),
-                               atol=1e-6)
+    np.testing.assert_allclose(alphas.sum(-1), _mask().astype(float), atol=1e-6)
     assert (alphas[_mask()] > 0).all()  # every region of every real step
     # The state is carried through the padded steps unchanged.
     h = to_numpy(h)
@@ -88,8 +92,7 @@ def test_attention_sums_to_one_over_regions_and_is_zero_at_padding():
 
 def test_without_the_gate_the_context_is_the_weighted_mean():
     words, regions = _inputs()
-    _, z, alphas = SoftAttentionLSTM(UNITS, ATT, use_gate=False)(
-        words, regions)
+    _, z, alphas = SoftAttentionLSTM(UNITS, ATT, use_gate=False)(words, regions)
     expected = (to_numpy(alphas)[..., None] * regions[:, None]).sum(2)
     np.testing.assert_allclose(to_numpy(z), expected, atol=1e-5)
 
@@ -102,12 +105,14 @@ def test_one_step_at_a_time_equals_the_unrolled_sequence():
     keys = layer.compute_keys(regions)
     for t in range(T):
         h, z, alpha, state = layer.step(
-            keras.ops.convert_to_tensor(words[:, t]), state,
-            keras.ops.convert_to_tensor(regions), keys)
+            keras.ops.convert_to_tensor(words[:, t]),
+            state,
+            keras.ops.convert_to_tensor(regions),
+            keys,
+        )
         np.testing.assert_allclose(to_numpy(h), h_all[:, t], atol=1e-5)
         np.testing.assert_allclose(to_numpy(z), z_all[:, t], atol=1e-5)
-        np.testing.assert_allclose(to_numpy(alpha), alphas_all[:, t],
-                                   atol=1e-6)
+        np.testing.assert_allclose(to_numpy(alpha), alphas_all[:, t], atol=1e-6)
 
 
 def test_the_penalty_is_its_formula():
@@ -115,14 +120,15 @@ def test_the_penalty_is_its_formula():
     mask = _mask()
     expected = ((1.0 - (alphas * mask[..., None]).sum(1)) ** 2).sum(-1)
     np.testing.assert_allclose(
-        to_numpy(doubly_stochastic_penalty(alphas, mask)), expected,
-        rtol=1e-5)
+        to_numpy(doubly_stochastic_penalty(alphas, mask)), expected, rtol=1e-5
+    )
     layer = DoublyStochasticPenalty(weight=0.5)
     out = layer(alphas, mask=mask, training=True)
     np.testing.assert_array_equal(to_numpy(out), alphas)
     (loss,) = layer.losses
-    np.testing.assert_allclose(float(to_numpy(loss)),
-                               0.5 / L * expected.mean(), rtol=1e-5)
+    np.testing.assert_allclose(
+        float(to_numpy(loss)), 0.5 / L * expected.mean(), rtol=1e-5
+    )
     quiet = DoublyStochasticPenalty(weight=0.5)
     quiet(alphas, mask=mask, training=False)
     assert not quiet.losses  # evaluate's loss is the cross-entropy alone
@@ -141,12 +147,16 @@ def _model(dtype=None):
     regions = keras.Input((L, D))
     mask = keras.Input((T,), dtype="bool")
     h, z, alphas = SoftAttentionLSTM(UNITS, ATT, dtype=dtype, name="lstm")(
-        words, regions, mask=mask)
+        words, regions, mask=mask
+    )
     alphas = DoublyStochasticPenalty(1.0, dtype=dtype, name="penalty")(
-        alphas, mask=mask)
-    out = keras.layers.Dense(3, dtype=dtype)(keras.ops.concatenate(
-        [h, keras.ops.cast(z, h.dtype), keras.ops.cast(alphas, h.dtype)],
-        -1))
+        alphas, mask=mask
+    )
+    out = keras.layers.Dense(3, dtype=dtype)(
+        keras.ops.concatenate(
+            [h, keras.ops.cast(z, h.dtype), keras.ops.cast(alphas, h.dtype)], -1
+        )
+    )
     return keras.Model([words, regions, mask], out)
 
 
@@ -156,9 +166,11 @@ def test_config_and_keras_round_trips(tmp_path):
     model = _model()
     inputs = [*_inputs(), _mask()]
     loaded = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(to_numpy(model.predict_on_batch(inputs)),
-                               to_numpy(loaded.predict_on_batch(inputs)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(model.predict_on_batch(inputs)),
+        to_numpy(loaded.predict_on_batch(inputs)),
+        atol=1e-6,
+    )
 
 
 def test_mixed_bfloat16():
@@ -175,8 +187,9 @@ def test_a_training_step_lowers_the_loss_with_the_penalty_in_it():
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
     inputs = [*_inputs(), _mask()]
     target = random_array((B, T, 3), seed=5)
-    mse = float(np.mean((to_numpy(model.predict_on_batch(inputs)) - target)
-                        ** 2))
+    mse = float(
+        np.mean((to_numpy(model.predict_on_batch(inputs)) - target) ** 2)
+    )
     first = float(model.train_on_batch(inputs, target))
     assert first > mse  # the penalty is part of the training loss
     losses = [float(model.train_on_batch(inputs, target)) for _ in range(5)]
@@ -188,14 +201,18 @@ def test_the_forget_gate_starts_open_and_the_gates_quantise():
     model = _model()
     layer = model.get_layer("lstm")
     bias = to_numpy(layer.word_gates.bias)
-    np.testing.assert_array_equal(bias[UNITS:2 * UNITS], 1.0)
-    assert not bias[:UNITS].any() and not bias[2 * UNITS:].any()
+    np.testing.assert_array_equal(bias[UNITS : 2 * UNITS], 1.0)
+    assert not bias[:UNITS].any() and not bias[2 * UNITS :].any()
     # Every weight matrix is a Dense layer: Keras' int8 (weight-only)
     # quantisation applies to all of them.
     inputs = [*_inputs(), _mask()]
     before = to_numpy(model.predict_on_batch(inputs))
-    model.quantize("int8", config=keras.quantizers.Int8QuantizationConfig(
-        activation_quantizer=None))
+    model.quantize(
+        "int8",
+        config=keras.quantizers.Int8QuantizationConfig(
+            activation_quantizer=None
+        ),
+    )
     assert layer.recurrent_gates.quantization_mode == "int8"
     after = to_numpy(model.predict_on_batch(inputs))
     assert 0 < np.abs(after - before).max() < 0.05

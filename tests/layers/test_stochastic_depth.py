@@ -6,12 +6,13 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import StochasticDepth
-from zoo.layers import TransformerEncoder
+from tests.helpers import (
+    config_round_trip,
+    keras_round_trip,
+    random_array,
+    to_numpy,
+)
+from zoo.layers import StochasticDepth, TransformerEncoder
 
 
 def test_drops_whole_examples_at_the_rate_and_rescales_the_rest():
@@ -30,7 +31,8 @@ def test_identity_at_inference_and_rate_zero():
     x = random_array((4, 5), 1)
     np.testing.assert_array_equal(to_numpy(StochasticDepth(0.5)(x)), x)
     np.testing.assert_array_equal(
-        to_numpy(StochasticDepth(0.0)(x, training=True)), x)
+        to_numpy(StochasticDepth(0.0)(x, training=True)), x
+    )
 
 
 @pytest.mark.parametrize("rate", [1.0, -0.1])
@@ -42,8 +44,10 @@ def test_invalid_rate_raises(rate):
 def test_under_mixed_bfloat16_keeps_the_dtype():
     layer = StochasticDepth(0.5, seed=2, dtype="mixed_bfloat16")
     x = keras.ops.cast(random_array((8, 3), 2), "bfloat16")
-    assert keras.backend.standardize_dtype(
-        layer(x, training=True).dtype) == "bfloat16"
+    assert (
+        keras.backend.standardize_dtype(layer(x, training=True).dtype)
+        == "bfloat16"
+    )
 
 
 def test_config_round_trip():
@@ -52,6 +56,7 @@ def test_config_round_trip():
 
 
 # ---- inside a Transformer block -------------------------------------------------
+
 
 def test_pre_ln_block_drops_both_branches_per_example_while_training():
     """With pre-LN, an example whose two branches are both dropped leaves the
@@ -62,8 +67,9 @@ def test_pre_ln_block_drops_both_branches_per_example_while_training():
     block(x), plain(x)
     for mine, source in zip(block.weights, plain.weights):
         mine.assign(source)
-    np.testing.assert_allclose(to_numpy(block(x)), to_numpy(plain(x)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(block(x)), to_numpy(plain(x)), atol=1e-6
+    )
     out = to_numpy(block(x, training=True))
     untouched = np.isclose(out, x, atol=1e-6).all(axis=(1, 2))
     # Each example keeps neither branch with probability 1/4.
@@ -82,5 +88,8 @@ def test_block_with_drop_path_saves_and_trains(tmp_path):
     assert np.isfinite(history.history["loss"]).all()
     restored = keras_round_trip(model, tmp_path)
     assert restored.layers[1].drop_path_rate == 0.2
-    np.testing.assert_allclose(restored.predict(data, verbose=0),
-                               model.predict(data, verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        restored.predict(data, verbose=0),
+        model.predict(data, verbose=0),
+        atol=1e-6,
+    )

@@ -8,23 +8,22 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import BahdanauAttention
-from zoo.layers import LearnedPositionEmbedding
-from zoo.layers import LuongAttention
-from zoo.layers import MultiHeadAttention
-from zoo.layers import PositionalEmbedding
-from zoo.layers import SinusoidalPositionEncoding
-from zoo.layers import TokenEmbedding
-from zoo.layers import TransformerDecoder
-from zoo.layers import TransformerEncoder
-from zoo.layers import sublayers
+from tests.helpers import random_array, to_numpy
+from zoo.layers import (
+    BahdanauAttention,
+    LearnedPositionEmbedding,
+    LuongAttention,
+    MultiHeadAttention,
+    PositionalEmbedding,
+    SinusoidalPositionEncoding,
+    TokenEmbedding,
+    TransformerDecoder,
+    TransformerEncoder,
+    sublayers,
+)
 from zoo.layers.sublayers import call_sublayer
-from zoo.models.gpt import GPT
-from zoo.models.gpt import GPTBackbone
-from zoo.models.seq2seq import RNNSeq2SeqBackbone
-from zoo.models.seq2seq import TransformerSeq2SeqBackbone
+from zoo.models.gpt import GPT, GPTBackbone
+from zoo.models.seq2seq import RNNSeq2SeqBackbone, TransformerSeq2SeqBackbone
 
 TORCH = keras.backend.backend() == "torch"
 
@@ -40,8 +39,10 @@ class _Parent(keras.layers.Layer):
         self.built = True  # `inner` builds itself on its first call
 
     def call(self, *tensors):
-        args = tensors[:self.positional]
-        kwargs = dict(zip(self.names, tensors[self.positional:]), **self.static)
+        args = tensors[: self.positional]
+        kwargs = dict(
+            zip(self.names, tensors[self.positional :]), **self.static
+        )
         if self.direct:
             return call_sublayer(self, self.inner, *args, **kwargs)
         return self.inner(*args, **kwargs)
@@ -66,43 +67,110 @@ def _layers():
     cache = np.zeros((2, 2, 5, 2, 4), "float32")
     source_mask = np.arange(5)[None] < np.array([[5], [3]])
     return [
-        ("dense", lambda dtype: keras.layers.Dense(
-            6, activation="gelu", dtype=dtype), (x,), {}),
-        ("einsum_dense", lambda dtype: keras.layers.EinsumDense(
-            "abc,cde->abde", (None, 2, 4), bias_axes="de", dtype=dtype),
-         (x,), {}),
-        ("layer_norm", lambda dtype: keras.layers.LayerNormalization(
-            dtype=dtype), (x,), {}),
-        ("mha", lambda dtype: MultiHeadAttention(2, 4, dtype=dtype), (x, x),
-         {"use_causal_mask": True, "training": False}),
-        ("encoder", lambda dtype: TransformerEncoder(
-            2, 16, norm_first=True, dtype=dtype), (x,), {"training": False}),
-        ("token_embedding", lambda dtype: TokenEmbedding(
-            11, 8, dtype=dtype), (ids,), {}),
-        ("token_embedding_reverse", lambda dtype: _built(TokenEmbedding(
-            11, 8, dtype=dtype), (2, 5)), (x,), {"reverse": True}),
-        ("positional_embedding", lambda dtype: PositionalEmbedding(
-            11, 9, 8, mask_zero=False, dtype=dtype), (ids,),
-         {"start_index": 3}),
-        ("sinusoidal_embedding", lambda dtype: PositionalEmbedding(
-            11, 9, 8, positions="sinusoidal", mask_zero=False, dtype=dtype),
-         (ids,), {"start_index": 2}),
-        ("keras_embedding", lambda dtype: keras.layers.Embedding(
-            11, 8, dtype=dtype), (ids,), {}),
-        ("dropout", lambda dtype: keras.layers.Dropout(
-            0.5, dtype=dtype), (x,), {"training": False}),
-        ("gru_cell", lambda dtype: keras.layers.GRUCell(6, dtype=dtype),
-         (x[:, 0], random_array((2, 6), 4)), {"training": False}),
+        (
+            "dense",
+            lambda dtype: keras.layers.Dense(6, activation="gelu", dtype=dtype),
+            (x,),
+            {},
+        ),
+        (
+            "einsum_dense",
+            lambda dtype: keras.layers.EinsumDense(
+                "abc,cde->abde", (None, 2, 4), bias_axes="de", dtype=dtype
+            ),
+            (x,),
+            {},
+        ),
+        (
+            "layer_norm",
+            lambda dtype: keras.layers.LayerNormalization(dtype=dtype),
+            (x,),
+            {},
+        ),
+        (
+            "mha",
+            lambda dtype: MultiHeadAttention(2, 4, dtype=dtype),
+            (x, x),
+            {"use_causal_mask": True, "training": False},
+        ),
+        (
+            "encoder",
+            lambda dtype: TransformerEncoder(
+                2, 16, norm_first=True, dtype=dtype
+            ),
+            (x,),
+            {"training": False},
+        ),
+        (
+            "token_embedding",
+            lambda dtype: TokenEmbedding(11, 8, dtype=dtype),
+            (ids,),
+            {},
+        ),
+        (
+            "token_embedding_reverse",
+            lambda dtype: _built(TokenEmbedding(11, 8, dtype=dtype), (2, 5)),
+            (x,),
+            {"reverse": True},
+        ),
+        (
+            "positional_embedding",
+            lambda dtype: PositionalEmbedding(
+                11, 9, 8, mask_zero=False, dtype=dtype
+            ),
+            (ids,),
+            {"start_index": 3},
+        ),
+        (
+            "sinusoidal_embedding",
+            lambda dtype: PositionalEmbedding(
+                11, 9, 8, positions="sinusoidal", mask_zero=False, dtype=dtype
+            ),
+            (ids,),
+            {"start_index": 2},
+        ),
+        (
+            "keras_embedding",
+            lambda dtype: keras.layers.Embedding(11, 8, dtype=dtype),
+            (ids,),
+            {},
+        ),
+        (
+            "dropout",
+            lambda dtype: keras.layers.Dropout(0.5, dtype=dtype),
+            (x,),
+            {"training": False},
+        ),
+        (
+            "gru_cell",
+            lambda dtype: keras.layers.GRUCell(6, dtype=dtype),
+            (x[:, 0], random_array((2, 6), 4)),
+            {"training": False},
+        ),
         # An explicit mask= whose compute_mask is None: a direct call.
-        ("bahdanau", lambda dtype: BahdanauAttention(6, dtype=dtype),
-         (x[:, :2], x), {"mask": source_mask,
-                         "return_attention_scores": True}),
-        ("luong_general", lambda dtype: LuongAttention(dtype=dtype),
-         (x[:, 0], x), {"mask": source_mask}),
-        ("decoder_cached", lambda dtype: TransformerDecoder(
-            2, 16, norm_first=True, dtype=dtype), (x[:, :1],),
-         {"self_attention_cache": cache,
-          "self_attention_cache_update_index": 2}),
+        (
+            "bahdanau",
+            lambda dtype: BahdanauAttention(6, dtype=dtype),
+            (x[:, :2], x),
+            {"mask": source_mask, "return_attention_scores": True},
+        ),
+        (
+            "luong_general",
+            lambda dtype: LuongAttention(dtype=dtype),
+            (x[:, 0], x),
+            {"mask": source_mask},
+        ),
+        (
+            "decoder_cached",
+            lambda dtype: TransformerDecoder(
+                2, 16, norm_first=True, dtype=dtype
+            ),
+            (x[:, :1],),
+            {
+                "self_attention_cache": cache,
+                "self_attention_cache_update_index": 2,
+            },
+        ),
     ]
 
 
@@ -116,14 +184,17 @@ def test_a_sublayer_gives_what_calling_it_gives(case, policy):
     outputs = {}
     for direct in (False, True):
         parent = _Parent(inner, direct, len(args), names, static, dtype=policy)
-        tensors = [_cast_floats(t, parent.compute_dtype)
-                   for t in (*args, *(kwargs[k] for k in names))]
+        tensors = [
+            _cast_floats(t, parent.compute_dtype)
+            for t in (*args, *(kwargs[k] for k in names))
+        ]
         outputs[direct] = keras.tree.flatten(parent(*tensors))
     assert len(outputs[True]) == len(outputs[False])
     for a, b in zip(outputs[False], outputs[True]):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(
-            to_numpy(ops.cast(a, "float32")), to_numpy(ops.cast(b, "float32")))
+            to_numpy(ops.cast(a, "float32")), to_numpy(ops.cast(b, "float32"))
+        )
 
 
 @pytest.mark.parametrize("case", _layers(), ids=lambda case: case[0])
@@ -131,8 +202,10 @@ def test_a_mixed_precision_layer_called_at_the_top_level(case):
     # parent=None: call_sublayer opens the autocast scope __call__ would.
     _, make, args, kwargs = case
     layer = make("mixed_bfloat16")
-    cast = {k: _cast_floats(v, "bfloat16") if hasattr(v, "shape") else v
-            for k, v in kwargs.items()}
+    cast = {
+        k: _cast_floats(v, "bfloat16") if hasattr(v, "shape") else v
+        for k, v in kwargs.items()
+    }
     args = [_cast_floats(a, "bfloat16") for a in args]
     called = keras.tree.flatten(layer(*args, **cast))
     if TORCH:  # the direct call is made, in a bfloat16 scope
@@ -142,12 +215,14 @@ def test_a_mixed_precision_layer_called_at_the_top_level(case):
         assert keras.backend.standardize_dtype(a.dtype) == "bfloat16"
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(
-            to_numpy(ops.cast(a, "float32")), to_numpy(ops.cast(b, "float32")))
+            to_numpy(ops.cast(a, "float32")), to_numpy(ops.cast(b, "float32"))
+        )
 
 
 def _same(parent, layer, *args, **kwargs):
     return sublayers._direct_call_is_same(
-        parent, layer, (*args, *kwargs.values()))
+        parent, layer, (*args, *kwargs.values())
+    )
 
 
 def test_direct_calls_only_where_they_change_nothing():
@@ -192,7 +267,8 @@ def test_direct_calls_only_where_they_change_nothing():
         assert _same(None, dense, x).dtype == "float32"
         assert _same(None, no_autocast, x).dtype is None
         assert _same(None, mixed, ops.cast(x, "bfloat16")) is (
-            sublayers._NO_SCOPE)
+            sublayers._NO_SCOPE
+        )
     assert not _same(parent, dense, ops.cast(x, "float16"))  # needs a cast
     assert not _same(parent, dense, keras.KerasTensor((2, 5, 8)))
 
@@ -249,7 +325,8 @@ def test_an_explicit_mask_argument_goes_through_layer_call():
     mask = ops.convert_to_tensor(np.array([[1, 1, 0, 0], [1, 1, 1, 0]], bool))
     out = call_sublayer(None, Doubling(), x, mask=mask)
     np.testing.assert_array_equal(
-        to_numpy(keras.src.backend.get_keras_mask(out)), to_numpy(mask))
+        to_numpy(keras.src.backend.get_keras_mask(out)), to_numpy(mask)
+    )
     assert sublayers._attaches_a_mask(Doubling(), (x,), {"mask": mask})
 
     class NotMasking(Doubling):
@@ -267,8 +344,12 @@ def test_zoo_layers_opt_in_and_subclasses_do_not_inherit_it():
     assert MultiHeadAttention.__dict__["_same_when_called_directly"]
     assert TransformerEncoder.__dict__["_same_when_called_directly"]
     assert TransformerDecoder.__dict__["_same_when_called_directly"]
-    for cls in (TokenEmbedding, PositionalEmbedding, LearnedPositionEmbedding,
-                SinusoidalPositionEncoding):
+    for cls in (
+        TokenEmbedding,
+        PositionalEmbedding,
+        LearnedPositionEmbedding,
+        SinusoidalPositionEncoding,
+    ):
         assert cls.__dict__["_same_when_called_directly"]
 
     class MyAttention(MultiHeadAttention):
@@ -283,10 +364,17 @@ def test_zoo_layers_opt_in_and_subclasses_do_not_inherit_it():
 def _tiny_gpt(policy="float32"):
     """A 2-block GPT on 11 tokens and a (2, 8) batch of ids."""
     keras.utils.set_random_seed(0)
-    backbone = GPTBackbone(11, num_layers=2, num_heads=2, hidden_dim=8,
-                           sequence_length=8, dtype=policy)
+    backbone = GPTBackbone(
+        11,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        sequence_length=8,
+        dtype=policy,
+    )
     ids = ops.convert_to_tensor(
-        np.random.default_rng(0).integers(0, 11, (2, 8)).astype("int32"))
+        np.random.default_rng(0).integers(0, 11, (2, 8)).astype("int32")
+    )
     return GPT(backbone), ids
 
 
@@ -297,14 +385,14 @@ def _cached_steps(gpt, ids, position=lambda index: index):
     out = []
     for index in range(3, 6):
         logits, hidden, cache = gpt.call_with_cache(
-            ids[:, index:index + 1], cache, position(index))
+            ids[:, index : index + 1], cache, position(index)
+        )
         out += [logits, hidden]
     return [to_numpy(ops.cast(t, "float32")) for t in out + list(cache)]
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(
-        policy):
+def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(policy):
     gpt, ids = _tiny_gpt(policy)
     direct = _cached_steps(gpt, ids)
     with sublayers.through_layer_calls():
@@ -317,19 +405,34 @@ def test_cached_gpt_step_is_the_same_with_and_without_direct_calls(
 def _seq2seq_backbone(kind, policy):
     if kind == "rnn":
         return RNNSeq2SeqBackbone(
-            13, embedding_dim=8, encoder_units=6, decoder_units=10,
-            attention_units=5, dropout=0.5, encoder_sequence_length=6,
-            decoder_sequence_length=6, dtype=policy)
+            13,
+            embedding_dim=8,
+            encoder_units=6,
+            decoder_units=10,
+            attention_units=5,
+            dropout=0.5,
+            encoder_sequence_length=6,
+            decoder_sequence_length=6,
+            dtype=policy,
+        )
     return TransformerSeq2SeqBackbone(
-        13, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
-        encoder_sequence_length=6, decoder_sequence_length=6,
-        tie_weights=kind == "tied", dtype=policy)
+        13,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        encoder_sequence_length=6,
+        decoder_sequence_length=6,
+        tie_weights=kind == "tied",
+        dtype=policy,
+    )
 
 
 @pytest.mark.parametrize("kind", ["tied", "untied", "rnn"])
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
-        policy, kind):
+    policy, kind
+):
     keras.utils.set_random_seed(0)
     backbone = _seq2seq_backbone(kind, policy)
     rng = np.random.default_rng(1)
@@ -343,8 +446,11 @@ def test_translation_decode_steps_are_the_same_with_and_without_direct_calls(
         out = []
         for index in range(4):
             hidden, cache, scores = backbone.decode_step(
-                target[:, index:index + 1], cache, index,
-                return_attention_scores=True)
+                target[:, index : index + 1],
+                cache,
+                index,
+                return_attention_scores=True,
+            )
             out += [hidden, backbone.token_logits(hidden), scores]
         out += keras.tree.flatten(cache)
         return [to_numpy(ops.cast(t, "float32")) for t in out]
@@ -435,8 +541,9 @@ def test_reused_casts_cast_each_variable_once_under_pytorch():
         # A changed variable is cast again.
         layer.w.assign(np.full(3, 2.0, "float32"))
         changed = call_sublayer(None, layer, x)
-        np.testing.assert_array_equal(to_numpy(ops.cast(changed, "float32")),
-                                      [2.0, 2.0, 2.0])
+        np.testing.assert_array_equal(
+            to_numpy(ops.cast(changed, "float32")), [2.0, 2.0, 2.0]
+        )
     assert sublayers._STATE["casts"] is None  # freed
     assert call_sublayer(None, layer, x) is not changed
 
@@ -461,12 +568,16 @@ def test_reused_casts_keep_no_cast_that_records_a_gradient():
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_generation_is_the_same_with_and_without_reused_casts(
-        policy, monkeypatch):
+    policy, monkeypatch
+):
     from zoo.models import generation
 
     gpt, ids = _tiny_gpt(policy)
-    prompt = {"token_ids": np.concatenate(
-        [to_numpy(ids)[:, :3], np.zeros((len(ids), 5), "int32")], axis=1)}
+    prompt = {
+        "token_ids": np.concatenate(
+            [to_numpy(ids)[:, :3], np.zeros((len(ids), 5), "int32")], axis=1
+        )
+    }
     prompt["padding_mask"] = np.arange(8)[None, :].repeat(len(ids), 0) < 3
     reused = gpt.generate(dict(prompt), stop_token_ids=None)
     monkeypatch.setattr(generation, "reused_casts", contextlib.nullcontext)

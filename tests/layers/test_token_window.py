@@ -8,8 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
+from tests.helpers import config_round_trip, keras_round_trip
 from zoo.layers import RandomTokenWindow
 
 LENGTHS = (10, 7, 3, 12)  # row 2 is shorter than the window
@@ -38,7 +37,8 @@ def test_training_windows_are_contiguous_slices_of_the_real_tokens():
             row = out[i]
             if n < 4:  # the whole short row, then padding
                 np.testing.assert_array_equal(
-                    row, list(100 * (i + 1) + np.arange(n)) + [0] * (4 - n))
+                    row, list(100 * (i + 1) + np.arange(n)) + [0] * (4 - n)
+                )
                 continue
             first = row[0] - 100 * (i + 1)
             np.testing.assert_array_equal(row, row[0] + np.arange(4))
@@ -52,7 +52,8 @@ def test_identity_at_inference_and_for_short_inputs():
     ids = _ids()
     np.testing.assert_array_equal(_numpy(RandomTokenWindow(4)(ids)), ids)
     np.testing.assert_array_equal(
-        _numpy(RandomTokenWindow(12)(ids, training=True)), ids)
+        _numpy(RandomTokenWindow(12)(ids, training=True)), ids
+    )
 
 
 def test_seeded_windows_repeat():
@@ -72,8 +73,11 @@ def test_in_a_model_training_sees_windows_and_prediction_whole_rows(tmp_path):
     assert np.isfinite(history.history["loss"]).all()
     loaded = keras_round_trip(model, tmp_path)
     assert loaded.get_layer("window").window == 4
-    np.testing.assert_allclose(loaded.predict(_ids(), verbose=0),
-                               model.predict(_ids(), verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        loaded.predict(_ids(), verbose=0),
+        model.predict(_ids(), verbose=0),
+        atol=1e-6,
+    )
 
 
 def test_config_round_trip_and_errors():

@@ -6,15 +6,19 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from tests.helpers import np_layer_norm
-from tests.helpers import np_multi_head_attention
-from tests.helpers import random_array
-from tests.helpers import to_numpy
-from zoo.layers import PositionalEmbedding
-from zoo.layers import TransformerDecoder
-from zoo.layers import TransformerEncoder
+from tests.helpers import (
+    config_round_trip,
+    keras_round_trip,
+    np_layer_norm,
+    np_multi_head_attention,
+    random_array,
+    to_numpy,
+)
+from zoo.layers import (
+    PositionalEmbedding,
+    TransformerDecoder,
+    TransformerEncoder,
+)
 
 ATOL = 1e-5
 HIDDEN, HEADS, INTERMEDIATE = 16, 4, 32
@@ -33,6 +37,7 @@ def _copy_by_name(source, target):
 
 # ---- NumPy reference of the course's block -------------------------------------
 
+
 def _np_encoder_block(x, layer, norm_first, mask=None):
     w = _weights_by_name(layer)
     attention = [
@@ -41,11 +46,27 @@ def _np_encoder_block(x, layer, norm_first, mask=None):
         for part in ("kernel", "bias")
     ]
     eps = layer.layer_norm_epsilon
-    ln1 = lambda h: np_layer_norm(h, w["self_attention_layer_norm/gamma"], w["self_attention_layer_norm/beta"], eps)
-    ln2 = lambda h: np_layer_norm(h, w["feedforward_layer_norm/gamma"], w["feedforward_layer_norm/beta"], eps)
-    mlp = lambda h: np.maximum(
-        h @ w["feedforward_intermediate_dense/kernel"] + w["feedforward_intermediate_dense/bias"], 0
-    ) @ w["feedforward_output_dense/kernel"] + w["feedforward_output_dense/bias"]
+    ln1 = lambda h: np_layer_norm(
+        h,
+        w["self_attention_layer_norm/gamma"],
+        w["self_attention_layer_norm/beta"],
+        eps,
+    )
+    ln2 = lambda h: np_layer_norm(
+        h,
+        w["feedforward_layer_norm/gamma"],
+        w["feedforward_layer_norm/beta"],
+        eps,
+    )
+    mlp = lambda h: (
+        np.maximum(
+            h @ w["feedforward_intermediate_dense/kernel"]
+            + w["feedforward_intermediate_dense/bias"],
+            0,
+        )
+        @ w["feedforward_output_dense/kernel"]
+        + w["feedforward_output_dense/bias"]
+    )
     mha = lambda h: np_multi_head_attention(h, h, attention, HEADS, mask)
     if norm_first:  # X = X + MHA(LN(X)); X = X + MLP(LN(X))
         x = x + mha(ln1(x))
@@ -66,9 +87,12 @@ def test_encoder_matches_numpy_block(norm_first):
 
 # ---- keras-hub equivalence ------------------------------------------------------
 
+
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_encoder_equals_keras_hub_with_copied_weights(norm_first):
-    ours = TransformerEncoder(HEADS, INTERMEDIATE, normalize_first=norm_first, activation="gelu")
+    ours = TransformerEncoder(
+        HEADS, INTERMEDIATE, normalize_first=norm_first, activation="gelu"
+    )
     theirs = keras_hub.layers.TransformerEncoder(
         INTERMEDIATE, HEADS, normalize_first=norm_first, activation="gelu"
     )
@@ -84,27 +108,40 @@ def test_encoder_equals_keras_hub_with_copied_weights(norm_first):
     )
 
 
-@pytest.mark.parametrize("cross", [False, True], ids=["decoder_only", "with_cross_attention"])
+@pytest.mark.parametrize(
+    "cross", [False, True], ids=["decoder_only", "with_cross_attention"]
+)
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_decoder_equals_keras_hub_with_copied_weights(cross, norm_first):
     ours = TransformerDecoder(HEADS, INTERMEDIATE, normalize_first=norm_first)
-    theirs = keras_hub.layers.TransformerDecoder(INTERMEDIATE, HEADS, normalize_first=norm_first)
+    theirs = keras_hub.layers.TransformerDecoder(
+        INTERMEDIATE, HEADS, normalize_first=norm_first
+    )
     y, enc = random_array((2, 6, HIDDEN), 0), random_array((2, 8, HIDDEN), 1)
     masks = {}
     args = (y,)
     if cross:
         args = (y, enc)
-        masks = {"encoder_padding_mask": np.array([[True] * 8, [True] * 5 + [False] * 3])}
+        masks = {
+            "encoder_padding_mask": np.array(
+                [[True] * 8, [True] * 5 + [False] * 3]
+            )
+        }
     ours(*args)
     theirs(*args)
     _copy_by_name(theirs, ours)
-    masks["decoder_padding_mask"] = np.array([[True] * 6, [True] * 4 + [False] * 2])
+    masks["decoder_padding_mask"] = np.array(
+        [[True] * 6, [True] * 4 + [False] * 2]
+    )
     np.testing.assert_allclose(
-        to_numpy(ours(*args, **masks)), to_numpy(theirs(*args, **masks)), atol=ATOL
+        to_numpy(ours(*args, **masks)),
+        to_numpy(theirs(*args, **masks)),
+        atol=ATOL,
     )
 
 
 # ---- masking and causality -------------------------------------------------------
+
 
 def test_encoder_padding_never_changes_real_positions():
     """Through a Keras mask from PositionalEmbedding: appending padding tokens
@@ -156,6 +193,7 @@ def test_decoder_encoder_padding_never_changes_outputs():
 
 # ---- cached decoding ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_decoder_only_cached_decoding_equals_full_pass(norm_first):
     decoder = TransformerDecoder(HEADS, INTERMEDIATE, norm_first=norm_first)
@@ -165,13 +203,17 @@ def test_decoder_only_cached_decoding_equals_full_pass(norm_first):
     steps = []
     for t in range(6):
         out, cache = decoder(
-            y[:, t : t + 1], self_attention_cache=cache, self_attention_cache_update_index=t
+            y[:, t : t + 1],
+            self_attention_cache=cache,
+            self_attention_cache_update_index=t,
         )
         steps.append(to_numpy(out))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=ATOL)
 
 
-@pytest.mark.parametrize("precompute", [True, False], ids=["compute_cache", "index_0"])
+@pytest.mark.parametrize(
+    "precompute", [True, False], ids=["compute_cache", "index_0"]
+)
 def test_encoder_decoder_cached_decoding_equals_full_pass(precompute):
     decoder = TransformerDecoder(HEADS, INTERMEDIATE)
     y, enc = random_array((2, 5, HIDDEN), 0), random_array((2, 7, HIDDEN), 1)
@@ -179,9 +221,15 @@ def test_encoder_decoder_cached_decoding_equals_full_pass(precompute):
     full = to_numpy(decoder(y, enc, encoder_padding_mask=enc_mask))
     self_cache = ops.zeros((2, 2, 5, HEADS, HIDDEN // HEADS))
     if precompute:
-        cross_cache, cross_index = decoder.compute_cross_attention_cache(enc), None
+        cross_cache, cross_index = (
+            decoder.compute_cross_attention_cache(enc),
+            None,
+        )
     else:
-        cross_cache, cross_index = ops.zeros((2, 2, 7, HEADS, HIDDEN // HEADS)), 0
+        cross_cache, cross_index = (
+            ops.zeros((2, 2, 7, HEADS, HIDDEN // HEADS)),
+            0,
+        )
     steps = []
     for t in range(5):
         out, self_cache, cross_cache = decoder(
@@ -199,6 +247,7 @@ def test_encoder_decoder_cached_decoding_equals_full_pass(precompute):
 
 # ---- scores, serialization, training, dtypes ---------------------------------------
 
+
 def test_encoder_returns_attention_scores_for_plots():
     encoder = TransformerEncoder(HEADS, INTERMEDIATE)
     x = random_array((2, 5, HIDDEN), 0)
@@ -208,13 +257,17 @@ def test_encoder_returns_attention_scores_for_plots():
     assert scores.shape == (2, HEADS, 5, 5)
     np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)
     assert np.all(scores[1, :, :, 3:] == 0)  # padded keys get no weight
-    np.testing.assert_allclose(to_numpy(out), to_numpy(encoder(x, padding_mask=padding)), atol=ATOL)
+    np.testing.assert_allclose(
+        to_numpy(out), to_numpy(encoder(x, padding_mask=padding)), atol=ATOL
+    )
 
 
 def test_decoder_returns_self_and_cross_scores():
     decoder = TransformerDecoder(HEADS, INTERMEDIATE)
     out, scores = decoder(
-        random_array((2, 4, HIDDEN), 0), random_array((2, 6, HIDDEN), 1), return_attention_scores=True
+        random_array((2, 4, HIDDEN), 0),
+        random_array((2, 6, HIDDEN), 1),
+        return_attention_scores=True,
     )
     assert tuple(scores["self_attention"].shape) == (2, HEADS, 4, 4)
     assert tuple(scores["cross_attention"].shape) == (2, HEADS, 4, 6)
@@ -224,9 +277,12 @@ def test_decoder_returns_self_and_cross_scores():
 def _seq2seq_model():
     source = keras.Input((None,), dtype="int32")
     target = keras.Input((None,), dtype="int32")
-    encoded = TransformerEncoder(HEADS, INTERMEDIATE)(PositionalEmbedding(30, 12, HIDDEN)(source))
+    encoded = TransformerEncoder(HEADS, INTERMEDIATE)(
+        PositionalEmbedding(30, 12, HIDDEN)(source)
+    )
     decoded = TransformerDecoder(HEADS, INTERMEDIATE, norm_first=True)(
-        PositionalEmbedding(30, 12, HIDDEN, positions="sinusoidal")(target), encoded
+        PositionalEmbedding(30, 12, HIDDEN, positions="sinusoidal")(target),
+        encoded,
     )
     return keras.Model([source, target], keras.layers.Dense(30)(decoded))
 
@@ -242,14 +298,24 @@ def test_seq2seq_model_keras_round_trip(tmp_path):
     inputs = _seq2seq_batch()
     expected = model.predict(inputs, verbose=0)
     loaded = keras_round_trip(model, tmp_path)
-    np.testing.assert_allclose(loaded.predict(inputs, verbose=0), expected, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded.predict(inputs, verbose=0), expected, atol=1e-6
+    )
 
 
-@pytest.mark.parametrize("layer_class", [TransformerEncoder, TransformerDecoder])
+@pytest.mark.parametrize(
+    "layer_class", [TransformerEncoder, TransformerDecoder]
+)
 def test_block_config_round_trip(layer_class):
     layer = layer_class(
-        num_heads=2, intermediate_dim=24, dropout=0.1, activation="gelu", norm_first=True,
-        layer_norm_epsilon=1e-6, kernel_initializer="he_normal", name="block",
+        num_heads=2,
+        intermediate_dim=24,
+        dropout=0.1,
+        activation="gelu",
+        norm_first=True,
+        layer_norm_epsilon=1e-6,
+        kernel_initializer="he_normal",
+        name="block",
         attention_dropout=0.0,
     )
     assert config_round_trip(layer).get_config() == layer.get_config()
@@ -262,7 +328,9 @@ def test_block_config_round_trip(layer_class):
 
 def test_one_training_step_on_seq2seq():
     model = _seq2seq_model()
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     source, target = _seq2seq_batch()
     before = [to_numpy(w) for w in model.trainable_weights]
     history = model.fit((source, target), target, epochs=1, verbose=0)
@@ -285,11 +353,18 @@ def test_dropout_is_active_only_in_training():
     encoder = TransformerEncoder(HEADS, INTERMEDIATE, dropout=0.5)
     x = random_array((2, 5, HIDDEN), 0)
     np.testing.assert_allclose(to_numpy(encoder(x)), to_numpy(encoder(x)))
-    assert np.abs(to_numpy(encoder(x, training=True)) - to_numpy(encoder(x))).max() > 1e-3
+    assert (
+        np.abs(to_numpy(encoder(x, training=True)) - to_numpy(encoder(x))).max()
+        > 1e-3
+    )
 
 
-@pytest.mark.parametrize("layer_class", [TransformerEncoder, TransformerDecoder])
-def test_attention_dropout_zero_trains_on_the_fused_kernel(layer_class, monkeypatch):
+@pytest.mark.parametrize(
+    "layer_class", [TransformerEncoder, TransformerDecoder]
+)
+def test_attention_dropout_zero_trains_on_the_fused_kernel(
+    layer_class, monkeypatch
+):
     """Attention-weight dropout needs the explicit softmax; without it a
     training call takes the fused kernel, and the residual dropout stays."""
     from zoo.layers import attention
@@ -297,23 +372,38 @@ def test_attention_dropout_zero_trains_on_the_fused_kernel(layer_class, monkeypa
     paths = []
     for name in ("_fused_attention", "_explicit_attention"):
         original = getattr(attention, name)
-        monkeypatch.setattr(attention, name, lambda *a, _f=original, _n=name, **k: (
-            paths.append(_n), _f(*a, **k))[1])
+        monkeypatch.setattr(
+            attention,
+            name,
+            lambda *a, _f=original, _n=name, **k: (
+                paths.append(_n),
+                _f(*a, **k),
+            )[1],
+        )
     x = random_array((2, 5, HIDDEN), 0)
     fused = layer_class(HEADS, INTERMEDIATE, dropout=0.5, attention_dropout=0.0)
     assert fused.attention_dropout == 0.0 and fused.dropout == 0.5
-    train_a, train_b = to_numpy(fused(x, training=True)), to_numpy(fused(x, training=True))
+    train_a, train_b = (
+        to_numpy(fused(x, training=True)),
+        to_numpy(fused(x, training=True)),
+    )
     assert paths == ["_fused_attention"] * 2
     assert np.abs(train_a - train_b).max() > 1e-3  # residual dropout
     paths.clear()
     layer_class(HEADS, INTERMEDIATE, dropout=0.5)(x, training=True)
-    assert paths == ["_explicit_attention"]  # default: dropout on the weights too
+    assert paths == [
+        "_explicit_attention"
+    ]  # default: dropout on the weights too
 
 
 def test_clear_errors():
-    with pytest.raises(ValueError, match=r"attention_dropout must be in \[0, 1\); got 1.0"):
+    with pytest.raises(
+        ValueError, match=r"attention_dropout must be in \[0, 1\); got 1.0"
+    ):
         TransformerEncoder(2, 8, attention_dropout=1.0)
-    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\); got -0.1"):
+    with pytest.raises(
+        ValueError, match=r"dropout must be in \[0, 1\); got -0.1"
+    ):
         TransformerDecoder(2, 8, dropout=-0.1)
     with pytest.raises(ValueError, match="multiple of num_heads"):
         TransformerEncoder(3, 8)(random_array((1, 4, 16)))
@@ -333,21 +423,35 @@ def test_padding_mask_of_the_wrong_length_is_a_clear_error():
     """A mask with one entry too few would otherwise fail deep inside the
     attention with a backend broadcasting message."""
     short = np.ones((1, 3), bool)
-    with pytest.raises(ValueError, match="3 entries on its k_len axis but the attention has k_len=4"):
+    with pytest.raises(
+        ValueError,
+        match="3 entries on its k_len axis but the attention has k_len=4",
+    ):
         TransformerEncoder(2, 8)(random_array((1, 4, 16)), padding_mask=short)
     decoder = TransformerDecoder(2, 8)
     target, source = random_array((1, 4, 16)), random_array((1, 5, 16))
     decoder(target, source)
-    with pytest.raises(ValueError, match="3 entries on its k_len axis but the attention has k_len=4"):
+    with pytest.raises(
+        ValueError,
+        match="3 entries on its k_len axis but the attention has k_len=4",
+    ):
         decoder(target, source, decoder_padding_mask=short)
-    with pytest.raises(ValueError, match="3 entries on its k_len axis but the attention has k_len=5"):
+    with pytest.raises(
+        ValueError,
+        match="3 entries on its k_len axis but the attention has k_len=5",
+    ):
         decoder(target, source, encoder_padding_mask=short)
     # With a cache the keys are the cache's positions, not the new token's.
     cache = ops.zeros((1, 2, 6, 2, 8))
-    with pytest.raises(ValueError, match="3 entries on its k_len axis but the attention has k_len=6"):
+    with pytest.raises(
+        ValueError,
+        match="3 entries on its k_len axis but the attention has k_len=6",
+    ):
         TransformerDecoder(2, 8)(
-            random_array((1, 1, 16)), decoder_padding_mask=short,
-            self_attention_cache=cache, self_attention_cache_update_index=0,
+            random_array((1, 1, 16)),
+            decoder_padding_mask=short,
+            self_attention_cache=cache,
+            self_attention_cache_update_index=0,
         )
 
 

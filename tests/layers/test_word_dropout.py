@@ -6,10 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import config_round_trip
-from tests.helpers import keras_round_trip
-from zoo.layers import AttentionPooling
-from zoo.layers import WordDropout
+from tests.helpers import config_round_trip, keras_round_trip
+from zoo.layers import AttentionPooling, WordDropout
 
 BATCH, SEQ, REAL = 256, 40, 30
 
@@ -114,7 +112,8 @@ def test_config_and_keras_file_round_trip(tmp_path):
     before = model.predict(ids, verbose=0)
     np.testing.assert_allclose(
         keras_round_trip(model, tmp_path).predict(ids, verbose=0),
-        before, atol=1e-6,
+        before,
+        atol=1e-6,
     )
 
 

@@ -6,11 +6,7 @@ file pass (`name`, `trainable`, `dtype`; a task's `compile`)."""
 import keras
 import pytest
 
-from zoo.models import bert
-from zoo.models import gpt
-from zoo.models import seq2seq
-from zoo.models import text_classifier
-from zoo.models import vit
+from zoo.models import bert, gpt, seq2seq, text_classifier, vit
 from zoo.models.arguments import check_model_kwargs
 
 VOCAB = 50
@@ -19,21 +15,36 @@ VOCAB = 50
 def backbones():
     return {
         "gpt": lambda **kw: gpt.GPTBackbone.from_preset("smoke", VOCAB, **kw),
-        "bert": lambda **kw: bert.BertBackbone.from_preset("smoke", VOCAB, **kw),
+        "bert": lambda **kw: bert.BertBackbone.from_preset(
+            "smoke", VOCAB, **kw
+        ),
         "vit": lambda **kw: vit.ViTBackbone.from_preset("smoke", **kw),
         "transformer_seq2seq": lambda **kw: seq2seq.TransformerSeq2SeqBackbone(
-            VOCAB, num_layers=1, num_heads=2, hidden_dim=8,
-            intermediate_dim=8, **kw),
+            VOCAB,
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=8,
+            intermediate_dim=8,
+            **kw,
+        ),
         "rnn_seq2seq": lambda **kw: seq2seq.RNNSeq2SeqBackbone(
-            VOCAB, embedding_dim=8, encoder_units=4, decoder_units=8,
-            attention_units=4, **kw),
+            VOCAB,
+            embedding_dim=8,
+            encoder_units=4,
+            decoder_units=8,
+            attention_units=4,
+            **kw,
+        ),
         "mean": lambda **kw: text_classifier.MeanPoolingBackbone(VOCAB, **kw),
         "attention": lambda **kw: text_classifier.AttentionPoolingBackbone(
-            VOCAB, **kw),
+            VOCAB, **kw
+        ),
         "rnn": lambda **kw: text_classifier.RecurrentAttentionBackbone(
-            VOCAB, **kw),
+            VOCAB, **kw
+        ),
         "transformer": lambda **kw: text_classifier.TransformerEncoderBackbone(
-            VOCAB, sequence_length=8, **kw),
+            VOCAB, sequence_length=8, **kw
+        ),
     }
 
 
@@ -50,9 +61,12 @@ TASKS = {
 @pytest.mark.parametrize("name", sorted(backbones()))
 def test_backbones_refuse_unknown_arguments(name):
     build = backbones()[name]
-    with pytest.raises(TypeError, match=r"got an unexpected keyword argument "
-                                        r"'hiden_dim'; it takes .*dtype, name, "
-                                        r"trainable\."):
+    with pytest.raises(
+        TypeError,
+        match=r"got an unexpected keyword argument "
+        r"'hiden_dim'; it takes .*dtype, name, "
+        r"trainable\.",
+    ):
         build(hiden_dim=8)
     backbone = build(name="mine", trainable=False, dtype="float32")
     assert (backbone.name, backbone.trainable) == ("mine", False)
@@ -65,10 +79,13 @@ def test_backbones_refuse_unknown_arguments(name):
 def test_tasks_refuse_unknown_arguments(name):
     cls, backbone_name = TASKS[name]
     backbone = backbones()[backbone_name]()
-    with pytest.raises(TypeError, match=f"{cls.__name__} got unexpected "
-                                        r"keyword arguments 'numclasses', "
-                                        r"'drop'; it takes backbone, "
-                                        r"preprocessor.*compile\."):
+    with pytest.raises(
+        TypeError,
+        match=f"{cls.__name__} got unexpected "
+        r"keyword arguments 'numclasses', "
+        r"'drop'; it takes backbone, "
+        r"preprocessor.*compile\.",
+    ):
         cls(backbone, numclasses=3, drop=0.1)
     task = cls(backbone, name="task", compile=False)
     assert task.name == "task" and not task.compiled
@@ -80,8 +97,11 @@ def test_the_message_lists_what_a_subclass_takes():
             check_model_kwargs(self, kwargs)
             super().__init__(**kwargs)
 
-    with pytest.raises(TypeError, match=r"Plain got an unexpected keyword "
-                                        r"argument 'widht'; it takes width, "
-                                        r"name, trainable, dtype\."):
+    with pytest.raises(
+        TypeError,
+        match=r"Plain got an unexpected keyword "
+        r"argument 'widht'; it takes width, "
+        r"name, trainable, dtype\.",
+    ):
         Plain(widht=4)
     Plain(width=4, name="plain")

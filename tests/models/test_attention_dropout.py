@@ -13,17 +13,19 @@ SMALL = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32)
 BACKBONES = {
     "gpt": lambda **k: GPTBackbone(40, sequence_length=8, **SMALL, **k),
     "bert": lambda **k: BertBackbone(40, max_sequence_length=8, **SMALL, **k),
-    "vit": lambda **k: ViTBackbone(image_size=(8, 8), patch_size=4, **SMALL,
-                                   **k),
+    "vit": lambda **k: ViTBackbone(
+        image_size=(8, 8), patch_size=4, **SMALL, **k
+    ),
     "seq2seq": lambda **k: TransformerSeq2SeqBackbone(
-        40, encoder_sequence_length=8, decoder_sequence_length=8, **SMALL,
-        **k),
+        40, encoder_sequence_length=8, decoder_sequence_length=8, **SMALL, **k
+    ),
 }
 
 
 def _blocks(backbone):
     return getattr(backbone, "transformer_layers", None) or (
-        backbone.encoder_layers + backbone.decoder_layers)
+        backbone.encoder_layers + backbone.decoder_layers
+    )
 
 
 def _attention_rates(backbone):

@@ -7,18 +7,21 @@ import numpy as np
 import pytest
 
 from tests.helpers import to_numpy
-from zoo.models import GPTBackbone
 from tests.models.test_portable import text_classifier
+from zoo.models import GPTBackbone
 
 
 def backbone():
-    return GPTBackbone(20, num_layers=1, num_heads=2, hidden_dim=8,
-                       sequence_length=8)
+    return GPTBackbone(
+        20, num_layers=1, num_heads=2, hidden_dim=8, sequence_length=8
+    )
 
 
 def ids(length):
-    return {"token_ids": np.ones((2, length), "int32"),
-            "padding_mask": np.ones((2, length), "int32")}
+    return {
+        "token_ids": np.ones((2, length), "int32"),
+        "padding_mask": np.ones((2, length), "int32"),
+    }
 
 
 def test_a_predict_that_raised_leaves_the_weights_in_place():
@@ -48,8 +51,15 @@ def test_a_fit_that_raised_keeps_the_steps_it_finished():
     task.compile(optimizer=keras.optimizers.SGD(0.5))
     initial = [to_numpy(w).copy() for w in task.backbone.weights]
     with pytest.raises(RuntimeError, match="interrupted"):
-        task.fit(x, y, batch_size=1, epochs=1, shuffle=False, verbose=0,
-                 callbacks=[StopAfter(2)])
+        task.fit(
+            x,
+            y,
+            batch_size=1,
+            epochs=1,
+            shuffle=False,
+            verbose=0,
+            callbacks=[StopAfter(2)],
+        )
     trained = [to_numpy(w) for w in task.backbone.weights]
     assert any(not np.array_equal(a, b) for a, b in zip(initial, trained))
     assert int(to_numpy(task.optimizer.iterations)) == 2

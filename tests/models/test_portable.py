@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from zoo.data.tokenizers import CharacterTokenizer
-from zoo.models import GPT
-from zoo.models import AttentionPoolingBackbone
-from zoo.models import GPTBackbone
-from zoo.models import GPTPreprocessor
-from zoo.models import TextClassifier
-from zoo.models import TextClassifierPreprocessor
+from zoo.models import (
+    GPT,
+    AttentionPoolingBackbone,
+    GPTBackbone,
+    GPTPreprocessor,
+    TextClassifier,
+    TextClassifierPreprocessor,
+)
 
 TEXTS = ["a wonderful film", "a dull film", "wonderful", "dull and boring"]
 
@@ -24,18 +26,26 @@ TEXTS = ["a wonderful film", "a dull film", "wonderful", "dull and boring"]
 def text_classifier(**kwargs):
     preprocessor = TextClassifierPreprocessor(max_tokens=20, sequence_length=6)
     preprocessor.adapt(TEXTS)
-    backbone = AttentionPoolingBackbone(preprocessor.vocabulary_size, 4,
-                                        **kwargs)
-    return TextClassifier(backbone, preprocessor, **kwargs), TEXTS, np.array(
-        [1, 0, 1, 0], "float32"
+    backbone = AttentionPoolingBackbone(
+        preprocessor.vocabulary_size, 4, **kwargs
+    )
+    return (
+        TextClassifier(backbone, preprocessor, **kwargs),
+        TEXTS,
+        np.array([1, 0, 1, 0], "float32"),
     )
 
 
 def gpt(**kwargs):
     tokenizer = CharacterTokenizer.from_text(" ".join(TEXTS))
     backbone = GPTBackbone(
-        tokenizer.vocabulary_size(), num_layers=1, num_heads=2,
-        hidden_dim=8, intermediate_dim=16, sequence_length=12, **kwargs
+        tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        sequence_length=12,
+        **kwargs,
     )
     return GPT(backbone, GPTPreprocessor(tokenizer, 12)), TEXTS, None
 
@@ -91,19 +101,26 @@ def test_a_reloaded_task_resumes_with_its_optimizer_state(make, tmp_path):
         warnings.simplefilter("error", UserWarning)  # no skipped state
         loaded = keras.saving.load_model(path)
     assert int(keras.ops.convert_to_numpy(loaded.optimizer.iterations)) == 1
-    for saved, restored in zip(task.optimizer.variables,
-                               loaded.optimizer.variables):
-        np.testing.assert_array_equal(keras.ops.convert_to_numpy(saved),
-                                      keras.ops.convert_to_numpy(restored))
+    for saved, restored in zip(
+        task.optimizer.variables, loaded.optimizer.variables
+    ):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(saved),
+            keras.ops.convert_to_numpy(restored),
+        )
     for model in (task, loaded):
         model.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0)
     for a, b in zip(task.backbone.weights, loaded.backbone.weights):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(a),
-                                   keras.ops.convert_to_numpy(b), atol=1e-6)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(a),
+            keras.ops.convert_to_numpy(b),
+            atol=1e-6,
+        )
 
 
 def test_a_file_saved_before_training_loads_without_optimizer_warnings(
-        tmp_path):
+    tmp_path,
+):
     """As the shipped models are: compiled, never trained."""
     task, _, _ = text_classifier()
     task.compile()

@@ -10,8 +10,14 @@ from zoo.models import presets
 
 def test_every_family_and_preset_is_listed_with_its_description():
     listed = zoo.models.list_presets()
-    assert sorted(listed) == ["bert", "captioning", "gpt", "seq2seq",
-                              "text classifier", "vit"]
+    assert sorted(listed) == [
+        "bert",
+        "captioning",
+        "gpt",
+        "seq2seq",
+        "text classifier",
+        "vit",
+    ]
     for family, names in listed.items():
         assert names, family
         assert all(isinstance(d, str) and d for d in names.values()), family

@@ -10,13 +10,13 @@ import pytest
 
 from zoo.accelerator import compiling
 from zoo.models.bert import BertBackbone
-from zoo.models.gpt import GPT
-from zoo.models.gpt import GPTBackbone
+from zoo.models.gpt import GPT, GPTBackbone
 from zoo.models.seq2seq import TransformerSeq2SeqBackbone
 from zoo.models.vit import ViTBackbone
 
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "torch",
-                                reason="torch.compile: PyTorch only")
+pytestmark = pytest.mark.skipif(
+    keras.backend.backend() != "torch", reason="torch.compile: PyTorch only"
+)
 SMALL = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32)
 
 
@@ -26,8 +26,9 @@ def _graphs(function, *args):
 
     function(*args)
     explained = torch._dynamo.explain(function)(*args)
-    return explained.graph_count, [b.reason.splitlines()[0]
-                                   for b in explained.break_reasons]
+    return explained.graph_count, [
+        b.reason.splitlines()[0] for b in explained.break_reasons
+    ]
 
 
 def _ids_and_mask():
@@ -44,23 +45,36 @@ def _forward(family):
 
     ids, mask = _ids_and_mask()
     if family == "gpt":
-        model = GPTBackbone(40, sequence_length=8, dropout=0.1,
-                            attention_dropout=0.0, **SMALL)
+        model = GPTBackbone(
+            40, sequence_length=8, dropout=0.1, attention_dropout=0.0, **SMALL
+        )
         inputs = {"token_ids": ids, "padding_mask": mask}
     elif family == "bert":
-        model = BertBackbone(40, max_sequence_length=8, attention_dropout=0.0,
-                             **SMALL)
-        inputs = {"token_ids": ids, "segment_ids": torch.zeros_like(ids),
-                  "padding_mask": mask}
+        model = BertBackbone(
+            40, max_sequence_length=8, attention_dropout=0.0, **SMALL
+        )
+        inputs = {
+            "token_ids": ids,
+            "segment_ids": torch.zeros_like(ids),
+            "padding_mask": mask,
+        }
     elif family == "vit":  # no mask: the unmasked attention path
         model = ViTBackbone(image_size=(8, 8), patch_size=4, **SMALL)
         inputs = torch.rand(2, 8, 8, 1)
     else:
         model = TransformerSeq2SeqBackbone(
-            40, encoder_sequence_length=8, decoder_sequence_length=8,
-            attention_dropout=0.0, **SMALL)
-        inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask,
-                  "decoder_token_ids": ids, "decoder_padding_mask": mask}
+            40,
+            encoder_sequence_length=8,
+            decoder_sequence_length=8,
+            attention_dropout=0.0,
+            **SMALL,
+        )
+        inputs = {
+            "encoder_token_ids": ids,
+            "encoder_padding_mask": mask,
+            "decoder_token_ids": ids,
+            "decoder_padding_mask": mask,
+        }
     return lambda: model(inputs, training=True)
 
 
@@ -86,14 +100,17 @@ def test_one_graph_even_when_compiling_comes_first(monkeypatch):
 
 
 def test_a_cached_decode_step_is_one_graph():
-    gpt = GPT(GPTBackbone(40, sequence_length=16, **SMALL),
-              preprocessor=None)
+    gpt = GPT(GPTBackbone(40, sequence_length=16, **SMALL), preprocessor=None)
     steps = []
     step = gpt.call_with_cache
     gpt.call_with_cache = lambda *a: steps.append(a) or step(*a)
-    gpt.generate({"token_ids": np.ones((1, 12), "int32"),
-                  "padding_mask": np.arange(12)[None] < 6},
-                 stop_token_ids=None)
+    gpt.generate(
+        {
+            "token_ids": np.ones((1, 12), "int32"),
+            "padding_mask": np.arange(12)[None] < 6,
+        },
+        stop_token_ids=None,
+    )
     assert len(steps) > 2
     assert _graphs(step, *steps[2]) == (1, [])
 
@@ -107,8 +124,11 @@ def _compiled_generation(generate):
     counters = torch._dynamo.utils.counters
     counters.clear()
     outputs = generate()
-    return (outputs, int(counters["stats"]["unique_graphs"]),
-            sum(counters["graph_break"].values()))
+    return (
+        outputs,
+        int(counters["stats"]["unique_graphs"]),
+        sum(counters["graph_break"].values()),
+    )
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
@@ -116,26 +136,37 @@ def test_jit_compile_compiles_the_decode_step_as_one_graph(policy):
     # The position moves every step; it stays a tensor inside the graph
     # (before: an int, and the step split into many graphs once it became
     # symbolic).
-    gpt = GPT(GPTBackbone(40, sequence_length=16, dtype=policy, **SMALL),
-              preprocessor=None)
+    gpt = GPT(
+        GPTBackbone(40, sequence_length=16, dtype=policy, **SMALL),
+        preprocessor=None,
+    )
     rng = np.random.default_rng(0)
-    prompts = [{"token_ids": rng.integers(1, 40, (2, 16)).astype("int32"),
-                "padding_mask": np.arange(16)[None] < np.array([[3], [6]])}
-               for _ in range(2)]
+    prompts = [
+        {
+            "token_ids": rng.integers(1, 40, (2, 16)).astype("int32"),
+            "padding_mask": np.arange(16)[None] < np.array([[3], [6]]),
+        }
+        for _ in range(2)
+    ]
     eager = [gpt.generate(dict(p), stop_token_ids=None) for p in prompts]
     gpt.compile(jit_compile=True)
     compiled, graphs, breaks = _compiled_generation(
-        lambda: [gpt.generate(dict(p), stop_token_ids=None) for p in prompts])
+        lambda: [gpt.generate(dict(p), stop_token_ids=None) for p in prompts]
+    )
     assert (graphs, breaks) == (1, 0)  # one shape: one graph for both calls
     if policy == "float32":  # bfloat16 rounds differently once fused
         for a, b in zip(compiled, eager):
             np.testing.assert_array_equal(a["token_ids"], b["token_ids"])
-    _, graphs, _ = _compiled_generation(lambda: gpt.generate(
-        dict(prompts[0]), stop_token_ids=None, sampler="beam", num_beams=2))
+    _, graphs, _ = _compiled_generation(
+        lambda: gpt.generate(
+            dict(prompts[0]), stop_token_ids=None, sampler="beam", num_beams=2
+        )
+    )
     assert graphs == 1
     gpt.compile(jit_compile=False)  # compile again: eager decoding
     _, graphs, _ = _compiled_generation(
-        lambda: gpt.generate(dict(prompts[0]), stop_token_ids=None))
+        lambda: gpt.generate(dict(prompts[0]), stop_token_ids=None)
+    )
     assert graphs == 0
 
 
@@ -148,13 +179,15 @@ def test_a_step_torch_compile_cannot_build_decodes_eagerly(monkeypatch):
     def broken_compile(function):
         def compiled(*args):
             raise RuntimeError("InductorError: no working C++ compiler")
+
         return compiled
 
     monkeypatch.setattr(generation, "compile_function", broken_compile)
-    gpt = GPT(GPTBackbone(40, sequence_length=16, **SMALL),
-              preprocessor=None)
-    prompt = {"token_ids": np.ones((1, 16), "int32"),
-              "padding_mask": np.arange(16)[None] < 4}
+    gpt = GPT(GPTBackbone(40, sequence_length=16, **SMALL), preprocessor=None)
+    prompt = {
+        "token_ids": np.ones((1, 16), "int32"),
+        "padding_mask": np.arange(16)[None] < 4,
+    }
     eager = gpt.generate(dict(prompt), stop_token_ids=None)
     gpt.compile(jit_compile=True)
     with pytest.warns(RuntimeWarning, match="decoding eagerly") as caught:
@@ -169,8 +202,7 @@ def test_a_step_torch_compile_cannot_build_decodes_eagerly(monkeypatch):
 
 @pytest.mark.parametrize("kind", ["transformer", "rnn"])
 def test_jit_compile_compiles_the_translators_decode_step(kind):
-    from tests.models.seq2seq.test_translator import GERMAN
-    from tests.models.seq2seq.test_translator import translator
+    from tests.models.seq2seq.test_translator import GERMAN, translator
 
     model = translator(kind)
     sources = GERMAN[:3]
@@ -178,8 +210,8 @@ def test_jit_compile_compiles_the_translators_decode_step(kind):
     eager = [model.generate(sources, max_length=12, **o) for o in options]
     model.compile(jit_compile=True)
     compiled, graphs, breaks = _compiled_generation(
-        lambda: [model.generate(sources, max_length=12, **o)
-                 for o in options])
+        lambda: [model.generate(sources, max_length=12, **o) for o in options]
+    )
     assert compiled == eager
     assert (graphs, breaks) == (2, 0)  # greedy's batch and beam's
 

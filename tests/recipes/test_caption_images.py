@@ -17,17 +17,32 @@ from zoo.saving import load_model
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
-    monkeypatch.setattr(keras.utils, "get_file",
-                        lambda *a, **k: pytest.fail("the test downloads"))
+    monkeypatch.setattr(
+        keras.utils,
+        "get_file",
+        lambda *a, **k: pytest.fail("the test downloads"),
+    )
 
 
 @pytest.mark.parametrize("dataset", caption_images.DATASETS)
 def test_smoke_trains_measures_and_the_saved_model_captions_raw_images(
-        dataset, tmp_path):
+    dataset, tmp_path
+):
     out = tmp_path / "out"
-    metrics = caption_images.main(["--smoke", "--dataset", dataset,
-                                   "--beam", "2", "--verbose", "0",
-                                   "--keep-best", "--output-dir", str(out)])
+    metrics = caption_images.main(
+        [
+            "--smoke",
+            "--dataset",
+            dataset,
+            "--beam",
+            "2",
+            "--verbose",
+            "0",
+            "--keep-best",
+            "--output-dir",
+            str(out),
+        ]
+    )
     assert 1 <= metrics["kept_epoch"] <= metrics["epochs"]
     written = json.loads((out / "metrics.json").read_text())
     assert written["validation_bleu_4"] == metrics["validation_bleu_4"]
@@ -51,14 +66,25 @@ def test_smoke_trains_measures_and_the_saved_model_captions_raw_images(
 
 
 @pytest.mark.one_backend
-def test_a_local_flickr8k_folder_and_an_interrupted_run(tmp_path,
-                                                        monkeypatch):
+def test_a_local_flickr8k_folder_and_an_interrupted_run(tmp_path, monkeypatch):
     folder = write_flickr8k(tmp_path / "flickr8k", with_test=True)
-    argv = ["--data-dir", str(folder), "--preset", "smoke", "--epochs", "2",
-            "--beam", "1", "--verbose", "0",
-            "--output-dir", str(tmp_path / "out")]
-    run_interrupted_after_first_epoch(monkeypatch,
-                                      lambda: caption_images.main(argv))
+    argv = [
+        "--data-dir",
+        str(folder),
+        "--preset",
+        "smoke",
+        "--epochs",
+        "2",
+        "--beam",
+        "1",
+        "--verbose",
+        "0",
+        "--output-dir",
+        str(tmp_path / "out"),
+    ]
+    run_interrupted_after_first_epoch(
+        monkeypatch, lambda: caption_images.main(argv)
+    )
     assert (tmp_path / "out" / "backup").is_dir()
     with pytest.raises(SystemExit, match="--resume"):
         caption_images.main(argv)
@@ -71,9 +97,16 @@ def test_a_local_flickr8k_folder_and_an_interrupted_run(tmp_path,
 
 def test_missing_data_is_one_clear_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        caption_images.main(["--data-dir", str(tmp_path / "none"),
-                             "--preset", "smoke",
-                             "--output-dir", str(tmp_path / "out")])
+        caption_images.main(
+            [
+                "--data-dir",
+                str(tmp_path / "none"),
+                "--preset",
+                "smoke",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ]
+        )
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "none" in error[0]
@@ -82,54 +115,94 @@ def test_missing_data_is_one_clear_line(tmp_path, capsys):
 def test_presets_flags_and_help(capsys):
     args = caption_images.parse_args([])
     assert args.preset == "flickr8k_lstm" and args.model == "lstm"
-    args = caption_images.parse_args(["--model", "transformer", "--dataset",
-                                      "digits"])
+    args = caption_images.parse_args(
+        ["--model", "transformer", "--dataset", "digits"]
+    )
     assert args.preset == "digits_transformer"
-    assert caption_images.parse_args(["--smoke", "--dataset", "digits"]
-                                     ).preset == "digits_smoke"
-    args = caption_images.parse_args(["--preset", "flickr8k_lstm_scratch",
-                                      "--epochs", "3", "--hidden-dim", "64"])
+    assert (
+        caption_images.parse_args(["--smoke", "--dataset", "digits"]).preset
+        == "digits_smoke"
+    )
+    args = caption_images.parse_args(
+        [
+            "--preset",
+            "flickr8k_lstm_scratch",
+            "--epochs",
+            "3",
+            "--hidden-dim",
+            "64",
+        ]
+    )
     assert args.epochs == 3 and args.hidden_dim == 64
     with pytest.raises(SystemExit):
-        caption_images.parse_args(["--model", "lstm", "--preset",
-                                   "flickr8k_transformer"])
+        caption_images.parse_args(
+            ["--model", "lstm", "--preset", "flickr8k_transformer"]
+        )
     assert "disagree" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         caption_images.parse_args(["--epochs", "0"])
     with pytest.raises(SystemExit):
         caption_images.main(["--help"])
     text = capsys.readouterr().out
-    for flag in ("--dataset", "--data-dir", "--data", "--preset", "--beam",
-                 "--resume", "--max-minutes", "--mixed-precision", "--ship",
-                 "--smoke", "--seed", "--batch-size"):
+    for flag in (
+        "--dataset",
+        "--data-dir",
+        "--data",
+        "--preset",
+        "--beam",
+        "--resume",
+        "--max-minutes",
+        "--mixed-precision",
+        "--ship",
+        "--smoke",
+        "--seed",
+        "--batch-size",
+    ):
         assert flag in text
 
 
 def test_bleu_against_every_reference():
-    references = [["a dog runs", "the dog runs", "a dog is running"],
-                  ["two men", "two men talk", "men are talking"]]
-    perfect = caption_images.bleu_scores(["a dog runs", "two men talk"],
-                                         references)
+    references = [
+        ["a dog runs", "the dog runs", "a dog is running"],
+        ["two men", "two men talk", "men are talking"],
+    ]
+    perfect = caption_images.bleu_scores(
+        ["a dog runs", "two men talk"], references
+    )
     assert perfect["bleu_1"] == perfect["bleu_2"] == 100.0
-    scores = caption_images.bleu_scores(["a cat sleeps", "a car"],
-                                        references)
+    scores = caption_images.bleu_scores(["a cat sleeps", "a car"], references)
     assert scores["bleu_1"] < 50
 
 
 @pytest.mark.one_backend
-@pytest.mark.skipif(keras.backend.backend() != "jax",
-                    reason="one backend is enough for the encoder choice")
-def test_a_keras_applications_encoder_is_frozen_and_its_grid_cached(
-        tmp_path):
+@pytest.mark.skipif(
+    keras.backend.backend() != "jax",
+    reason="one backend is enough for the encoder choice",
+)
+def test_a_keras_applications_encoder_is_frozen_and_its_grid_cached(tmp_path):
     out = tmp_path / "out"
-    metrics = caption_images.main([
-        "--smoke", "--keras-application", "MobileNetV2", "--encoder-weights",
-        "random", "--epochs", "1", "--beam", "1", "--verbose", "0",
-        "--output-dir", str(out)])
+    metrics = caption_images.main(
+        [
+            "--smoke",
+            "--keras-application",
+            "MobileNetV2",
+            "--encoder-weights",
+            "random",
+            "--epochs",
+            "1",
+            "--beam",
+            "1",
+            "--verbose",
+            "0",
+            "--output-dir",
+            str(out),
+        ]
+    )
     assert metrics["encoder"] == "KerasApplicationsEncoder"
     assert not metrics["encoder_trainable"]
     cached = list((tmp_path / "cache").glob("features-*MobileNetV2*.npy"))
     assert len(cached) == 2  # train and validation grids, computed once
     model = load_model(out / "caption_flickr8k.keras")
     assert type(model.backbone.image_encoder).__name__ == (
-        "KerasApplicationsEncoder")
+        "KerasApplicationsEncoder"
+    )

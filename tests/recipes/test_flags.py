@@ -6,12 +6,14 @@ import argparse
 
 import pytest
 
-from recipes import caption_images
-from recipes import check_backends
-from recipes import flags
-from recipes import gpt_text
-from recipes import imdb_attention
-from recipes import imdb_cross_validate
+from recipes import (
+    caption_images,
+    check_backends,
+    flags,
+    gpt_text,
+    imdb_attention,
+    imdb_cross_validate,
+)
 
 
 def test_types_accept_the_valid_range_and_reject_the_rest():
@@ -35,22 +37,29 @@ def test_types_accept_the_valid_range_and_reject_the_rest():
             parse(text)
 
 
-@pytest.mark.parametrize("module, argv, flag", [
-    (imdb_attention, ["--epochs", "0"], "--epochs"),
-    (imdb_attention, ["--batch-size", "0"], "--batch-size"),
-    (imdb_attention, ["--max-length", "0"], "--max-length"),
-    (imdb_attention, ["--vocab-size", "2"], "--vocab-size"),
-    (imdb_attention, ["--dropout", "1.5"], "--dropout"),
-    (imdb_attention, ["--ngrams", "0"], "--ngrams"),
-    (imdb_attention, ["--validation-fraction", "1"], "--validation-fraction"),
-    (gpt_text, ["--batch-size", "0"], "--batch-size"),
-    (gpt_text, ["--sequence-length", "1"], "--sequence-length"),
-    (gpt_text, ["--learning-rate", "0"], "--learning-rate"),
-    (gpt_text, ["--dropout", "1"], "--dropout"),
-    (imdb_cross_validate, ["--folds", "1"], "--folds"),
-    (check_backends, ["gpt_text", "--steps", "-1"], "--steps"),
-    (check_backends, ["gpt_text", "--timeout", "-5"], "--timeout"),
-])
+@pytest.mark.parametrize(
+    "module, argv, flag",
+    [
+        (imdb_attention, ["--epochs", "0"], "--epochs"),
+        (imdb_attention, ["--batch-size", "0"], "--batch-size"),
+        (imdb_attention, ["--max-length", "0"], "--max-length"),
+        (imdb_attention, ["--vocab-size", "2"], "--vocab-size"),
+        (imdb_attention, ["--dropout", "1.5"], "--dropout"),
+        (imdb_attention, ["--ngrams", "0"], "--ngrams"),
+        (
+            imdb_attention,
+            ["--validation-fraction", "1"],
+            "--validation-fraction",
+        ),
+        (gpt_text, ["--batch-size", "0"], "--batch-size"),
+        (gpt_text, ["--sequence-length", "1"], "--sequence-length"),
+        (gpt_text, ["--learning-rate", "0"], "--learning-rate"),
+        (gpt_text, ["--dropout", "1"], "--dropout"),
+        (imdb_cross_validate, ["--folds", "1"], "--folds"),
+        (check_backends, ["gpt_text", "--steps", "-1"], "--steps"),
+        (check_backends, ["gpt_text", "--timeout", "-5"], "--timeout"),
+    ],
+)
 def test_impossible_values_are_one_argparse_error(module, argv, flag, capsys):
     with pytest.raises(SystemExit) as exit_info:
         module.parse_args(argv)
@@ -63,10 +72,17 @@ class _Captured(Exception):
     pass
 
 
-@pytest.mark.parametrize("module", [
-    imdb_attention, gpt_text, imdb_cross_validate, check_backends,
-    caption_images,
-], ids=lambda m: m.__name__.split(".")[-1])
+@pytest.mark.parametrize(
+    "module",
+    [
+        imdb_attention,
+        gpt_text,
+        imdb_cross_validate,
+        check_backends,
+        caption_images,
+    ],
+    ids=lambda m: m.__name__.split(".")[-1],
+)
 def test_help_explains_every_flag(module, monkeypatch):
     """`--help` says what each flag does (not just its name and default)."""
     parsers = []
@@ -86,16 +102,25 @@ def test_help_explains_every_flag(module, monkeypatch):
     assert unexplained == []
 
 
-@pytest.mark.parametrize("recipe", ["imdb_attention", "gpt_text", "translate",
-                                    "bert_imdb", "vit_images",
-                                    "caption_images"])
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "imdb_attention",
+        "gpt_text",
+        "translate",
+        "bert_imdb",
+        "vit_images",
+        "caption_images",
+    ],
+)
 def test_every_recipe_takes_the_accelerator_flags(recipe):
     import importlib
 
     module = importlib.import_module(f"recipes.{recipe}")
     prefix = ["finetune"] if recipe == "bert_imdb" else []
-    args = module.parse_args(prefix + ["--mixed-precision", "--no-tf32",
-                                       "--distribute", "data"])
+    args = module.parse_args(
+        prefix + ["--mixed-precision", "--no-tf32", "--distribute", "data"]
+    )
     assert args.mixed_precision == "bfloat16"  # the flag alone
     assert args.tf32 is False and args.distribute == "data"
     assert args.model_parallel == 2
@@ -106,16 +131,16 @@ def test_every_recipe_takes_the_accelerator_flags(recipe):
 def test_setup_accelerators_sets_the_policy_and_refuses_bad_batches(capsys):
     import keras
 
-    args = argparse.Namespace(mixed_precision="float16", tf32=True,
-                              distribute=None, model_parallel=2)
+    args = argparse.Namespace(
+        mixed_precision="float16", tf32=True, distribute=None, model_parallel=2
+    )
     try:
         flags.setup_accelerators(args, batch_size=3)
         assert keras.config.dtype_policy().name == "mixed_float16"
         # Keras wraps the optimizer for dynamic loss scaling.
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         model.compile(optimizer="adam", loss="mse")
-        assert isinstance(model.optimizer,
-                          keras.optimizers.LossScaleOptimizer)
+        assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     finally:
         keras.config.set_dtype_policy("float32")
     if keras.backend.backend() == "torch":
@@ -124,9 +149,18 @@ def test_setup_accelerators_sets_the_policy_and_refuses_bad_batches(capsys):
             flags.setup_accelerators(args, batch_size=4)
 
 
-@pytest.mark.parametrize("recipe", ["imdb_attention", "gpt_text", "translate",
-                                    "bert_imdb", "vit_images",
-                                    "imdb_cross_validate", "check_backends"])
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "imdb_attention",
+        "gpt_text",
+        "translate",
+        "bert_imdb",
+        "vit_images",
+        "imdb_cross_validate",
+        "check_backends",
+    ],
+)
 def test_help_states_each_default_once(recipe, capsys):
     """A flag whose help explains its default got argparse's own after it:
     "(default: attention) (default: None)"."""
@@ -136,10 +170,12 @@ def test_help_states_each_default_once(recipe, capsys):
     module = importlib.import_module(f"recipes.{recipe}")
     argv = (["finetune"] if recipe == "bert_imdb" else []) + ["--help"]
     with pytest.raises(SystemExit):
-        (module.parse_args if hasattr(module, "parse_args")
-         else module.main)(argv)
+        (module.parse_args if hasattr(module, "parse_args") else module.main)(
+            argv
+        )
     text = capsys.readouterr().out
     entries = re.split(r"\n  (?=-)", text)
-    doubled = [e.split()[0] for e in entries
-               if len(re.findall(r"\(default:", e)) > 1]
+    doubled = [
+        e.split()[0] for e in entries if len(re.findall(r"\(default:", e)) > 1
+    ]
     assert doubled == []

@@ -39,14 +39,27 @@ def smoke_runs(tmp_path_factory):
     def run(model):
         if model not in done:
             folder = tmp_path_factory.mktemp(f"translate_{model}")
-            argv = ["--smoke", "--model", model, "--epochs", "2", "--beam",
-                    "2", "--verbose", "0", "--output-dir", str(folder / "out")]
+            argv = [
+                "--smoke",
+                "--model",
+                model,
+                "--epochs",
+                "2",
+                "--beam",
+                "2",
+                "--verbose",
+                "0",
+                "--output-dir",
+                str(folder / "out"),
+            ]
             if model == "rnn":
-                argv += ["--data-dir",
-                         str(local_multi30k(folder / "multi30k"))]
+                argv += ["--data-dir", str(local_multi30k(folder / "multi30k"))]
             with pytest.MonkeyPatch.context() as patch:
-                patch.setattr(keras.utils, "get_file",
-                              lambda *a, **k: pytest.fail("--smoke downloads"))
+                patch.setattr(
+                    keras.utils,
+                    "get_file",
+                    lambda *a, **k: pytest.fail("--smoke downloads"),
+                )
                 done[model] = folder / "out", translate.main(argv)
         return done[model]
 
@@ -55,12 +68,19 @@ def smoke_runs(tmp_path_factory):
 
 @pytest.mark.parametrize("model", translate.MODELS)
 def test_smoke_trains_measures_bleu_and_the_saved_model_translates(
-        model, smoke_runs):
+    model, smoke_runs
+):
     out, metrics = smoke_runs(model)
     written = json.loads((out / "metrics.json").read_text())
     assert written["validation_bleu"] == metrics["validation_bleu"]
-    for key in ("validation_bleu_lowercase", "bleu_signature", "train_seconds",
-                "parameters", "history", "samples"):
+    for key in (
+        "validation_bleu_lowercase",
+        "bleu_signature",
+        "train_seconds",
+        "parameters",
+        "history",
+        "samples",
+    ):
         assert key in written, key
     assert written["throughput"]["sentence_pairs_per_second"] > 0
     assert np.isfinite(written["train_loss"])
@@ -79,8 +99,14 @@ def test_smoke_trains_measures_bleu_and_the_saved_model_translates(
 
 def test_missing_data_is_one_clear_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        translate.main(["--data-dir", str(tmp_path / "nowhere"),
-                        "--output-dir", str(tmp_path)])
+        translate.main(
+            [
+                "--data-dir",
+                str(tmp_path / "nowhere"),
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "does not exist" in error[0]
@@ -88,14 +114,20 @@ def test_missing_data_is_one_clear_line(tmp_path, capsys):
 
 def test_a_bad_model_file_is_one_clear_line(tmp_path, capsys):
     (tmp_path / "cut.keras").write_bytes(b"PK\x03\x04 half a file")
-    shipped_gpt = (pathlib.Path(__file__).parents[2] / "saved_models"
-                   / "gpt_shakespeare.keras")
-    for path, message in ((tmp_path / "none.keras", "no such model file"),
-                          (tmp_path / "cut.keras", "not a .keras archive"),
-                          (shipped_gpt, "holds a GPTCausalLM, not a Translator")):
+    shipped_gpt = (
+        pathlib.Path(__file__).parents[2]
+        / "saved_models"
+        / "gpt_shakespeare.keras"
+    )
+    for path, message in (
+        (tmp_path / "none.keras", "no such model file"),
+        (tmp_path / "cut.keras", "not a .keras archive"),
+        (shipped_gpt, "holds a GPTCausalLM, not a Translator"),
+    ):
         with pytest.raises(SystemExit) as exit_info:
-            translate.main(["--evaluate", str(path), "--data-dir",
-                            str(tmp_path)])
+            translate.main(
+                ["--evaluate", str(path), "--data-dir", str(tmp_path)]
+            )
         assert exit_info.value.code == 2
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and message in error[0], error
@@ -104,40 +136,67 @@ def test_a_bad_model_file_is_one_clear_line(tmp_path, capsys):
 def test_presets_flags_and_help(capsys):
     args = translate.parse_args(["--model", "rnn"])
     assert args.preset == "rnn_cpu_small" and args.attention == "bahdanau"
-    args = translate.parse_args(["--preset", "transformer_base",
-                                 "--num-layers", "2"])
+    args = translate.parse_args(
+        ["--preset", "transformer_base", "--num-layers", "2"]
+    )
     assert args.model == "transformer" and args.num_layers == 2
     assert args.hidden_dim == 512 and args.epochs == 20
     # The short names pick the size of --model.
     args = translate.parse_args(["--model", "rnn", "--preset", "base"])
     assert args.preset == "rnn_base" and args.encoder_units == 512
     assert translate.parse_args(["--preset", "cpu-small"]).preset == (
-        "transformer_cpu_small")
-    overrides = translate.backbone_overrides(translate.parse_args(
-        ["--dropout", "0.2", "--attention-dropout", "0"]))
-    assert (overrides["backbone_dropout"],
-            overrides["backbone_attention_dropout"]) == (0.2, 0.0)
+        "transformer_cpu_small"
+    )
+    overrides = translate.backbone_overrides(
+        translate.parse_args(["--dropout", "0.2", "--attention-dropout", "0"])
+    )
+    assert (
+        overrides["backbone_dropout"],
+        overrides["backbone_attention_dropout"],
+    ) == (0.2, 0.0)
     with pytest.raises(SystemExit):
         translate.parse_args(["--model", "rnn", "--preset", "smoke"])
     assert "disagree" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         translate.main(["--help"])
     text = capsys.readouterr().out
-    for flag in ("--model", "--preset", "--data-dir", "--epochs",
-                 "--batch-size", "--learning-rate", "--schedule",
-                 "--warmup-steps", "--beam", "--length-penalty", "--seed",
-                 "--output-dir", "--smoke", "--num-layers", "--hidden-dim",
-                 "--attention", "--vocab-size", "--attention-dropout"):
+    for flag in (
+        "--model",
+        "--preset",
+        "--data-dir",
+        "--epochs",
+        "--batch-size",
+        "--learning-rate",
+        "--schedule",
+        "--warmup-steps",
+        "--beam",
+        "--length-penalty",
+        "--seed",
+        "--output-dir",
+        "--smoke",
+        "--num-layers",
+        "--hidden-dim",
+        "--attention",
+        "--vocab-size",
+        "--attention-dropout",
+    ):
         assert flag in text, flag
 
 
 @pytest.mark.one_backend
-def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
-                                                        monkeypatch):
-    argv = ["--smoke", "--epochs", "2", "--beam", "1",
-            "--verbose", "0", "--output-dir", str(tmp_path)]
-    run_interrupted_after_first_epoch(monkeypatch,
-                                      lambda: translate.main(argv))
+def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path, monkeypatch):
+    argv = [
+        "--smoke",
+        "--epochs",
+        "2",
+        "--beam",
+        "1",
+        "--verbose",
+        "0",
+        "--output-dir",
+        str(tmp_path),
+    ]
+    run_interrupted_after_first_epoch(monkeypatch, lambda: translate.main(argv))
     assert (tmp_path / "backup").is_dir()
     metrics = translate.main(argv)
     assert metrics["resumed_at_epoch"] == 1
@@ -149,24 +208,36 @@ def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
 
 @pytest.mark.one_backend
 def test_evaluate_a_saved_model_and_ship_it_with_float16_weights(
-        smoke_runs, tmp_path, monkeypatch, capsys):
+    smoke_runs, tmp_path, monkeypatch, capsys
+):
     out, _ = smoke_runs("transformer")
     shutil.copy(out / "translate_de_en.keras", tmp_path)
     monkeypatch.setattr(translate, "ROOT", str(tmp_path / "repo"))
     path = str(tmp_path / "translate_de_en.keras")
-    metrics = translate.main(["--evaluate", path, "--smoke", "--beam", "1",
-                              "--ship", "--output-dir", str(tmp_path)])
+    metrics = translate.main(
+        [
+            "--evaluate",
+            path,
+            "--smoke",
+            "--beam",
+            "1",
+            "--ship",
+            "--output-dir",
+            str(tmp_path),
+        ]
+    )
     shipped = tmp_path / "repo" / "saved_models" / "translate_de_en.keras"
     assert shipped.exists()
     assert metrics["shipped"]["megabytes"] < (
-        (tmp_path / "translate_de_en.keras").stat().st_size / 1e6)
+        (tmp_path / "translate_de_en.keras").stat().st_size / 1e6
+    )
     # Rounded weights, the same translations here.
     assert metrics["shipped"]["validation_bleu"] == pytest.approx(
-        metrics["validation_bleu"], abs=1.0)
+        metrics["validation_bleu"], abs=1.0
+    )
     keras.Sequential([keras.Input((2,))]).save(tmp_path / "other.keras")
     with pytest.raises(SystemExit) as exit_info:
-        translate.main(["--evaluate", str(tmp_path / "other.keras"),
-                        "--smoke"])
+        translate.main(["--evaluate", str(tmp_path / "other.keras"), "--smoke"])
     assert exit_info.value.code == 2
     assert "holds a Sequential, not a Translator" in capsys.readouterr().err
 
@@ -181,19 +252,31 @@ def test_the_model_is_on_disk_before_bleu_is_measured(tmp_path, monkeypatch):
 
     monkeypatch.setattr(translate, "translate_all", interrupted)
     with pytest.raises(Interrupted):
-        translate.main(["--smoke", "--epochs", "1", "--verbose", "0",
-                        "--output-dir", str(tmp_path)])
+        translate.main(
+            [
+                "--smoke",
+                "--epochs",
+                "1",
+                "--verbose",
+                "0",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
     saved = keras.saving.load_model(str(tmp_path / "translate_de_en.keras"))
     assert isinstance(saved.generate(["Der Hund spielt."])[0], str)
 
 
 def test_a_constant_schedule_still_warms_up():
-    args = translate.parse_args(["--model", "rnn", "--warmup-steps", "100",
-                                 "--learning-rate", "0.002"])
+    args = translate.parse_args(
+        ["--model", "rnn", "--warmup-steps", "100", "--learning-rate", "0.002"]
+    )
     assert args.schedule == "constant"
     schedule = translate.learning_rate(args, steps_per_epoch=10)
-    rates = [float(keras.ops.convert_to_numpy(schedule(step)))
-             for step in (0, 50, 100, 5000)]
+    rates = [
+        float(keras.ops.convert_to_numpy(schedule(step)))
+        for step in (0, 50, 100, 5000)
+    ]
     np.testing.assert_allclose(rates, [0.0, 0.001, 0.002, 0.002], rtol=1e-5)
     args = translate.parse_args(["--model", "rnn", "--warmup-steps", "0"])
     assert translate.learning_rate(args, 10) == args.learning_rate

@@ -13,12 +13,15 @@ from tests.data.test_images import write_npz
 from tests.helpers import run_interrupted_after_first_epoch
 
 
-def test_smoke_trains_draws_and_the_saved_model_reads_uint8(tmp_path,
-                                                            monkeypatch):
-    monkeypatch.setattr(vit_images, "load_images",
-                        lambda name: pytest.fail("--smoke downloads"))
-    metrics = vit_images.main(["--smoke", "--verbose", "0", "--output-dir",
-                               str(tmp_path)])
+def test_smoke_trains_draws_and_the_saved_model_reads_uint8(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(
+        vit_images, "load_images", lambda name: pytest.fail("--smoke downloads")
+    )
+    metrics = vit_images.main(
+        ["--smoke", "--verbose", "0", "--output-dir", str(tmp_path)]
+    )
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written["validation_accuracy"] == metrics["validation_accuracy"]
     assert metrics["validation_accuracy"] > 0.4  # 4 classes, learnable
@@ -33,21 +36,42 @@ def test_smoke_trains_draws_and_the_saved_model_reads_uint8(tmp_path,
 @pytest.mark.one_backend
 def test_a_local_npz_with_a_test_split(tmp_path):
     path = write_npz(tmp_path / "digits.npz", count=60)
-    metrics = vit_images.main(["--data", path, "--preset", "smoke",
-                               "--epochs", "1", "--verbose", "0",
-                               "--output-dir", str(tmp_path / "out")])
+    metrics = vit_images.main(
+        [
+            "--data",
+            path,
+            "--preset",
+            "smoke",
+            "--epochs",
+            "1",
+            "--verbose",
+            "0",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ]
+    )
     # 10% held out per class: 2 of each of the 4 classes of 15.
     assert "test_accuracy" in metrics and metrics["train_images"] == 52
 
 
 @pytest.mark.one_backend
-def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
-                                                        monkeypatch):
+def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path, monkeypatch):
     path = write_npz(tmp_path / "digits.npz", count=40)
-    argv = ["--data", path, "--preset", "smoke", "--epochs", "2",
-            "--verbose", "0", "--output-dir", str(tmp_path / "out")]
-    run_interrupted_after_first_epoch(monkeypatch,
-                                      lambda: vit_images.main(argv))
+    argv = [
+        "--data",
+        path,
+        "--preset",
+        "smoke",
+        "--epochs",
+        "2",
+        "--verbose",
+        "0",
+        "--output-dir",
+        str(tmp_path / "out"),
+    ]
+    run_interrupted_after_first_epoch(
+        monkeypatch, lambda: vit_images.main(argv)
+    )
     assert (tmp_path / "out" / "backup").is_dir()
     metrics = vit_images.main(argv)
     assert metrics["resumed_at_epoch"] == 1
@@ -57,8 +81,14 @@ def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path,
 
 def test_missing_data_is_one_clear_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        vit_images.main(["--data", str(tmp_path / "none.npz"),
-                         "--output-dir", str(tmp_path)])
+        vit_images.main(
+            [
+                "--data",
+                str(tmp_path / "none.npz"),
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "does not exist" in error[0]
@@ -77,8 +107,15 @@ def test_flags(capsys):
     with pytest.raises(SystemExit):
         vit_images.main(["--help"])
     text = capsys.readouterr().out
-    for flag in ("--dataset", "--data", "--epochs", "--mixed-precision",
-                 "--translate", "--ship", "--smoke"):
+    for flag in (
+        "--dataset",
+        "--data",
+        "--epochs",
+        "--mixed-precision",
+        "--translate",
+        "--ship",
+        "--smoke",
+    ):
         assert flag in text
 
 
@@ -86,7 +123,18 @@ def test_colour_images_with_the_grey_preset_are_one_clear_error(tmp_path):
     x = np.zeros((40, 28, 28, 3), "uint8")
     path = tmp_path / "colour.npz"
     np.savez(path, x=x, y=np.arange(40) % 4)
-    with pytest.raises(SystemExit, match="3 channel\\(s\\) but the 'mnist' "
-                       "preset reads 1: pass --preset cifar"):
-        vit_images.main(["--data", str(path), "--epochs", "1",
-                         "--output-dir", str(tmp_path / "out")])
+    with pytest.raises(
+        SystemExit,
+        match="3 channel\\(s\\) but the 'mnist' "
+        "preset reads 1: pass --preset cifar",
+    ):
+        vit_images.main(
+            [
+                "--data",
+                str(path),
+                "--epochs",
+                "1",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ]
+        )

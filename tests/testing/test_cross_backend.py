@@ -19,7 +19,9 @@ from recipes import check_backends as cli
 from zoo.testing import cross_backend as cb
 from zoo.testing.backends import selected_backends
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 SCRIPT = os.path.join(ROOT, "recipes", "check_backends.py")
 BACKENDS = ["jax", "tensorflow", "torch"]
 # tests/all_backends.py runs jax beside tensorflow then torch, and with
@@ -37,17 +39,23 @@ def agreeing_raw(steps=3, rng_seed=0):
     rng = np.random.default_rng(rng_seed)
     forward = rng.random((4, 1)).astype("float32")
     losses = list(rng.random(steps) + 0.5)
-    weights = {"embedding/embeddings": rng.normal(size=(5, 3)).astype("float32"),
-               "classifier/bias": rng.normal(size=(3,)).astype("float32")}
+    weights = {
+        "embedding/embeddings": rng.normal(size=(5, 3)).astype("float32"),
+        "classifier/bias": rng.normal(size=(3,)).astype("float32"),
+    }
     saved = rng.random((8, 1)).astype("float32")
     return {
         "forward": {b: forward.copy() for b in BACKENDS},
         "losses": {b: list(losses) for b in BACKENDS},
-        "weights": {b: {n: w.copy() for n, w in weights.items()}
-                    for b in BACKENDS},
-        "saved": {l: {s: saved.copy() for s in BACKENDS} for l in BACKENDS},
-        "preprocessed_match": {l: {s: True for s in BACKENDS}
-                               for l in BACKENDS},
+        "weights": {
+            b: {n: w.copy() for n, w in weights.items()} for b in BACKENDS
+        },
+        "saved": {
+            item: {s: saved.copy() for s in BACKENDS} for item in BACKENDS
+        },
+        "preprocessed_match": {
+            item: {s: True for s in BACKENDS} for item in BACKENDS
+        },
         "generated": None,
         "full": None,
         "errors": [],
@@ -82,7 +90,10 @@ def test_agreeing_backends_pass_with_exit_status_zero():
     assert report["passed"] and cb.exit_status(report) == 0
     result = report["variants"]["attention"]
     assert set(result["forward"]["pairs"]) == {
-        "jax vs tensorflow", "jax vs torch", "tensorflow vs torch"}
+        "jax vs tensorflow",
+        "jax vs torch",
+        "tensorflow vs torch",
+    }
     assert result["forward"]["max"] < 1e-7
     assert result["loss"]["max"] == 0.0 and result["saved"]["max"] == 0.0
     table = cb.format_table(report)
@@ -111,25 +122,34 @@ def test_loss_divergence_names_the_pair_and_the_step():
     raw["losses"]["tensorflow"][3] *= 1 + 5e-4
     report = report_of(raw, steps=5)
     assert cb.exit_status(report) == 1
-    (message, *others) = [m for m in report["failures"] if "jax vs tensorflow" in m]
+    (message, *others) = [
+        m for m in report["failures"] if "jax vs tensorflow" in m
+    ]
     assert "loss" in message and "worst at step 3" in message and not others
     assert "first over at step 3" in message
-    assert report["variants"]["attention"]["loss"]["worst_step"][
-        "jax vs tensorflow"] == 3
+    assert (
+        report["variants"]["attention"]["loss"]["worst_step"][
+            "jax vs tensorflow"
+        ]
+        == 3
+    )
     verbose = cb.format_table(report, verbose=True)
     assert "per-step losses" in verbose and "tensorflow" in verbose
 
 
 def test_a_saved_model_cell_off_the_reference_names_saver_and_loader():
     raw = agreeing_raw()
-    raw["saved"]["torch"]["tensorflow"] = raw["saved"]["torch"]["tensorflow"] + 1e-3
+    raw["saved"]["torch"]["tensorflow"] = (
+        raw["saved"]["torch"]["tensorflow"] + 1e-3
+    )
     report = report_of(raw)
     saved = report["variants"]["attention"]["saved"]
     assert saved["matrix"]["tensorflow"]["torch"] > cb.TOLERANCES["saved"]
     assert saved["matrix"]["torch"]["tensorflow"] == 0.0
     assert report["failures"] == [
         "attention: saved: saved by tensorflow, loaded by torch vs saved and "
-        "loaded by jax: max abs diff 1.0e-03 > 1.0e-05"]
+        "loaded by jax: max abs diff 1.0e-03 > 1.0e-05"
+    ]
 
 
 def test_different_token_ids_fail_even_when_outputs_agree():
@@ -137,15 +157,18 @@ def test_different_token_ids_fail_even_when_outputs_agree():
     raw["preprocessed_match"]["jax"]["torch"] = False
     report = report_of(raw)
     assert cb.exit_status(report) == 1
-    assert ("the preprocessor of saved-torch.keras loaded by jax"
-            in report["failures"][0])
+    assert (
+        "the preprocessor of saved-torch.keras loaded by jax"
+        in report["failures"][0]
+    )
 
 
 def test_generated_text_must_match_exactly_in_every_cell():
     raw = agreeing_raw()
     texts = ["ROMEO: thou", "JULIET:\nO night"]
-    raw["generated"] = {l: {s: list(texts) for s in BACKENDS}
-                        for l in BACKENDS}
+    raw["generated"] = {
+        item: {s: list(texts) for s in BACKENDS} for item in BACKENDS
+    }
     report = report_of(raw)
     assert report["passed"]
     assert report["variants"]["attention"]["generate"]["max"] == 0
@@ -155,7 +178,8 @@ def test_generated_text_must_match_exactly_in_every_cell():
     assert cb.exit_status(report) == 1
     assert report["failures"] == [
         "attention: generate: saved by tensorflow, loaded by torch generates "
-        "other text than saved and loaded by jax"]
+        "other text than saved and loaded by jax"
+    ]
 
 
 def test_weights_are_reported_not_gated():
@@ -171,7 +195,9 @@ def test_weights_are_reported_not_gated():
 def test_a_missing_worker_result_fails_the_variant():
     raw = agreeing_raw()
     del raw["forward"]["torch"]
-    raw["errors"].append("no forward outputs from the torch worker (see its log)")
+    raw["errors"].append(
+        "no forward outputs from the torch worker (see its log)"
+    )
     report = report_of(raw)
     result = report["variants"]["attention"]
     assert result["forward"] is None and not result["passed"]
@@ -188,13 +214,16 @@ def test_full_runs_compare_validation_and_test_accuracy():
     }
     report = report_of(raw)
     full = report["variants"]["attention"]["full"]
-    assert full["pairs"]["jax vs tensorflow validation_accuracy"] == pytest.approx(0.005)
+    assert full["pairs"][
+        "jax vs tensorflow validation_accuracy"
+    ] == pytest.approx(0.005)
     failing = [m for m in report["failures"] if "full" in m]
     assert len(failing) == 2 and all("test_accuracy" in m for m in failing)
     assert "full max|d|" in cb.format_table(report)
     # A recipe names its own metrics and tolerances (a GPT's loss).
-    raw["full"] = {b: {"validation_loss": 1.5 + 0.01 * i}
-                   for i, b in enumerate(BACKENDS)}
+    raw["full"] = {
+        b: {"validation_loss": 1.5 + 0.01 * i} for i, b in enumerate(BACKENDS)
+    }
     raw["full_tolerances"] = {"validation_loss": 0.05}
     report = report_of(raw)
     assert report["passed"]
@@ -203,23 +232,41 @@ def test_full_runs_compare_validation_and_test_accuracy():
 
 def test_portability_scan_flags_backend_specific_classes_and_jit_compile():
     config = {
-        "module": "zoo.models.text_classifier", "class_name": "TextClassifier",
-        "config": {"backbone": {
-            "module": "keras.src.models.functional", "class_name": "Functional",
-            "compile_config": {"jit_compile": True, "optimizer": {
-                "module": "keras.src.backend.torch.optimizers.torch_adam",
-                "class_name": "Adam"}}}},
-        "compile_config": {"jit_compile": False, "optimizer": {
-            "module": "keras.optimizers", "class_name": "Adam"}},
+        "module": "zoo.models.text_classifier",
+        "class_name": "TextClassifier",
+        "config": {
+            "backbone": {
+                "module": "keras.src.models.functional",
+                "class_name": "Functional",
+                "compile_config": {
+                    "jit_compile": True,
+                    "optimizer": {
+                        "module": "keras.src.backend.torch.optimizers.torch_adam",
+                        "class_name": "Adam",
+                    },
+                },
+            }
+        },
+        "compile_config": {
+            "jit_compile": False,
+            "optimizer": {"module": "keras.optimizers", "class_name": "Adam"},
+        },
     }
     issues = cb.portability_issues(config)
     assert len(issues) == 2
-    assert any("backbone.compile_config.optimizer" in i and "needs torch" in i
-               for i in issues)
-    assert any(i.startswith("backbone: compile_config has jit_compile=True")
-               for i in issues)
-    clean = {"module": "keras.optimizers", "class_name": "SGD",
-             "compile_config": {"jit_compile": False}}
+    assert any(
+        "backbone.compile_config.optimizer" in i and "needs torch" in i
+        for i in issues
+    )
+    assert any(
+        i.startswith("backbone: compile_config has jit_compile=True")
+        for i in issues
+    )
+    clean = {
+        "module": "keras.optimizers",
+        "class_name": "SGD",
+        "compile_config": {"jit_compile": False},
+    }
     assert cb.portability_issues(clean) == []
 
 
@@ -227,8 +274,9 @@ def test_warnings_are_listed_but_do_not_change_the_exit_status():
     raw = agreeing_raw()
     results = {"attention": cb.compare_variant(raw, BACKENDS)}
     results["attention"]["portability"] = {"saved-torch.keras": ["model: x"]}
-    report = cb.build_report("imdb_attention", results, BACKENDS, smoke=True,
-                             steps=3, full=False)
+    report = cb.build_report(
+        "imdb_attention", results, BACKENDS, smoke=True, steps=3, full=False
+    )
     assert report["warnings"] == ["saved-torch.keras model: x [attention]"]
     assert cb.exit_status(report) == 0
     assert "not gated" in cb.format_table(report)
@@ -243,33 +291,55 @@ def test_json_report_is_strict_json_written_atomically(tmp_path):
     text = path.read_text()
     loaded = json.loads(text, parse_constant=lambda c: pytest.fail(c))
     assert loaded["passed"] is False
-    assert loaded["variants"]["attention"]["forward"]["pairs"]["jax vs torch"] == "inf"
-    assert loaded["variants"]["attention"]["loss"]["per_step"]["torch"] == (
-        raw["losses"]["torch"])
+    assert (
+        loaded["variants"]["attention"]["forward"]["pairs"]["jax vs torch"]
+        == "inf"
+    )
+    assert (
+        loaded["variants"]["attention"]["loss"]["per_step"]["torch"]
+        == (raw["losses"]["torch"])
+    )
     assert [p.name for p in path.parent.iterdir()] == ["report.json"]
 
 
 def test_command_line():
     args = cli.parse_args(["imdb_attention", "--smoke", "--no-train"])
     assert args.steps == 0 and args.backends == BACKENDS and args.smoke
-    args = cli.parse_args(["imdb_attention", "--variants", "imdb_mean",
-                           "imdb_rnn", "--backends", "torch", "jax",
-                           "--steps", "5"])
+    args = cli.parse_args(
+        [
+            "imdb_attention",
+            "--variants",
+            "imdb_mean",
+            "imdb_rnn",
+            "--backends",
+            "torch",
+            "jax",
+            "--steps",
+            "5",
+        ]
+    )
     assert args.variants == ["imdb_mean", "imdb_rnn"]
     assert args.backends == ["torch", "jax"] and args.steps == 5
-    for bad in ([], ["imdb_attention", "--backends", "jax", "jax"],
-                ["imdb_attention", "--steps", "-1"]):
+    for bad in (
+        [],
+        ["imdb_attention", "--backends", "jax", "jax"],
+        ["imdb_attention", "--steps", "-1"],
+    ):
         with pytest.raises(SystemExit):
             cli.parse_args(bad)
 
 
 def test_recipes_implement_the_contract():
-    from recipes import gpt_text
-    from recipes import imdb_attention
+    from recipes import gpt_text, imdb_attention
 
     assert set(imdb_attention.CHECK_VARIANTS) >= {
-        "imdb_mean", "imdb_attention", "imdb_query", "imdb_rnn",
-        "imdb_transformer", "imdb_query_bigrams"}
+        "imdb_mean",
+        "imdb_attention",
+        "imdb_query",
+        "imdb_rnn",
+        "imdb_transformer",
+        "imdb_query_bigrams",
+    }
     setup = imdb_attention.check_setup("imdb_mean", num_steps=3)
     assert isinstance(setup, cb.CheckSetup)
     assert len(setup.train_batches) == 3 and isinstance(setup.inputs[0], str)
@@ -294,8 +364,11 @@ def test_backend_selection():
 
 def run_tool(args, timeout):
     result = subprocess.run(
-        [sys.executable, SCRIPT, *args], cwd=ROOT, capture_output=True,
-        text=True, timeout=timeout,
+        [sys.executable, SCRIPT, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return result.returncode, result.stdout + result.stderr
 
@@ -304,9 +377,19 @@ def run_tool(args, timeout):
 def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["imdb_attention", "--smoke", "--variants", "imdb_attention",
-         "imdb_transformer", "--steps", "2", "--json", str(report_path),
-         "--timeout", "400"],
+        [
+            "imdb_attention",
+            "--smoke",
+            "--variants",
+            "imdb_attention",
+            "imdb_transformer",
+            "--steps",
+            "2",
+            "--json",
+            str(report_path),
+            "--timeout",
+            "400",
+        ],
         timeout=450,
     )
     assert code == 0, output
@@ -320,11 +403,16 @@ def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
         assert all(d <= 1e-5 for d in forward["pairs"].values()), forward
         assert all(len(result["loss"]["per_step"][b]) == 2 for b in BACKENDS)
         assert all(d <= 1e-4 for d in result["loss"]["pairs"].values())
-        cells = [d for row in result["saved"]["matrix"].values()
-                 for d in row.values()]
+        cells = [
+            d
+            for row in result["saved"]["matrix"].values()
+            for d in row.values()
+        ]
         assert len(cells) == 9 and all(d <= 1e-5 for d in cells), cells
-        assert all(all(row.values())
-                   for row in result["saved"]["preprocessed_match"].values())
+        assert all(
+            all(row.values())
+            for row in result["saved"]["preprocessed_match"].values()
+        )
     assert "imdb_attention" in output and "imdb_transformer" in output
     assert "all checks passed" in output
 
@@ -333,23 +421,45 @@ def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
 def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["gpt_text", "--smoke", "--steps", "3", "--json", str(report_path),
-         "--timeout", "400"], timeout=450)
+        [
+            "gpt_text",
+            "--smoke",
+            "--steps",
+            "3",
+            "--json",
+            str(report_path),
+            "--timeout",
+            "400",
+        ],
+        timeout=450,
+    )
     assert code == 0, output
     report = json.loads(report_path.read_text())
     result = report["variants"]["default"]
     assert result["passed"] and result["generate"]["max"] == 0
     reference = result["generate"]["reference"]
     assert [text[:6] for text in reference] == ["ROMEO:", "JULIET"]
-    assert all(all(row.values()) for row in result["generate"]["matrix"].values())
+    assert all(
+        all(row.values()) for row in result["generate"]["matrix"].values()
+    )
 
 
 @CROSS_BACKEND_ONLY_ONCE
 def test_translation_agrees_across_backends_translations_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["translate", "--smoke", "--steps", "3", "--json", str(report_path),
-         "--timeout", "400"], timeout=450)
+        [
+            "translate",
+            "--smoke",
+            "--steps",
+            "3",
+            "--json",
+            str(report_path),
+            "--timeout",
+            "400",
+        ],
+        timeout=450,
+    )
     assert code == 0, output
     report = json.loads(report_path.read_text())
     assert sorted(report["variants"]) == ["rnn", "transformer"]
@@ -361,8 +471,16 @@ def test_translation_agrees_across_backends_translations_included(tmp_path):
 @CROSS_BACKEND_ONLY_ONCE
 def test_a_failing_worker_makes_the_exit_status_non_zero(tmp_path):
     code, output = run_tool(
-        ["imdb_attention", "--smoke", "--backends", "jax", "--variants",
-         "no_such_model", "--json", str(tmp_path / "report.json")],
+        [
+            "imdb_attention",
+            "--smoke",
+            "--backends",
+            "jax",
+            "--variants",
+            "no_such_model",
+            "--json",
+            str(tmp_path / "report.json"),
+        ],
         timeout=300,
     )
     assert code != 0
@@ -375,8 +493,18 @@ def test_a_failing_worker_makes_the_exit_status_non_zero(tmp_path):
 def test_bert_masked_lm_and_classifier_agree_across_backends(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["bert_imdb", "--smoke", "--steps", "3", "--json", str(report_path),
-         "--timeout", "400"], timeout=450)
+        [
+            "bert_imdb",
+            "--smoke",
+            "--steps",
+            "3",
+            "--json",
+            str(report_path),
+            "--timeout",
+            "400",
+        ],
+        timeout=450,
+    )
     assert code == 0, output
     report = json.loads(report_path.read_text())
     assert sorted(report["variants"]) == ["classifier", "masked_lm"]
@@ -387,8 +515,18 @@ def test_bert_masked_lm_and_classifier_agree_across_backends(tmp_path):
 def test_vit_agrees_across_backends_on_float_images(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["vit_images", "--smoke", "--steps", "3", "--json", str(report_path),
-         "--timeout", "400"], timeout=450)
+        [
+            "vit_images",
+            "--smoke",
+            "--steps",
+            "3",
+            "--json",
+            str(report_path),
+            "--timeout",
+            "400",
+        ],
+        timeout=450,
+    )
     assert code == 0, output
     report = json.loads(report_path.read_text())
     assert report["variants"]["default"]["passed"]
@@ -398,8 +536,20 @@ def test_vit_agrees_across_backends_on_float_images(tmp_path):
 def test_captioning_agrees_across_backends_captions_included(tmp_path):
     report_path = tmp_path / "report.json"
     code, output = run_tool(
-        ["captioning", "--smoke", "--variants", "lstm", "--steps", "3",
-         "--json", str(report_path), "--timeout", "400"], timeout=450)
+        [
+            "captioning",
+            "--smoke",
+            "--variants",
+            "lstm",
+            "--steps",
+            "3",
+            "--json",
+            str(report_path),
+            "--timeout",
+            "400",
+        ],
+        timeout=450,
+    )
     assert code == 0, output
     report = json.loads(report_path.read_text())
     # The LSTM decoder here; the Transformer decoder's blocks are the
@@ -421,11 +571,17 @@ def test_weights_are_matched_by_path_not_by_order():
     del raw["weights"]["torch"]["classifier/bias"]
     weights = report_of(raw)["variants"]["attention"]["weights"]
     assert weights["pairs"]["jax vs torch"] == float("inf")
-    assert "only under jax: classifier/bias" in (
-        weights["worst_weight"]["jax vs torch"])
+    assert (
+        "only under jax: classifier/bias"
+        in (weights["worst_weight"]["jax vs torch"])
+    )
     assert weights["pairs"]["jax vs tensorflow"] == 0.0
 
 
 def test_unique_weight_paths():
     assert cb._unique(["a/k", "b/k", "a/k", "a/k"]) == [
-        "a/k", "b/k", "a/k#2", "a/k#3"]
+        "a/k",
+        "b/k",
+        "a/k#2",
+        "a/k#3",
+    ]

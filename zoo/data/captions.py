@@ -56,21 +56,32 @@ class CaptionPairs(keras.utils.PyDataset):
     ...               callbacks=[ReproducibleEpochs(1, [pairs])])
     """
 
-    def __init__(self, images, captions, batch_size=32, shuffle=False,
-                 seed=None, one_caption_per_image=False, preprocessor=None):
+    def __init__(
+        self,
+        images,
+        captions,
+        batch_size=32,
+        shuffle=False,
+        seed=None,
+        one_caption_per_image=False,
+        preprocessor=None,
+    ):
         super().__init__(workers=1, use_multiprocessing=False)
-        images = np.asarray(images) if not isinstance(images, np.ndarray) \
-            else images
+        images = (
+            np.asarray(images) if not isinstance(images, np.ndarray) else images
+        )
         if images.ndim == 0 or not len(images):
             raise ValueError("CaptionPairs needs at least one image.")
-        if isinstance(captions, (str, bytes)) or len(captions) != len(
-                images):
+        if isinstance(captions, (str, bytes)) or len(captions) != len(images):
             count = 1 if isinstance(captions, (str, bytes)) else len(captions)
-            raise ValueError(f"{len(images)} images but {count} caption "
-                             "entries: give one caption (or one list of "
-                             "captions) per image.")
-        self.captions = [[c] if isinstance(c, (str, bytes)) else list(c)
-                         for c in captions]
+            raise ValueError(
+                f"{len(images)} images but {count} caption "
+                "entries: give one caption (or one list of "
+                "captions) per image."
+            )
+        self.captions = [
+            [c] if isinstance(c, (str, bytes)) else list(c) for c in captions
+        ]
         for i, options in enumerate(self.captions):
             if not options:
                 raise ValueError(f"image {i} has no caption.")
@@ -78,7 +89,8 @@ class CaptionPairs(keras.utils.PyDataset):
                 if not isinstance(caption, (str, bytes)):
                     raise ValueError(
                         f"image {i}: captions must be strings; got "
-                        f"{type(caption).__name__}.")
+                        f"{type(caption).__name__}."
+                    )
         self.images = images
         self.batch_size = int(batch_size)
         if self.batch_size < 1:
@@ -99,51 +111,71 @@ class CaptionPairs(keras.utils.PyDataset):
         flat = [c for options in self.captions for c in options]
         ids, masks = [], []
         for start in range(0, len(flat), 4096):
-            token_ids, mask = preprocessor.tokenize(flat[start:start + 4096])
+            token_ids, mask = preprocessor.tokenize(flat[start : start + 4096])
             ids.append(np.asarray(keras.ops.convert_to_numpy(token_ids)))
             masks.append(np.asarray(keras.ops.convert_to_numpy(mask)))
         self._token_ids = np.concatenate(ids).astype("int32")
         self._masks = np.concatenate(masks).astype("int32")
-        self._first_row = np.cumsum([0] + [len(options) for options in
-                                           self.captions])[:-1]
+        self._first_row = np.cumsum(
+            [0] + [len(options) for options in self.captions]
+        )[:-1]
         expected = (*preprocessor.image_size, preprocessor.num_channels)
         shape = self.images.shape[1:]
         if (shape if len(shape) == 3 else (*shape, 1)) != expected:
             raise ValueError(
                 f"images of shape {tuple(shape)}; the preprocessor reads "
-                f"{expected}: resize them first (preprocessor.image_batch).")
+                f"{expected}: resize them first (preprocessor.image_batch)."
+            )
 
     def pairs(self, epoch=None):
         """The `(image index, caption index)` rows of an epoch, in order."""
         epoch = self.epoch if epoch is None else int(epoch)
-        rng = (np.random.default_rng([int(self.seed), epoch])
-               if self.seed is not None else self._entropy)
+        rng = (
+            np.random.default_rng([int(self.seed), epoch])
+            if self.seed is not None
+            else self._entropy
+        )
         if self.one_caption_per_image:
-            rows = np.array([(i, rng.integers(len(options)))
-                             for i, options in enumerate(self.captions)])
+            rows = np.array(
+                [
+                    (i, rng.integers(len(options)))
+                    for i, options in enumerate(self.captions)
+                ]
+            )
         else:
-            rows = np.array([(i, j) for i, options in enumerate(self.captions)
-                             for j in range(len(options))])
+            rows = np.array(
+                [
+                    (i, j)
+                    for i, options in enumerate(self.captions)
+                    for j in range(len(options))
+                ]
+            )
         if self.shuffle:
             rows = rows[rng.permutation(len(rows))]
         return rows
 
     def __len__(self):
         """Batches per epoch."""
-        count = (len(self.captions) if self.one_caption_per_image
-                 else sum(len(options) for options in self.captions))
+        count = (
+            len(self.captions)
+            if self.one_caption_per_image
+            else sum(len(options) for options in self.captions)
+        )
         return -(-count // self.batch_size)
 
     def __getitem__(self, index):
         """Batch `index` of the current epoch, preprocessed: `(x, y,
         sample_weight)` NumPy arrays (needs the preprocessor)."""
         if self.preprocessor is None:
-            raise ValueError("CaptionPairs serves ready batches only with "
-                             "the preprocessor; else use dataset().")
+            raise ValueError(
+                "CaptionPairs serves ready batches only with "
+                "the preprocessor; else use dataset()."
+            )
         if self._order is None or self._order[0] != self.epoch:
             self._order = (self.epoch, self.pairs())
-        chunk = self._order[1][index * self.batch_size:
-                               (index + 1) * self.batch_size]
+        chunk = self._order[1][
+            index * self.batch_size : (index + 1) * self.batch_size
+        ]
         if not len(chunk):
             raise IndexError(index)
         rows = self._first_row[chunk[:, 0]] + chunk[:, 1]
@@ -151,8 +183,11 @@ class CaptionPairs(keras.utils.PyDataset):
         images = self.images[chunk[:, 0]].astype("float32")
         if images.ndim == 3:
             images = images[..., None]
-        x = {"images": images, "decoder_token_ids": ids[:, :-1],
-             "decoder_padding_mask": mask[:, :-1]}
+        x = {
+            "images": images,
+            "decoder_token_ids": ids[:, :-1],
+            "decoder_padding_mask": mask[:, :-1],
+        }
         return x, ids[:, 1:], mask[:, 1:].astype("float32")
 
     def on_epoch_end(self):
@@ -164,34 +199,45 @@ class CaptionPairs(keras.utils.PyDataset):
         rows = self.pairs()
         self.epoch += 1
         for start in range(0, len(rows), self.batch_size):
-            chunk = rows[start:start + self.batch_size]
-            yield (self.images[chunk[:, 0]],
-                   np.array([self.captions[i][j] for i, j in chunk],
-                            dtype=object))
+            chunk = rows[start : start + self.batch_size]
+            yield (
+                self.images[chunk[:, 0]],
+                np.array([self.captions[i][j] for i, j in chunk], dtype=object),
+            )
 
     def dataset(self):
         """A `tf.data.Dataset` of `(images, captions)` batches, one pass per
         iteration (what a task's `fit` maps its preprocessor over)."""
-        images = tf.TensorSpec((None, *self.images.shape[1:]),
-                               tf.as_dtype(self.images.dtype))
+        images = tf.TensorSpec(
+            (None, *self.images.shape[1:]), tf.as_dtype(self.images.dtype)
+        )
         dataset = tf.data.Dataset.from_generator(
             self._batches,
-            output_signature=(images, tf.TensorSpec((None,), tf.string)))
+            output_signature=(images, tf.TensorSpec((None,), tf.string)),
+        )
         dataset = dataset.apply(
-            tf.data.experimental.assert_cardinality(len(self)))
+            tf.data.experimental.assert_cardinality(len(self))
+        )
         return without_autotune(dataset)
 
 
-def caption_dataset(images, captions, batch_size=32, shuffle=False,
-                    seed=None, one_caption_per_image=False):
+def caption_dataset(
+    images,
+    captions,
+    batch_size=32,
+    shuffle=False,
+    seed=None,
+    one_caption_per_image=False,
+):
     """`CaptionPairs(...).dataset()`: `(images, captions)` batches.
 
     Example:
 
     >>> captioner.fit(caption_dataset(images, captions, 64, shuffle=True))
     """
-    return CaptionPairs(images, captions, batch_size, shuffle, seed,
-                        one_caption_per_image).dataset()
+    return CaptionPairs(
+        images, captions, batch_size, shuffle, seed, one_caption_per_image
+    ).dataset()
 
 
 COLOURS = {"red": 0, "green": 1, "blue": 2}
@@ -224,11 +270,16 @@ def make_synthetic_captions(count=256, size=32, seed=0):
         left = 0 if side == "left" else half
         top, height = (quarter, half) if shape == "square" else (2, size - 4)
         width = half if shape == "square" else quarter
-        images[i, top:top + height, left:left + width,
-               COLOURS[colour]] = 230
-        captions.append([f"a {colour} {shape} on the {side}",
-                         f"{colour} {shape} on the {side}",
-                         f"the {shape} is {colour} and on the {side}",
-                         f"a {shape} in {colour} on the {side}",
-                         f"a {colour} {shape} at the {side}"])
+        images[i, top : top + height, left : left + width, COLOURS[colour]] = (
+            230
+        )
+        captions.append(
+            [
+                f"a {colour} {shape} on the {side}",
+                f"{colour} {shape} on the {side}",
+                f"the {shape} is {colour} and on the {side}",
+                f"a {shape} in {colour} on the {side}",
+                f"a {colour} {shape} at the {side}",
+            ]
+        )
     return images, captions

@@ -10,10 +10,9 @@ import os
 
 import keras
 import numpy as np
-from zoo._tensorflow import tf
 
-from zoo.data.download import DataNotFoundError
-from zoo.data.download import check_reachable
+from zoo._tensorflow import tf
+from zoo.data.download import DataNotFoundError, check_reachable
 from zoo.data.text import without_autotune
 
 SHAKESPEARE_URL = (
@@ -48,8 +47,11 @@ def load_text(path=None, url=SHAKESPEARE_URL, cache_subdir="datasets"):
             )
     else:
         cached = os.path.join(
-            os.path.expanduser("~"), ".keras", cache_subdir,
-            "tinyshakespeare.txt")
+            os.path.expanduser("~"),
+            ".keras",
+            cache_subdir,
+            "tinyshakespeare.txt",
+        )
         if not os.path.isfile(cached):
             check_reachable(url, "the corpus", "--data PATH")
         try:
@@ -113,7 +115,7 @@ def random_text_windows(text, window, batch_size, steps, seed=0):
     def batches():
         offsets = rng.integers(0, high + 1, size=(steps, batch_size))
         for row in offsets:
-            yield np.array([text[o:o + window] for o in row], dtype=object)
+            yield np.array([text[o : o + window] for o in row], dtype=object)
 
     dataset = tf.data.Dataset.from_generator(
         batches, output_signature=tf.TensorSpec((batch_size,), tf.string)
@@ -132,8 +134,10 @@ def consecutive_text_windows(text, sequence_length):
     """
     _check_length(len(text), sequence_length + 1, "validation")
     count = (len(text) - 1) // sequence_length
-    return [text[k * sequence_length:(k + 1) * sequence_length + 1]
-            for k in range(count)]
+    return [
+        text[k * sequence_length : (k + 1) * sequence_length + 1]
+        for k in range(count)
+    ]
 
 
 class TokenWindows(keras.utils.PyDataset):
@@ -172,32 +176,45 @@ class TokenWindows(keras.utils.PyDataset):
     >>> gpt.fit(TokenWindows(ids, 256, 64, steps=500), epochs=10)
     """
 
-    def __init__(self, token_ids, sequence_length, batch_size, steps=None,
-                 seed=0, shuffle=True):
+    def __init__(
+        self,
+        token_ids,
+        sequence_length,
+        batch_size,
+        steps=None,
+        seed=0,
+        shuffle=True,
+    ):
         super().__init__(workers=1, use_multiprocessing=False)
         self.token_ids = np.asarray(token_ids)
         if self.token_ids.ndim != 1 or not np.issubdtype(
-                self.token_ids.dtype, np.integer):
+            self.token_ids.dtype, np.integer
+        ):
             raise ValueError(
                 "token_ids must be a 1-D integer array; got shape "
-                f"{self.token_ids.shape}, dtype {self.token_ids.dtype}.")
+                f"{self.token_ids.shape}, dtype {self.token_ids.dtype}."
+            )
         self.token_ids = self.token_ids.astype("int32")
         self.sequence_length = int(sequence_length)
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.shuffle = bool(shuffle)
         if self.sequence_length < 1 or self.batch_size < 1:
-            raise ValueError("sequence_length and batch_size must be >= 1; "
-                             f"got {sequence_length} and {batch_size}.")
+            raise ValueError(
+                "sequence_length and batch_size must be >= 1; "
+                f"got {sequence_length} and {batch_size}."
+            )
         window = self.sequence_length + 1
         if len(self.token_ids) < window:
             raise ValueError(
                 f"the corpus has {len(self.token_ids)} tokens, fewer than "
-                f"one window of {window}.")
+                f"one window of {window}."
+            )
         if self.shuffle:
             if steps is None or int(steps) < 1:
                 raise ValueError(
-                    f"shuffle=True needs steps >= 1 per epoch; got {steps}.")
+                    f"shuffle=True needs steps >= 1 per epoch; got {steps}."
+                )
             self.steps = int(steps)
         else:
             self.steps = -(-self.windows // self.batch_size)
@@ -220,19 +237,26 @@ class TokenWindows(keras.utils.PyDataset):
         if self.shuffle:
             if self._offsets[0] != self.epoch:
                 high = len(self.token_ids) - self.sequence_length - 1
-                self._offsets = (self.epoch, np.random.default_rng(
-                    [self.seed, self.epoch]).integers(
-                        0, high + 1, size=(self.steps, self.batch_size)))
+                self._offsets = (
+                    self.epoch,
+                    np.random.default_rng([self.seed, self.epoch]).integers(
+                        0, high + 1, size=(self.steps, self.batch_size)
+                    ),
+                )
             starts = self._offsets[1][index]
         else:
             first = index * self.batch_size
-            starts = np.arange(
-                first, min(first + self.batch_size, self.windows)
-            ) * self.sequence_length
+            starts = (
+                np.arange(first, min(first + self.batch_size, self.windows))
+                * self.sequence_length
+            )
         windows = self.token_ids[
-            starts[:, None] + np.arange(self.sequence_length + 1)]
-        x = {"token_ids": windows[:, :-1],
-             "padding_mask": np.ones(windows[:, :-1].shape, bool)}
+            starts[:, None] + np.arange(self.sequence_length + 1)
+        ]
+        x = {
+            "token_ids": windows[:, :-1],
+            "padding_mask": np.ones(windows[:, :-1].shape, bool),
+        }
         return x, windows[:, 1:], np.ones(windows[:, 1:].shape, bool)
 
     def on_epoch_end(self):

@@ -26,8 +26,18 @@ import numpy as np
 
 from zoo.data.download import DataNotFoundError
 
-DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six",
-               "seven", "eight", "nine")
+DIGIT_NAMES = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+)
 _NAME_TO_DIGIT = {name: digit for digit, name in enumerate(DIGIT_NAMES)}
 
 
@@ -60,8 +70,10 @@ def _as_pool(digits, labels):
     if digits.ndim == 4 and digits.shape[-1] == 1:
         digits = digits[..., 0]
     if digits.ndim != 3 or not len(digits):
-        raise ValueError(f"digits must be a non-empty (N, height, width) "
-                         f"batch of grey images; got shape {digits.shape}.")
+        raise ValueError(
+            f"digits must be a non-empty (N, height, width) "
+            f"batch of grey images; got shape {digits.shape}."
+        )
     if digits.dtype != np.uint8:
         values = digits.astype(np.float64)
         if values.size and values.max() <= 1.0:
@@ -70,8 +82,11 @@ def _as_pool(digits, labels):
     labels = np.asarray(labels).reshape(-1)
     if len(labels) != len(digits):
         raise ValueError(f"{len(digits)} digits but {len(labels)} labels.")
-    if labels.size and (labels.min() < 0 or labels.max() > 9
-                        or not np.all(labels == np.round(labels))):
+    if labels.size and (
+        labels.min() < 0
+        or labels.max() > 9
+        or not np.all(labels == np.round(labels))
+    ):
         raise ValueError("labels must be integers from 0 to 9.")
     return digits, labels.astype(np.int64)
 
@@ -84,8 +99,16 @@ def _ink_box(digit):
     return rows[0], cols[0], rows[-1] + 1, cols[-1] + 1
 
 
-def make_digit_scenes(digits, labels, count, canvas_size=(64, 128),
-                      num_digits=(2, 4), gap=2, seed=0, max_tries=200):
+def make_digit_scenes(
+    digits,
+    labels,
+    count,
+    canvas_size=(64, 128),
+    num_digits=(2, 4),
+    gap=2,
+    seed=0,
+    max_tries=200,
+):
     """Scenes of 2-4 digits from a pool, at random non-overlapping places.
 
     Each scene draws `k` digits (uniform in `num_digits`, inclusive) from
@@ -126,11 +149,15 @@ def make_digit_scenes(digits, labels, count, canvas_size=(64, 128),
     height, width = (int(n) for n in canvas_size)
     fewest, most = (int(n) for n in num_digits)
     if not 1 <= fewest <= most:
-        raise ValueError(f"num_digits must be (fewest, most) with 1 <= fewest "
-                         f"<= most; got {num_digits!r}.")
+        raise ValueError(
+            f"num_digits must be (fewest, most) with 1 <= fewest "
+            f"<= most; got {num_digits!r}."
+        )
     if most > len(digits):
-        raise ValueError(f"scenes of up to {most} digits need a pool of at "
-                         f"least {most} digits; got {len(digits)}.")
+        raise ValueError(
+            f"scenes of up to {most} digits need a pool of at "
+            f"least {most} digits; got {len(digits)}."
+        )
     if int(count) < 0:
         raise ValueError(f"count must be >= 0; got {count!r}.")
     crops, sizes = [], np.zeros((len(digits), 2), np.int64)
@@ -146,7 +173,8 @@ def make_digit_scenes(digits, labels, count, canvas_size=(64, 128),
         raise ValueError(
             f"the canvas {height}x{width} is smaller than digit "
             f"{too_big[0]}'s ink ({sizes[too_big[0], 0]}x"
-            f"{sizes[too_big[0], 1]}); enlarge canvas_size.")
+            f"{sizes[too_big[0], 1]}); enlarge canvas_size."
+        )
 
     rng = np.random.default_rng(seed)
     images = np.zeros((int(count), height, width), np.uint8)
@@ -163,9 +191,13 @@ def make_digit_scenes(digits, labels, count, canvas_size=(64, 128),
                 for _ in range(max_tries):
                     top = int(rng.integers(0, height - h + 1))
                     left = int(rng.integers(0, width - w + 1))
-                    if all(top >= b + gap or top + h + gap <= t
-                           or left >= r + gap or left + w + gap <= l
-                           for t, l, b, r in boxes):
+                    if all(
+                        top >= b + gap
+                        or top + h + gap <= t
+                        or left >= r + gap
+                        or left + w + gap <= box_left
+                        for t, box_left, b, r in boxes
+                    ):
                         boxes.append((top, left, top + h, left + w))
                         break
                 else:
@@ -176,10 +208,12 @@ def make_digit_scenes(digits, labels, count, canvas_size=(64, 128),
             raise ValueError(
                 f"cannot place {k} digits {gap} pixels apart on a "
                 f"{height}x{width} canvas in {max_tries} tries; enlarge "
-                "canvas_size or lower num_digits or gap.")
+                "canvas_size or lower num_digits or gap."
+            )
         boxes = np.array(boxes, np.int64)
-        order = np.lexsort(((boxes[:, 0] + boxes[:, 2]),
-                            (boxes[:, 1] + boxes[:, 3])))
+        order = np.lexsort(
+            ((boxes[:, 0] + boxes[:, 2]), (boxes[:, 1] + boxes[:, 3]))
+        )
         boxes, chosen = boxes[order], chosen[order]
         for (top, left, bottom, right), index in zip(boxes, chosen):
             region = images[n, top:bottom, left:right]
@@ -188,12 +222,24 @@ def make_digit_scenes(digits, labels, count, canvas_size=(64, 128),
         all_labels.append(labels[chosen])
         all_indices.append(chosen.astype(np.int64))
         captions.append(" ".join(DIGIT_NAMES[d] for d in labels[chosen]))
-    return DigitScenes(images=images, captions=captions, boxes=all_boxes,
-                       labels=all_labels, digit_indices=all_indices)
+    return DigitScenes(
+        images=images,
+        captions=captions,
+        boxes=all_boxes,
+        labels=all_labels,
+        digit_indices=all_indices,
+    )
 
 
-def digit_scene_splits(x, y, train_count, validation_count,
-                       validation_fraction=0.1, seed=0, **scene_options):
+def digit_scene_splits(
+    x,
+    y,
+    train_count,
+    validation_count,
+    validation_fraction=0.1,
+    seed=0,
+    **scene_options,
+):
     """Train and validation scenes from disjoint pools of digits.
 
     The digit indices are split first (a seeded permutation;
@@ -223,11 +269,13 @@ def digit_scene_splits(x, y, train_count, validation_count,
     """
     x, y = _as_pool(x, y)
     if not 0.0 < validation_fraction < 1.0:
-        raise ValueError(f"validation_fraction must be in (0, 1); got "
-                         f"{validation_fraction}.")
+        raise ValueError(
+            f"validation_fraction must be in (0, 1); got {validation_fraction}."
+        )
     split_seed, train_seed, validation_seed = (
         int(s.generate_state(1)[0])
-        for s in np.random.SeedSequence(seed).spawn(3))
+        for s in np.random.SeedSequence(seed).spawn(3)
+    )
     order = np.random.default_rng(split_seed).permutation(len(x))
     held = round(validation_fraction * len(x))
     pools = {"train": order[held:], "validation": order[:held]}
@@ -235,8 +283,9 @@ def digit_scene_splits(x, y, train_count, validation_count,
     seeds = {"train": train_seed, "validation": validation_seed}
     result = {}
     for split, pool in pools.items():
-        scenes = make_digit_scenes(x[pool], y[pool], counts[split],
-                                   seed=seeds[split], **scene_options)
+        scenes = make_digit_scenes(
+            x[pool], y[pool], counts[split], seed=seeds[split], **scene_options
+        )
         scenes.digit_indices = [pool[i] for i in scenes.digit_indices]
         result[split] = scenes
     return result
@@ -254,8 +303,7 @@ def load_mnist_digits(path=None):
         DataNotFoundError: a missing or unreadable file, no network, or
             images that are not grey.
     """
-    from zoo.data.images import load_images
-    from zoo.data.images import load_npz
+    from zoo.data.images import load_images, load_npz
 
     splits = load_npz(path) if path is not None else load_images("mnist")
     x = np.concatenate([splits[s][0] for s in ("train", "test") if s in splits])
@@ -265,7 +313,8 @@ def load_mnist_digits(path=None):
     if x.ndim != 3:
         raise DataNotFoundError(
             f"{path or 'mnist'}: images of shape {x.shape[1:]} are not grey "
-            "digits (expected (N, height, width)).")
+            "digits (expected (N, height, width))."
+        )
     return x, y.astype(np.int32)
 
 
@@ -293,20 +342,23 @@ def attention_peaks(maps, image_size):
     """
     maps = np.asarray(maps, dtype=np.float64)
     if maps.ndim != 3 or 0 in maps.shape[1:]:
-        raise ValueError(f"maps must be (words, rows, columns); got shape "
-                         f"{maps.shape}.")
+        raise ValueError(
+            f"maps must be (words, rows, columns); got shape {maps.shape}."
+        )
     if not np.all(np.isfinite(maps)):
         raise ValueError("maps contain NaN or infinite values.")
     words, rows, columns = maps.shape
     height, width = (float(n) for n in image_size)
     cells = maps.reshape(words, -1).argmax(axis=1)
     row, column = np.divmod(cells, columns)
-    return np.stack([(row + 0.5) * height / rows,
-                     (column + 0.5) * width / columns], axis=1)
+    return np.stack(
+        [(row + 0.5) * height / rows, (column + 0.5) * width / columns], axis=1
+    )
 
 
-def localisation_accuracy(words_per_scene, maps_per_scene, boxes, labels,
-                          image_size):
+def localisation_accuracy(
+    words_per_scene, maps_per_scene, boxes, labels, image_size
+):
     """The share of generated digit names whose attention peak lies on the
     digit they name.
 
@@ -346,22 +398,27 @@ def localisation_accuracy(words_per_scene, maps_per_scene, boxes, labels,
         raise ValueError(
             f"{scenes} word lists, {len(maps_per_scene)} map arrays, "
             f"{len(boxes)} box arrays and {len(labels)} label arrays: one "
-            "each per scene.")
+            "each per scene."
+        )
     localised = counted = 0
     for n in range(scenes):
         words = words_per_scene[n]
         words = words.split() if isinstance(words, str) else list(words)
         maps = np.asarray(maps_per_scene[n], dtype=np.float64)
         if len(maps) != len(words):
-            raise ValueError(f"scene {n}: {len(words)} words but {len(maps)} "
-                             "attention maps; give one map per word.")
+            raise ValueError(
+                f"scene {n}: {len(words)} words but {len(maps)} "
+                "attention maps; give one map per word."
+            )
         scene_boxes = np.asarray(boxes[n]).reshape(-1, 4)
         scene_labels = np.asarray(labels[n]).reshape(-1)
         if not words:
             continue
         peaks = attention_peaks(maps, image_size)
-        half = (image_size[0] / maps.shape[1] / 2,
-                image_size[1] / maps.shape[2] / 2)
+        half = (
+            image_size[0] / maps.shape[1] / 2,
+            image_size[1] / maps.shape[2] / 2,
+        )
         seen = {}
         for word, (y, x) in zip(words, peaks):
             digit = _NAME_TO_DIGIT.get(word)
@@ -374,8 +431,12 @@ def localisation_accuracy(words_per_scene, maps_per_scene, boxes, labels,
             if j >= len(matches):
                 continue
             top, left, bottom, right = scene_boxes[matches[j]]
-            if (y + half[0] > top and y - half[0] < bottom
-                    and x + half[1] > left and x - half[1] < right):
+            if (
+                y + half[0] > top
+                and y - half[0] < bottom
+                and x + half[1] > left
+                and x - half[1] < right
+            ):
                 localised += 1
     return (localised / counted if counted else float("nan")), counted
 
@@ -397,8 +458,10 @@ def exact_match_accuracy(generated, references):
     0.5
     """
     if len(generated) != len(references):
-        raise ValueError(f"{len(generated)} generated captions but "
-                         f"{len(references)} references.")
+        raise ValueError(
+            f"{len(generated)} generated captions but "
+            f"{len(references)} references."
+        )
     if not len(generated):
         raise ValueError("no captions to compare.")
 

@@ -36,12 +36,12 @@ import zipfile
 import numpy as np
 
 from zoo._tensorflow import tf
-from zoo.data.download import DataNotFoundError
-from zoo.data.download import check_reachable
+from zoo.data.download import DataNotFoundError, check_reachable
 from zoo.saving import atomic_path
 
 FLICKR8K_URL = (
-    "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/")
+    "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/"
+)
 IMAGE_ARCHIVE = "Flickr8k_Dataset.zip"
 TEXT_ARCHIVE = "Flickr8k_text.zip"
 IMAGE_FOLDER = "Flicker8k_Dataset"  # sic: the official name
@@ -100,7 +100,8 @@ def _decode_text(data, label):
     except UnicodeDecodeError as error:
         raise DataNotFoundError(
             f"{label} is not valid UTF-8: byte offset {error.start} "
-            f"({data[error.start:error.start + 4]!r}).") from None
+            f"({data[error.start : error.start + 4]!r})."
+        ) from None
     return text.removeprefix("\ufeff")
 
 
@@ -122,7 +123,8 @@ def parse_tokens(data, label=TOKEN_FILE):
         if not tab or not hash_ or not name.strip():
             raise DataNotFoundError(
                 f"{label}: line {number} is not '<name>.jpg#<k> TAB caption' "
-                f"({line[:60]!r}).")
+                f"({line[:60]!r})."
+            )
         captions.setdefault(name.strip(), []).append(caption)
     return captions
 
@@ -148,9 +150,13 @@ class _Files:
             except (OSError, zipfile.BadZipFile) as error:
                 raise DataNotFoundError(
                     f"{path} is not a readable zip file "
-                    f"({type(error).__name__}).") from None
-            self.members = {m[len(prefix):] for m in members
-                            if m.startswith(prefix) and not m.endswith("/")}
+                    f"({type(error).__name__})."
+                ) from None
+            self.members = {
+                m[len(prefix) :]
+                for m in members
+                if m.startswith(prefix) and not m.endswith("/")
+            }
 
     def label(self, name):
         if self.zip is not None:
@@ -171,7 +177,8 @@ class _Files:
         except (OSError, zipfile.BadZipFile) as error:
             raise DataNotFoundError(
                 f"cannot read {self.label(name)} "
-                f"({type(error).__name__}: {error}).") from None
+                f"({type(error).__name__}: {error})."
+            ) from None
 
     def close(self):
         if self.zip is not None:
@@ -191,7 +198,8 @@ def _find_images(folder):
         return _Files(archive, IMAGE_FOLDER + "/")
     raise DataNotFoundError(
         f"{folder} has neither {IMAGE_FOLDER}/ nor {IMAGE_ARCHIVE} (the "
-        "Flickr8k images).")
+        "Flickr8k images)."
+    )
 
 
 def _find_text(folder):
@@ -209,7 +217,8 @@ def _find_text(folder):
         return found
     raise DataNotFoundError(
         f"{folder} has no {TOKEN_FILE} (looked in {TEXT_FOLDER}/, "
-        f"{TEXT_ARCHIVE} and the folder itself).")
+        f"{TEXT_ARCHIVE} and the folder itself)."
+    )
 
 
 # --------------------------------------------------------------------------
@@ -223,14 +232,20 @@ def _resize(image, size):
     back to uint8 (a traced function: one trace for every size)."""
     global _resize_function
     if _resize_function is None:
-        @tf.function(input_signature=[
-            tf.TensorSpec([None, None, 3], tf.uint8),
-            tf.TensorSpec([2], tf.int32)])
+
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None, None, 3], tf.uint8),
+                tf.TensorSpec([2], tf.int32),
+            ]
+        )
         def resize(image, size):
-            resized = tf.image.resize(image, size, method="bilinear",
-                                      antialias=True)
-            return tf.cast(tf.clip_by_value(tf.round(resized), 0.0, 255.0),
-                           tf.uint8)
+            resized = tf.image.resize(
+                image, size, method="bilinear", antialias=True
+            )
+            return tf.cast(
+                tf.clip_by_value(tf.round(resized), 0.0, 255.0), tf.uint8
+            )
 
         _resize_function = resize
     return _resize_function(image, tf.constant(size, tf.int32))
@@ -249,7 +264,8 @@ def decode_image(data, label, image_size=None):
     except tf.errors.OpError as error:
         reason = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\]", "", error.message)
         raise DataNotFoundError(
-            f"{label} is not a readable JPEG ({reason.strip()}).") from None
+            f"{label} is not a readable JPEG ({reason.strip()})."
+        ) from None
     if image_size is not None and tuple(image.shape[:2]) != image_size:
         image = _resize(image, image_size)
     return image.numpy()
@@ -260,18 +276,21 @@ def _decode_all(files, names, image_size):
         return [decode_image(files.read(n), files.label(n)) for n in names]
     images = np.empty((len(names),) + image_size + (3,), np.uint8)
     for i, name in enumerate(names):
-        images[i] = decode_image(files.read(name), files.label(name),
-                                 image_size)
+        images[i] = decode_image(
+            files.read(name), files.label(name), image_size
+        )
     return images
 
 
 def _cache_path(cache_dir, split, image_size, limit, files, names):
-    digest = hashlib.sha1("\n".join(
-        [files.fingerprint()] + names).encode("utf-8")).hexdigest()[:10]
+    digest = hashlib.sha1(
+        "\n".join([files.fingerprint()] + names).encode("utf-8")
+    ).hexdigest()[:10]
     first = f"-first{limit}" if limit else ""
     height, width = image_size
     return os.path.join(
-        cache_dir, f"flickr8k-{split}-{height}x{width}{first}-{digest}.npz")
+        cache_dir, f"flickr8k-{split}-{height}x{width}{first}-{digest}.npz"
+    )
 
 
 def _read_cache(path, names, image_size):
@@ -281,14 +300,22 @@ def _read_cache(path, names, image_size):
         with np.load(path, allow_pickle=False) as data:
             cached_names, images = data["names"].tolist(), data["images"]
     except Exception as error:  # truncated, bad CRC, not a zip, ...
-        warnings.warn(f"ignoring the damaged cache file {path} "
-                      f"({type(error).__name__}); rebuilding it.",
-                      stacklevel=4)
+        warnings.warn(
+            f"ignoring the damaged cache file {path} "
+            f"({type(error).__name__}); rebuilding it.",
+            stacklevel=4,
+        )
         return None
-    if (cached_names != names or images.dtype != np.uint8
-            or images.shape != (len(names),) + image_size + (3,)):
-        warnings.warn(f"ignoring the cache file {path}: it holds other "
-                      "images; rebuilding it.", stacklevel=4)
+    if (
+        cached_names != names
+        or images.dtype != np.uint8
+        or images.shape != (len(names),) + image_size + (3,)
+    ):
+        warnings.warn(
+            f"ignoring the cache file {path}: it holds other "
+            "images; rebuilding it.",
+            stacklevel=4,
+        )
         return None
     return images
 
@@ -298,8 +325,11 @@ def _write_cache(path, names, images):
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.savez(f, names=np.array(names), images=images)
     except OSError as error:
-        warnings.warn(f"could not write the cache file {path} ({error}); "
-                      "continuing without it.", stacklevel=4)
+        warnings.warn(
+            f"could not write the cache file {path} ({error}); "
+            "continuing without it.",
+            stacklevel=4,
+        )
         try:
             os.remove(tmp)
         except OSError:
@@ -318,8 +348,10 @@ def _check_size(image_size):
     except (TypeError, ValueError):
         height = width = 0
     if height < 1 or width < 1:
-        raise ValueError(f"image_size must be (height, width) with positive "
-                         f"integers, or None; got {image_size!r}.")
+        raise ValueError(
+            f"image_size must be (height, width) with positive "
+            f"integers, or None; got {image_size!r}."
+        )
     return height, width
 
 
@@ -328,16 +360,19 @@ def _check_size(image_size):
 
 
 def _keras_home():
-    return (os.environ.get("KERAS_HOME")
-            or os.path.join(os.path.expanduser("~"), ".keras"))
+    return os.environ.get("KERAS_HOME") or os.path.join(
+        os.path.expanduser("~"), ".keras"
+    )
 
 
 def _holds(archive, folder):
     """Whether `folder` holds what `archive` extracts to."""
     if archive == IMAGE_ARCHIVE:
         return os.path.isdir(os.path.join(folder, IMAGE_FOLDER))
-    return any(os.path.isfile(os.path.join(folder, sub, TOKEN_FILE))
-               for sub in ("", TEXT_FOLDER))
+    return any(
+        os.path.isfile(os.path.join(folder, sub, TOKEN_FILE))
+        for sub in ("", TEXT_FOLDER)
+    )
 
 
 def download_flickr8k(url=FLICKR8K_URL, cache_subdir="flickr8k"):
@@ -372,8 +407,11 @@ def download_flickr8k(url=FLICKR8K_URL, cache_subdir="flickr8k"):
             continue
         if _holds(archive, extracted):
             done[archive] = extracted
-    missing = [a for a in (IMAGE_ARCHIVE, TEXT_ARCHIVE)
-               if a not in done and not os.path.isfile(os.path.join(folder, a))]
+    missing = [
+        a
+        for a in (IMAGE_ARCHIVE, TEXT_ARCHIVE)
+        if a not in done and not os.path.isfile(os.path.join(folder, a))
+    ]
     if missing:
         check_reachable(url + missing[0], "Flickr8k", "--data-dir DIR")
     paths = []
@@ -383,25 +421,33 @@ def download_flickr8k(url=FLICKR8K_URL, cache_subdir="flickr8k"):
             continue
         try:
             extracted = keras.utils.get_file(
-                archive, origin=url + archive, cache_subdir=cache_subdir,
-                cache_dir=home, extract=True)
+                archive,
+                origin=url + archive,
+                cache_subdir=cache_subdir,
+                cache_dir=home,
+                extract=True,
+            )
         except Exception as error:  # network errors come in many types
             raise DataNotFoundError(
                 f"could not download Flickr8k's {archive} from {url} "
                 f"({type(error).__name__}). Pass --data-dir DIR with a local "
-                "copy.") from None
+                "copy."
+            ) from None
         if not _holds(archive, extracted):
             raise DataNotFoundError(
                 f"the downloaded {archive} did not extract to what Flickr8k's "
                 f"archive holds ({extracted}); delete {folder} to download "
-                "it again, or pass --data-dir DIR with a local copy.")
+                "it again, or pass --data-dir DIR with a local copy."
+            )
         # get_file extracts again on every call (a gigabyte of images):
         # remember the folder, written last so that an interrupted
         # extraction is done again.
         marker = os.path.join(folder, f"{archive}.extracted")
         try:
-            with atomic_path(marker) as tmp, \
-                    open(tmp, "w", encoding="utf-8") as f:
+            with (
+                atomic_path(marker) as tmp,
+                open(tmp, "w", encoding="utf-8") as f,
+            ):
                 f.write(extracted)
         except OSError:
             pass  # an unwritable cache: extract again next time
@@ -413,8 +459,14 @@ def download_flickr8k(url=FLICKR8K_URL, cache_subdir="flickr8k"):
 # the loader
 
 
-def load_flickr8k(data_dir=None, image_size=(224, 224), splits=None,
-                  cache_dir=None, limit=None, url=FLICKR8K_URL):
+def load_flickr8k(
+    data_dir=None,
+    image_size=(224, 224),
+    splits=None,
+    cache_dir=None,
+    limit=None,
+    url=FLICKR8K_URL,
+):
     """Flickr8k as `{"train", "dev"[, "test"]}` -> `CaptionSplit`.
 
     Args:
@@ -451,18 +503,24 @@ def load_flickr8k(data_dir=None, image_size=(224, 224), splits=None,
     ((8, 224, 224, 3), 5)
     """
     image_size = _check_size(image_size)
-    if limit is not None and (isinstance(limit, bool) or not isinstance(
-            limit, numbers.Integral) or limit < 1):
-        raise ValueError(f"limit must be a positive integer or None; got "
-                         f"{limit!r}.")
+    if limit is not None and (
+        isinstance(limit, bool)
+        or not isinstance(limit, numbers.Integral)
+        or limit < 1
+    ):
+        raise ValueError(
+            f"limit must be a positive integer or None; got {limit!r}."
+        )
     if isinstance(splits, str):
         splits = [splits]
     if splits is not None:
         splits = list(splits)
         unknown = [s for s in splits if s not in SPLIT_FILES]
         if unknown:
-            raise ValueError(f"unknown split {unknown[0]!r}; the splits are "
-                             f"{', '.join(SPLIT_FILES)}.")
+            raise ValueError(
+                f"unknown split {unknown[0]!r}; the splits are "
+                f"{', '.join(SPLIT_FILES)}."
+            )
         if not splits:
             raise ValueError("splits is empty; name at least one split.")
     if data_dir is None:
@@ -472,14 +530,14 @@ def load_flickr8k(data_dir=None, image_size=(224, 224), splits=None,
             raise DataNotFoundError(
                 f"--data-dir {data_dir!r} does not exist. Point it at a "
                 f"folder with {IMAGE_ARCHIVE} (or {IMAGE_FOLDER}/) and "
-                f"{TEXT_FOLDER}/.")
+                f"{TEXT_FOLDER}/."
+            )
         image_folder = text_folder = data_dir
     text = _find_text(text_folder)
     images = None
     try:
         images = _find_images(image_folder)
-        return _load_splits(text, images, splits, image_size, cache_dir,
-                            limit)
+        return _load_splits(text, images, splits, image_size, cache_dir, limit)
     finally:
         text.close()
         if images is not None:
@@ -492,12 +550,14 @@ def _load_splits(text, images, splits, image_size, cache_dir, limit):
         if not splits:
             raise DataNotFoundError(
                 f"{text.label('')} has no split list "
-                f"({', '.join(SPLIT_FILES.values())}).")
+                f"({', '.join(SPLIT_FILES.values())})."
+            )
     for split in splits:
         if not text.has(SPLIT_FILES[split]):
             raise DataNotFoundError(
                 f"{text.label(SPLIT_FILES[split])} does not exist (the "
-                f"{split} split's list).")
+                f"{split} split's list)."
+            )
     token_label = text.label(TOKEN_FILE)
     captions = parse_tokens(text.read(TOKEN_FILE), token_label)
     result = {}
@@ -510,18 +570,21 @@ def _load_splits(text, images, splits, image_size, cache_dir, limit):
         if no_captions:
             raise DataNotFoundError(
                 f"{no_captions[0]}{_more(no_captions)} is listed in "
-                f"{list_label} but has no captions in {token_label}.")
+                f"{list_label} but has no captions in {token_label}."
+            )
         absent = [n for n in names if not images.has(n)]
         if absent:
             raise DataNotFoundError(
                 f"{absent[0]}{_more(absent)} is listed in {list_label} but "
-                f"{images.label(absent[0])} does not exist.")
+                f"{images.label(absent[0])} does not exist."
+            )
         if limit:
-            names = names[:int(limit)]
+            names = names[: int(limit)]
         decoded = None
         if cache_dir is not None and image_size is not None:
-            path = _cache_path(cache_dir, split, image_size, limit, images,
-                               names)
+            path = _cache_path(
+                cache_dir, split, image_size, limit, images, names
+            )
             decoded = _read_cache(path, names, image_size)
         if decoded is None:
             decoded = _decode_all(images, names, image_size)
@@ -529,7 +592,9 @@ def _load_splits(text, images, splits, image_size, cache_dir, limit):
                 _write_cache(path, names, decoded)
         raw = [list(captions[n]) for n in names]
         result[split] = CaptionSplit(
-            names=names, images=decoded,
+            names=names,
+            images=decoded,
             captions=[[normalize_caption(c) for c in cs] for cs in raw],
-            raw_captions=raw)
+            raw_captions=raw,
+        )
     return result

@@ -24,8 +24,7 @@ import re
 
 import numpy as np
 
-from zoo.data.download import DataNotFoundError
-from zoo.data.download import check_reachable
+from zoo.data.download import DataNotFoundError, check_reachable
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/"
 
@@ -42,12 +41,61 @@ IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/"
 # about 25 ids, a movie or two.
 _TRAIN_PER_CLASS = 12500
 _TRAIN_POS_ANCHORS = np.arange(0, _TRAIN_PER_CLASS + 1, 250)
-_TRAIN_NEG_ANCHORS = np.array([
-    0, 50, 150, 200, 250, 325, 425, 500, 550, 700, 775, 850, 900, 950, 1025,
-    1100, 1150, 1250, 1300, 1375, 1425, 1525, 1600, 1700, 1800, 1875, 1925,
-    2000, 2100, 2175, 2275, 2325, 2425, 2450, 2525, 2675, 2725, 2825, 2900,
-    2925, 3100, 3225, 3300, 3400, 3500, 3575, 3625, 3725, 3825, 3900, 4000,
-])
+_TRAIN_NEG_ANCHORS = np.array(
+    [
+        0,
+        50,
+        150,
+        200,
+        250,
+        325,
+        425,
+        500,
+        550,
+        700,
+        775,
+        850,
+        900,
+        950,
+        1025,
+        1100,
+        1150,
+        1250,
+        1300,
+        1375,
+        1425,
+        1525,
+        1600,
+        1700,
+        1800,
+        1875,
+        1925,
+        2000,
+        2100,
+        2175,
+        2275,
+        2325,
+        2425,
+        2450,
+        2525,
+        2675,
+        2725,
+        2825,
+        2900,
+        2925,
+        3100,
+        3225,
+        3300,
+        3400,
+        3500,
+        3575,
+        3625,
+        3725,
+        3825,
+        3900,
+        4000,
+    ]
+)
 _TRAIN_NEG_ALIGNED = int(_TRAIN_NEG_ANCHORS[-1])
 
 
@@ -89,7 +137,8 @@ def read_aclimdb_split(root, split):
         if not os.path.isdir(folder):
             raise DataNotFoundError(
                 f"{folder} does not exist: the aclImdb layout has "
-                f"{split}/neg and {split}/pos side by side.")
+                f"{split}/neg and {split}/pos side by side."
+            )
         files = []
         for name in os.listdir(folder):
             if not name.endswith(".txt"):
@@ -103,7 +152,8 @@ def read_aclimdb_split(root, split):
             files.append((int(match.group(1)), name))
         if not files:
             raise DataNotFoundError(
-                f"{folder} has no reviews (<id>_<rating>.txt files).")
+                f"{folder} has no reviews (<id>_<rating>.txt files)."
+            )
         files.sort()
         for review_id, name in files:
             with open(os.path.join(folder, name), encoding="utf-8") as f:
@@ -151,14 +201,16 @@ def aclimdb_train_movie_positions(labels, ids):
     """
     labels, ids = np.asarray(labels), np.asarray(ids)
     for label in (0, 1):
-        if not np.array_equal(np.sort(ids[labels == label]),
-                              np.arange(_TRAIN_PER_CLASS)):
+        if not np.array_equal(
+            np.sort(ids[labels == label]), np.arange(_TRAIN_PER_CLASS)
+        ):
             return None
     n = float(_TRAIN_PER_CLASS)
     aligned_neg = np.interp(ids, _TRAIN_NEG_ANCHORS, _TRAIN_POS_ANCHORS) / n
     neg_only = (ids - _TRAIN_NEG_ALIGNED) / (n - _TRAIN_NEG_ALIGNED)
     return np.where(
-        labels == 1, ids / n,
+        labels == 1,
+        ids / n,
         np.where(ids < _TRAIN_NEG_ALIGNED, aligned_neg, neg_only),
     )
 
@@ -168,8 +220,8 @@ def movie_positions_from_urls(movies, labels, ids):
     order their reviews first appear (ids relative to each polarity's count),
     each starting where the reviews before it end."""
     movies, labels, ids = map(np.asarray, (movies, labels, ids))
-    per_class = {l: ids[labels == l].max() + 1 for l in np.unique(labels)}
-    relative = ids / np.array([per_class[l] for l in labels])
+    per_class = {lab: ids[labels == lab].max() + 1 for lab in np.unique(labels)}
+    relative = ids / np.array([per_class[lab] for lab in labels])
     first = {}
     for movie, place in zip(movies, relative):
         first[movie] = min(place, first.get(movie, np.inf))
@@ -214,7 +266,9 @@ def split_validation(texts, labels, fraction, seed, positions=None, fold=0):
         `((train texts, labels), (validation texts, labels))`.
     """
     if not 0.0 < fraction < 1.0:
-        raise ValueError(f"validation fraction must be in (0, 1); got {fraction}.")
+        raise ValueError(
+            f"validation fraction must be in (0, 1); got {fraction}."
+        )
     num_folds = int(1.0 / fraction + 1e-9)
     if not 0 <= fold < num_folds:
         raise ValueError(
@@ -251,9 +305,11 @@ def _load_aclimdb(data_dir):
         positions = aclimdb_train_movie_positions(labels, ids)
         how = "whole movies (from the review ids of the official train split)"
         if positions is None:
-            how = ("random reviews: no train/urls_*.txt and not the official "
-                   "train split's ids, so validation shares movies with train "
-                   "and reads high")
+            how = (
+                "random reviews: no train/urls_*.txt and not the official "
+                "train split's ids, so validation shares movies with train "
+                "and reads high"
+            )
     return splits, positions, how
 
 
@@ -276,8 +332,11 @@ def load_tfds(data_dir=None):
     finally:
         absl_logger.setLevel(level)
     if not prepared:
-        check_reachable(TFDS_IMDB_URL, "IMDB with tensorflow-datasets",
-                        "--data-dir /path/to/aclImdb")
+        check_reachable(
+            TFDS_IMDB_URL,
+            "IMDB with tensorflow-datasets",
+            "--data-dir /path/to/aclImdb",
+        )
     splits = ImdbSplits()
     for split in ("train", "test"):
         dataset = tfds.load(
@@ -294,8 +353,13 @@ def load_tfds(data_dir=None):
     return splits
 
 
-def load_imdb(data_dir=None, validation_fraction=0.2, seed=1337,
-              validation_fold=0, hold_out="movies"):
+def load_imdb(
+    data_dir=None,
+    validation_fraction=0.2,
+    seed=1337,
+    validation_fold=0,
+    hold_out="movies",
+):
     """Loads IMDB as {"train", "validation", ["test"]} -> (texts, labels).
 
     Args:
@@ -323,9 +387,11 @@ def load_imdb(data_dir=None, validation_fraction=0.2, seed=1337,
             f"hold_out must be 'movies' or 'reviews'; got {hold_out!r}."
         )
     positions = None
-    how = ("random reviews: tensorflow-datasets has no movie ids, so "
-           "validation shares movies with train and reads high; the test "
-           "split does not")
+    how = (
+        "random reviews: tensorflow-datasets has no movie ids, so "
+        "validation shares movies with train and reads high; the test "
+        "split does not"
+    )
     if data_dir is not None:
         if not os.path.isdir(data_dir):
             raise DataNotFoundError(
@@ -352,8 +418,11 @@ def load_imdb(data_dir=None, validation_fraction=0.2, seed=1337,
         positions, how = None, "random reviews (asked for)"
     if validation_fraction:
         splits["train"], splits["validation"] = split_validation(
-            *splits["train"], validation_fraction, seed,
-            positions=positions, fold=validation_fold,
+            *splits["train"],
+            validation_fraction,
+            seed,
+            positions=positions,
+            fold=validation_fold,
         )
         splits.validation_holdout = how
     return splits
@@ -379,10 +448,13 @@ def load_imdb_unsupervised(data_dir=None):
             load_tfds()  # checks the network and prepares the dataset
             import tensorflow_datasets as tfds
 
-            dataset = tfds.load("imdb_reviews", split="unsupervised",
-                                as_supervised=True)
-            return np.array([text.decode("utf-8") for text, _ in
-                             tfds.as_numpy(dataset)], dtype=object)
+            dataset = tfds.load(
+                "imdb_reviews", split="unsupervised", as_supervised=True
+            )
+            return np.array(
+                [text.decode("utf-8") for text, _ in tfds.as_numpy(dataset)],
+                dtype=object,
+            )
         except DataNotFoundError:
             raise
         except Exception as error:  # no network, a broken download
@@ -398,10 +470,14 @@ def load_imdb_unsupervised(data_dir=None):
     if not os.path.isdir(folder):
         raise DataNotFoundError(
             f"{folder} does not exist: the unlabelled reviews come with "
-            f"aclImdb_v1.tar.gz from {IMDB_URL}.")
+            f"aclImdb_v1.tar.gz from {IMDB_URL}."
+        )
     files = sorted(
-        (int(match.group(1)), name) for name in os.listdir(folder)
-        for match in [_REVIEW_FILE.match(name)] if match)
+        (int(match.group(1)), name)
+        for name in os.listdir(folder)
+        for match in [_REVIEW_FILE.match(name)]
+        if match
+    )
     if not files:
         raise DataNotFoundError(f"{folder} has no reviews.")
     texts = []
@@ -415,12 +491,15 @@ _NEUTRAL = (
     "the a film movie story plot actor actress scene director it was is "
     "this that and of to in with for as on but about character ending music"
 ).split()
-_POSITIVE = "great wonderful excellent superb loved brilliant moving best".split()
+_POSITIVE = (
+    "great wonderful excellent superb loved brilliant moving best".split()
+)
 _NEGATIVE = "awful boring terrible waste worst dull poorly hated".split()
 
 
-def make_synthetic_imdb(num_train=480, num_validation=160, num_test=160,
-                        seed=0):
+def make_synthetic_imdb(
+    num_train=480, num_validation=160, num_test=160, seed=0
+):
     """A small generated IMDB look-alike for smoke runs and tests.
 
     Reviews mix neutral words with a few sentiment words of their label (and

@@ -37,24 +37,37 @@ def pack_texts(tokenizer, texts, sequence_length, batch_size=512):
     padded with [PAD] and cut to length (a `keras_hub.models.BertTokenizer`
     or any tokenizer with cls/sep/pad ids)."""
     if sequence_length < 3:
-        raise ValueError(f"sequence_length={sequence_length} leaves no room "
-                         "for a token between [CLS] and [SEP].")
-    out = np.full((len(texts), sequence_length), tokenizer.pad_token_id,
-                  "int32")
+        raise ValueError(
+            f"sequence_length={sequence_length} leaves no room "
+            "for a token between [CLS] and [SEP]."
+        )
+    out = np.full(
+        (len(texts), sequence_length), tokenizer.pad_token_id, "int32"
+    )
     cls, sep = int(tokenizer.cls_token_id), int(tokenizer.sep_token_id)
     for start in range(0, len(texts), batch_size):
-        batch = [str(t) for t in texts[start:start + batch_size]]
+        batch = [str(t) for t in texts[start : start + batch_size]]
         for row, ids in enumerate(tokenizer(batch)):
-            ids = np.asarray(ids).reshape(-1)[:sequence_length - 2]
+            ids = np.asarray(ids).reshape(-1)[: sequence_length - 2]
             out[start + row, 0] = cls
-            out[start + row, 1:len(ids) + 1] = ids
+            out[start + row, 1 : len(ids) + 1] = ids
             out[start + row, len(ids) + 1] = sep
     return out
 
 
-def mask_tokens(token_ids, rng, *, vocabulary_size, mask_token_id,
-                special_token_ids, mask_rate=0.15, mask_selection_length=None,
-                mask_token_rate=0.8, random_token_rate=0.1, pad_token_id=0):
+def mask_tokens(
+    token_ids,
+    rng,
+    *,
+    vocabulary_size,
+    mask_token_id,
+    special_token_ids,
+    mask_rate=0.15,
+    mask_selection_length=None,
+    mask_token_rate=0.8,
+    random_token_rate=0.1,
+    pad_token_id=0,
+):
     """BERT's masking of a batch of packed ids, with NumPy.
 
     Args:
@@ -104,10 +117,14 @@ def mask_tokens(token_ids, rng, *, vocabulary_size, mask_token_id,
     random_ids = ordinary[rng.integers(0, len(ordinary), positions.shape)]
     replace = np.where(
         (draw >= mask_token_rate)
-        & (draw < mask_token_rate + random_token_rate), random_ids, replace)
+        & (draw < mask_token_rate + random_token_rate),
+        random_ids,
+        replace,
+    )
     change = (weights > 0) & (replace >= 0)
     masked[rows.repeat(positions.shape[1], 1)[change], positions[change]] = (
-        replace[change])
+        replace[change]
+    )
     inputs = {
         "token_ids": masked.astype("int32"),
         "segment_ids": np.zeros_like(masked, dtype="int32"),
@@ -146,21 +163,31 @@ class MaskedLMBatches(keras.utils.PyDataset):
     ...         callbacks=[ReproducibleEpochs(1, [batches])])
     """
 
-    def __init__(self, token_ids, batch_size, tokenizer, seed=0,
-                 shuffle=True, steps_per_epoch=None, **mask_options):
+    def __init__(
+        self,
+        token_ids,
+        batch_size,
+        tokenizer,
+        seed=0,
+        shuffle=True,
+        steps_per_epoch=None,
+        **mask_options,
+    ):
         super().__init__(workers=1, use_multiprocessing=False)
         self.token_ids = np.asarray(token_ids, "int32")
         self.batch_size = int(batch_size)
         if len(self.token_ids) < self.batch_size:
             raise ValueError(
                 f"{len(self.token_ids)} rows are fewer than one batch of "
-                f"{self.batch_size}.")
+                f"{self.batch_size}."
+            )
         self.mask_options = dict(
             vocabulary_size=int(tokenizer.vocabulary_size()),
             mask_token_id=int(tokenizer.mask_token_id),
             special_token_ids=unselectable_token_ids(tokenizer),
             pad_token_id=int(tokenizer.pad_token_id),
-            **mask_options)
+            **mask_options,
+        )
         self.seed = int(seed)
         self.shuffle = bool(shuffle)
         self.epoch = 0
@@ -183,9 +210,10 @@ class MaskedLMBatches(keras.utils.PyDataset):
             order = np.arange(len(self.token_ids))
             if self.shuffle:
                 order = np.random.default_rng(
-                    [self.seed, corpus_pass]).permutation(len(order))
+                    [self.seed, corpus_pass]
+                ).permutation(len(order))
             self._order = (corpus_pass, order)
         order = self._order[1]
-        rows = order[within * self.batch_size:(within + 1) * self.batch_size]
+        rows = order[within * self.batch_size : (within + 1) * self.batch_size]
         rng = np.random.default_rng([self.seed, step])
         return mask_tokens(self.token_ids[rows], rng, **self.mask_options)

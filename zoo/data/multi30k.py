@@ -21,8 +21,7 @@ import os
 import keras
 import numpy as np
 
-from zoo.data.download import DataNotFoundError
-from zoo.data.download import check_reachable
+from zoo.data.download import DataNotFoundError, check_reachable
 
 MULTI30K_URL = (
     "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
@@ -63,13 +62,15 @@ def read_pairs(german_path, english_path):
     if not german:
         raise DataNotFoundError(f"{german_path} is empty.")
     for path, lines in ((german_path, german), (english_path, english)):
-        blank = next((i for i, line in enumerate(lines) if not line.strip()),
-                     None)
+        blank = next(
+            (i for i, line in enumerate(lines) if not line.strip()), None
+        )
         if blank is not None:
             raise DataNotFoundError(
                 f"{path}: line {blank + 1} is empty; every line must hold a "
                 "sentence (its translation is on the same line of the other "
-                "file).")
+                "file)."
+            )
     return german, english
 
 
@@ -97,7 +98,10 @@ def load_multi30k(data_dir=None, url=MULTI30K_URL, cache_subdir="multi30k"):
         splits = {}
         for split, stems in SPLIT_FILES.items():
             for stem in stems:
-                de, en = _find(data_dir, stem, "de"), _find(data_dir, stem, "en")
+                de, en = (
+                    _find(data_dir, stem, "de"),
+                    _find(data_dir, stem, "en"),
+                )
                 if de and en:
                     splits[split] = read_pairs(de, en)
                     break
@@ -111,14 +115,20 @@ def load_multi30k(data_dir=None, url=MULTI30K_URL, cache_subdir="multi30k"):
     if not os.path.isfile(os.path.join(cached, "val.en.gz")):
         check_reachable(url, "Multi30k", "--data-dir DIR")
     splits = {}
-    for split, stem in (("train", "train"), ("validation", "val"),
-                        ("test", "test_2016_flickr")):
+    for split, stem in (
+        ("train", "train"),
+        ("validation", "val"),
+        ("test", "test_2016_flickr"),
+    ):
         paths = []
         for language in ("de", "en"):
             name = f"{stem}.{language}.gz"
             try:
-                paths.append(keras.utils.get_file(
-                    name, origin=url + name, cache_subdir=cache_subdir))
+                paths.append(
+                    keras.utils.get_file(
+                        name, origin=url + name, cache_subdir=cache_subdir
+                    )
+                )
             except Exception as error:  # network errors come in many types
                 raise DataNotFoundError(
                     f"could not download Multi30k's {name} from {url} "
@@ -129,15 +139,40 @@ def load_multi30k(data_dir=None, url=MULTI30K_URL, cache_subdir="multi30k"):
     return splits
 
 
-_NOUNS = {"Hund": "dog", "Katze": "cat", "Mann": "man", "Frau": "woman",
-          "Kind": "child", "Ball": "ball", "Auto": "car", "Pferd": "horse"}
-_VERBS = {"spielt": "plays", "läuft": "runs", "sitzt": "sits",
-          "springt": "jumps", "schläft": "sleeps", "isst": "eats"}
-_PLACES = {"im Schnee": "in the snow", "am Strand": "on the beach",
-           "im Park": "in the park", "auf der Straße": "on the street",
-           "im Wasser": "in the water", "vor dem Haus": "in front of the house"}
-_ADJECTIVES = {"kleine": "little", "große": "big", "weiße": "white",
-               "schwarze": "black", "junge": "young", "müde": "tired"}
+_NOUNS = {
+    "Hund": "dog",
+    "Katze": "cat",
+    "Mann": "man",
+    "Frau": "woman",
+    "Kind": "child",
+    "Ball": "ball",
+    "Auto": "car",
+    "Pferd": "horse",
+}
+_VERBS = {
+    "spielt": "plays",
+    "läuft": "runs",
+    "sitzt": "sits",
+    "springt": "jumps",
+    "schläft": "sleeps",
+    "isst": "eats",
+}
+_PLACES = {
+    "im Schnee": "in the snow",
+    "am Strand": "on the beach",
+    "im Park": "in the park",
+    "auf der Straße": "on the street",
+    "im Wasser": "in the water",
+    "vor dem Haus": "in front of the house",
+}
+_ADJECTIVES = {
+    "kleine": "little",
+    "große": "big",
+    "weiße": "white",
+    "schwarze": "black",
+    "junge": "young",
+    "müde": "tired",
+}
 
 
 def make_synthetic_pairs(count, seed=0):
@@ -158,8 +193,10 @@ def make_synthetic_pairs(count, seed=0):
         if rng.random() < 0.5:
             adjective = rng.choice(adjectives)
             de = f"ein {adjective} {noun} {verb} {place}."
-            en = (f"a {_ADJECTIVES[adjective]} {_NOUNS[noun]} "
-                  f"{_VERBS[verb]} {_PLACES[place]}.")
+            en = (
+                f"a {_ADJECTIVES[adjective]} {_NOUNS[noun]} "
+                f"{_VERBS[verb]} {_PLACES[place]}."
+            )
         else:
             de = f"der {noun} {verb} {place}."
             en = f"the {_NOUNS[noun]} {_VERBS[verb]} {_PLACES[place]}."

@@ -9,8 +9,8 @@ import warnings
 
 import keras
 import numpy as np
-from zoo._tensorflow import is_dataset
-from zoo._tensorflow import tf
+
+from zoo._tensorflow import is_dataset, tf
 
 
 def text_dataset(texts, labels=None, batch_size=64, shuffle=False, seed=None):
@@ -38,9 +38,7 @@ def text_dataset(texts, labels=None, batch_size=64, shuffle=False, seed=None):
     else:
         labels = np.asarray(labels)
         if len(labels) != len(texts):
-            raise ValueError(
-                f"{len(texts)} texts but {len(labels)} labels."
-            )
+            raise ValueError(f"{len(texts)} texts but {len(labels)} labels.")
         dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
     if shuffle:
         dataset = dataset.shuffle(
@@ -50,8 +48,14 @@ def text_dataset(texts, labels=None, batch_size=64, shuffle=False, seed=None):
     return without_autotune(dataset)
 
 
-def pair_dataset(sources, targets, batch_size=64, shuffle=False, seed=None,
-                 bucket_boundaries=None):
+def pair_dataset(
+    sources,
+    targets,
+    batch_size=64,
+    shuffle=False,
+    seed=None,
+    bucket_boundaries=None,
+):
     """`tf.data` pipeline of `(sources, targets)` string batches for a
     translation task's `fit` and `evaluate`.
 
@@ -78,25 +82,30 @@ def pair_dataset(sources, targets, batch_size=64, shuffle=False, seed=None,
         raise ValueError(f"{len(sources)} sources but {len(targets)} targets.")
     dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
     if shuffle:
-        dataset = dataset.shuffle(len(sources), seed=seed,
-                                  reshuffle_each_iteration=True)
+        dataset = dataset.shuffle(
+            len(sources), seed=seed, reshuffle_each_iteration=True
+        )
     if bucket_boundaries:
         dataset = dataset.bucket_by_sequence_length(
             lambda source, target: tf.strings.length(source),
             bucket_boundaries=list(bucket_boundaries),
-            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
+            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+        )
         if shuffle:
             batches = (len(sources) + batch_size - 1) // batch_size
-            dataset = dataset.shuffle(batches + len(bucket_boundaries) + 1,
-                                      seed=seed,
-                                      reshuffle_each_iteration=True)
+            dataset = dataset.shuffle(
+                batches + len(bucket_boundaries) + 1,
+                seed=seed,
+                reshuffle_each_iteration=True,
+            )
     else:
         dataset = dataset.batch(batch_size)
     return without_autotune(dataset)
 
 
-def split_validation_arrays(x, y=None, sample_weight=None,
-                            validation_split=None):
+def split_validation_arrays(
+    x, y=None, sample_weight=None, validation_split=None
+):
     """`((x, y, sample_weight), validation_data)`: the last
     `validation_split` of arrays (or lists) held out, before any
     shuffling, as `keras.Model.fit(validation_split=...)` does (keras-hub's
@@ -107,8 +116,12 @@ def split_validation_arrays(x, y=None, sample_weight=None,
 
     >>> (x, y, _), validation = split_validation_arrays(x, y, None, 0.2)
     """
-    if not validation_split or x is None or is_dataset(x) or isinstance(
-            x, keras.utils.PyDataset):
+    if (
+        not validation_split
+        or x is None
+        or is_dataset(x)
+        or isinstance(x, keras.utils.PyDataset)
+    ):
         return (x, y, sample_weight), None
     if isinstance(x, (str, bytes)):
         x = [x]
@@ -117,25 +130,33 @@ def split_validation_arrays(x, y=None, sample_weight=None,
     if not 0 < split_at < count:
         raise ValueError(
             f"validation_split={validation_split} of {count} examples leaves "
-            "no training or no validation example.")
+            "no training or no validation example."
+        )
 
     def part(value, rows):
         if value is None:
             return None
-        return value[rows] if isinstance(value, np.ndarray) else (
-            list(value)[rows] if isinstance(value, (list, tuple))
-            else np.asarray(value)[rows])
+        return (
+            value[rows]
+            if isinstance(value, np.ndarray)
+            else (
+                list(value)[rows]
+                if isinstance(value, (list, tuple))
+                else np.asarray(value)[rows]
+            )
+        )
 
     train = slice(0, split_at)
     held = slice(split_at, None)
-    validation = tuple(part(v, held) for v in (x, y, sample_weight)
-                       if v is not None)
+    validation = tuple(
+        part(v, held) for v in (x, y, sample_weight) if v is not None
+    )
     return (part(x, train), part(y, train), part(sample_weight, train)), (
-        validation)
+        validation
+    )
 
 
-def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
-                shuffle=True):
+def fit_dataset(x, y=None, sample_weight=None, batch_size=None, shuffle=True):
     """What a task's `fit` trains on: `x` itself when it is already a
     dataset (or there is nothing to shuffle), else a shuffled `tf.data`
     pipeline of `(x, y[, sample_weight])` batches.
@@ -157,8 +178,9 @@ def fit_dataset(x, y=None, sample_weight=None, batch_size=None,
             data.append(np.asarray(extra))
     count = len(data[0])
     if not count:
-        raise ValueError("fit() got no examples (an empty x): pass at least "
-                         "one.")
+        raise ValueError(
+            "fit() got no examples (an empty x): pass at least one."
+        )
     dataset = tf.data.Dataset.from_tensor_slices(tuple(data))
     dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
     dataset = without_autotune(dataset.batch(batch_size or 32))
@@ -174,7 +196,8 @@ def _not_text(items, method, hint=""):
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
             return TypeError(
                 f"{method}() reads text, but got {type(item).__name__} "
-                f"{shown}: pass a string or a list of strings{hint}.")
+                f"{shown}: pass a string or a list of strings{hint}."
+            )
     return None
 
 
@@ -209,7 +232,9 @@ def _warn_if_empty(texts, method):
         warnings.warn(
             f"{method}(): {len(empty)} of {len(texts)} texts are empty or "
             f"blank (the first at index {empty[0]}); what the model gives "
-            "for them reflects no text.", stacklevel=4)
+            "for them reflects no text.",
+            stacklevel=4,
+        )
 
 
 def _items(x):
@@ -233,15 +258,19 @@ def texts_of(inputs, method, what="text", hint=""):
         ValueError: no `what` at all (e.g. an empty list).
     """
     scalar = isinstance(inputs, (str, bytes))
-    items = ([inputs] if scalar
-             else np.asarray(inputs, dtype=object).reshape(-1).tolist())
+    items = (
+        [inputs]
+        if scalar
+        else np.asarray(inputs, dtype=object).reshape(-1).tolist()
+    )
     error = _not_text(items, method, hint)
     if error:
         raise error
     if not items:
         raise ValueError(f"{method}() needs at least one {what}.")
-    return [t.decode("utf-8") if isinstance(t, bytes) else str(t)
-            for t in items], scalar
+    return [
+        t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in items
+    ], scalar
 
 
 def without_autotune(dataset):

@@ -7,10 +7,9 @@ and is saved inside a `.keras` file with its vocabulary. `train_tokenizer`
 builds either it or a keras-hub `WordPieceTokenizer` from a corpus.
 """
 
-import numpy as np
-
 import keras
 import keras_hub
+import numpy as np
 
 PAD_TOKEN = "<pad>"
 UNKNOWN_TOKEN = "<unk>"
@@ -166,9 +165,7 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
                 "Expected a string or a 1-D batch of strings; got an input "
                 f"of rank {inputs.shape.rank}."
             )
-        codes = tf.strings.unicode_decode(
-            inputs, "UTF-8", errors="replace"
-        )
+        codes = tf.strings.unicode_decode(inputs, "UTF-8", errors="replace")
         table = tf.constant(self._id_of_code)
         unknown = tf.constant(self.unknown_token_id, tf.int32)
 
@@ -369,8 +366,13 @@ def train_subword_tokenizer(texts, vocabulary_size, model_type="unigram"):
         vocab_size=int(vocabulary_size),
         model_type=model_type,
         character_coverage=1.0,
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-        pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>",
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
         eos_piece="</s>",
         hard_vocab_limit=False,
         minloglevel=2,
@@ -416,7 +418,8 @@ def train_bert_tokenizer(texts, vocabulary_size, lowercase=True):
     if int(vocabulary_size) <= len(BERT_SPECIAL_TOKENS):
         raise ValueError(
             f"vocabulary_size={vocabulary_size} leaves no room beside the "
-            f"{len(BERT_SPECIAL_TOKENS)} special tokens.")
+            f"{len(BERT_SPECIAL_TOKENS)} special tokens."
+        )
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         tf.data.Dataset.from_tensor_slices(texts).batch(1024),
         vocabulary_size=int(vocabulary_size),
@@ -426,5 +429,8 @@ def train_bert_tokenizer(texts, vocabulary_size, lowercase=True):
     )
     # "[MASK]" typed in a text is the mask token (fill_mask reads it).
     return keras_hub.models.BertTokenizer(
-        vocabulary=vocabulary, lowercase=lowercase,
-        strip_accents=lowercase, special_tokens_in_strings=True)
+        vocabulary=vocabulary,
+        lowercase=lowercase,
+        strip_accents=lowercase,
+        special_tokens_in_strings=True,
+    )

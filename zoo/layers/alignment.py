@@ -48,9 +48,16 @@ class _AlignmentAttention(keras.layers.Layer):
         computed once per sentence."""
         raise NotImplementedError
 
-    def call(self, query, values, keys=None, mask=None,
-             return_attention_scores=False, query_mask=None,
-             values_mask=None):
+    def call(
+        self,
+        query,
+        values,
+        keys=None,
+        mask=None,
+        return_attention_scores=False,
+        query_mask=None,
+        values_mask=None,
+    ):
         single_step = len(query.shape) == 2
         if len(query.shape) not in (2, 3) or len(values.shape) != 3:
             raise ValueError(
@@ -79,8 +86,15 @@ class _AlignmentAttention(keras.layers.Layer):
     def compute_mask(self, inputs, mask=None):
         return None
 
-    def compute_output_spec(self, query, values, keys=None, mask=None,
-                            return_attention_scores=False, **kwargs):
+    def compute_output_spec(
+        self,
+        query,
+        values,
+        keys=None,
+        mask=None,
+        return_attention_scores=False,
+        **kwargs,
+    ):
         shape = tuple(query.shape[:-1]) + (values.shape[-1],)
         context = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
@@ -135,17 +149,23 @@ class BahdanauAttention(_AlignmentAttention):
 
     def build(self, query_shape, values_shape, keys_shape=None):
         self.query_dense = keras.layers.Dense(
-            self.units, use_bias=False,
+            self.units,
+            use_bias=False,
             kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy, name="query_dense")
+            dtype=self.dtype_policy,
+            name="query_dense",
+        )
         self.query_dense.build(query_shape)
         self.key_dense = keras.layers.Dense(
             self.units,
             kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy, name="key_dense")
+            dtype=self.dtype_policy,
+            name="key_dense",
+        )
         self.key_dense.build(values_shape)
         self.score_vector = self.add_weight(
-            name="score_vector", shape=(self.units,),
+            name="score_vector",
+            shape=(self.units,),
             initializer=clone_initializer(self.kernel_initializer),
         )
         self.built = True
@@ -157,15 +177,17 @@ class BahdanauAttention(_AlignmentAttention):
     def _scores(self, query, keys):
         projected = call_sublayer(self, self.query_dense, query)[:, :, None, :]
         hidden = ops.tanh(projected + keys[:, None, :, :])
-        return ops.einsum("bqku,u->bqk", hidden,
-                          ops.cast(self.score_vector, hidden.dtype))
+        return ops.einsum(
+            "bqku,u->bqk", hidden, ops.cast(self.score_vector, hidden.dtype)
+        )
 
     def get_config(self):
         return {
             **super().get_config(),
             "units": self.units,
             "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer),
+                self.kernel_initializer
+            ),
         }
 
 
@@ -199,11 +221,14 @@ class LuongAttention(_AlignmentAttention):
 
     _same_when_called_directly = True  # see zoo.layers.sublayers
 
-    def __init__(self, score="general", kernel_initializer="glorot_uniform",
-                 **kwargs):
+    def __init__(
+        self, score="general", kernel_initializer="glorot_uniform", **kwargs
+    ):
         super().__init__(**kwargs)
         if score not in ("dot", "general"):
-            raise ValueError(f"score must be 'dot' or 'general'; got {score!r}.")
+            raise ValueError(
+                f"score must be 'dot' or 'general'; got {score!r}."
+            )
         self.score = score
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
@@ -218,9 +243,12 @@ class LuongAttention(_AlignmentAttention):
         else:
             # W_a maps h_j to the decoder's size: s_i^T (W_a h_j).
             self.key_dense = keras.layers.Dense(
-                query_shape[-1], use_bias=False,
+                query_shape[-1],
+                use_bias=False,
                 kernel_initializer=clone_initializer(self.kernel_initializer),
-                dtype=self.dtype_policy, name="key_dense")
+                dtype=self.dtype_policy,
+                name="key_dense",
+            )
             self.key_dense.build(values_shape)
         self.built = True
 
@@ -238,5 +266,6 @@ class LuongAttention(_AlignmentAttention):
             **super().get_config(),
             "score": self.score,
             "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer),
+                self.kernel_initializer
+            ),
         }

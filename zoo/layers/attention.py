@@ -119,8 +119,16 @@ def _rows_with_a_key(mask):
     return ops.logical_or(mask, ops.logical_not(row_valid)), row_valid
 
 
-def _explicit_attention(query, key, value, mask, scale, weights_dropout=None,
-                        return_weights=False, rows_have_keys=False):
+def _explicit_attention(
+    query,
+    key,
+    value,
+    mask,
+    scale,
+    weights_dropout=None,
+    return_weights=False,
+    rows_have_keys=False,
+):
     """Softmax path on (batch, seq, heads, dim) tensors; returns (outputs,
     weights), weights None unless `return_weights`.
 
@@ -178,21 +186,25 @@ def _sdpa_zeroes_empty_rows(query):
         # Query 0 sees no key, query 1 sees both.
         probe = ops.ones((1, 2, 1, 4))
         bias = ops.convert_to_tensor(
-            [[[[float("-inf"), float("-inf")], [0.0, 0.0]]]])
+            [[[[float("-inf"), float("-inf")], [0.0, 0.0]]]]
+        )
         out = ops.convert_to_numpy(
-            ops.dot_product_attention(probe, probe, probe, bias=bias))
+            ops.dot_product_attention(probe, probe, probe, bias=bias)
+        )
         _ZEROES_EMPTY_ROWS[device] = bool((out[:, 0] == 0).all())
     return _ZEROES_EMPTY_ROWS[device]
 
 
-def _fused_attention(query, key, value, mask, scale, is_causal,
-                     rows_have_keys=False):
+def _fused_attention(
+    query, key, value, mask, scale, is_causal, rows_have_keys=False
+):
     """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors.
     `rows_have_keys`: every query row of `mask` allows a key (a causal
     mask), so no row needs opening up or zeroing."""
     flash = {}
     if (mask is not None and keras.backend.backend() == "torch") or (
-            compiling()):
+        compiling()
+    ):
         # Unless told, Keras' PyTorch attention asks PyTorch on every call
         # whether its flash kernel could run (a pybind object per call, and
         # a graph break under torch.compile); unasked, PyTorch's own
@@ -208,7 +220,11 @@ def _fused_attention(query, key, value, mask, scale, is_causal,
         # conversion of it.
         bias = ops.where(mask, 0.0, float("-inf"))
         return ops.dot_product_attention(
-            query, key, value, bias=ops.cast(bias, query.dtype), scale=scale,
+            query,
+            key,
+            value,
+            bias=ops.cast(bias, query.dtype),
+            scale=scale,
             **flash,
         )
     if mask is not None and not rows_have_keys:
@@ -227,11 +243,22 @@ def _fused_attention(query, key, value, mask, scale, is_causal,
         # fuses the broadcast; PyTorch and TensorFlow would materialise
         # it, a (batch, 1, q, k) tensor per call, so they keep the
         # broadcastable mask.)
-        mask = ops.broadcast_to(mask, (
-            ops.shape(query)[0], ops.shape(mask)[1], ops.shape(query)[1],
-            ops.shape(key)[1]))
+        mask = ops.broadcast_to(
+            mask,
+            (
+                ops.shape(query)[0],
+                ops.shape(mask)[1],
+                ops.shape(query)[1],
+                ops.shape(key)[1],
+            ),
+        )
     outputs = ops.dot_product_attention(
-        query, key, value, mask=mask, scale=scale, is_causal=is_causal,
+        query,
+        key,
+        value,
+        mask=mask,
+        scale=scale,
+        is_causal=is_causal,
         **flash,
     )
     if row_valid is not None:
@@ -284,8 +311,8 @@ def _attend(
         # Causal alone, the last query aligned with the last key: with at
         # least as many keys as queries, every query sees key 0.
         rows_have_keys = rows_have_keys or (
-            full_mask is None and None not in (q_len, k_len)
-            and k_len >= q_len)
+            full_mask is None and None not in (q_len, k_len) and k_len >= q_len
+        )
         full_mask = causal if full_mask is None else full_mask & causal
 
     # Fused kernels (jax.nn.dot_product_attention) need value heads as wide
@@ -293,12 +320,23 @@ def _attend(
     fused_ok = _static_dim(value.shape, -1) == _static_dim(key.shape, -1)
     if return_weights or weights_dropout is not None or not fused_ok:
         outputs, weights = _explicit_attention(
-            query, key, value, full_mask, scale, weights_dropout,
-            return_weights, rows_have_keys,
+            query,
+            key,
+            value,
+            full_mask,
+            scale,
+            weights_dropout,
+            return_weights,
+            rows_have_keys,
         )
     else:
         outputs = _fused_attention(
-            query, key, value, full_mask, scale, native_causal,
+            query,
+            key,
+            value,
+            full_mask,
+            scale,
+            native_causal,
             rows_have_keys,
         )
         weights = None
@@ -614,8 +652,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 # eager PyTorch copies a tensor per slice_update, so updating
                 # keys and values apart and re-stacking them copied it 3 times.
                 new = ops.stack(
-                    [call_sublayer(self, self._key_dense, key),
-                     call_sublayer(self, self._value_dense, value)],
+                    [
+                        call_sublayer(self, self._key_dense, key),
+                        call_sublayer(self, self._value_dense, value),
+                    ],
                     axis=1,
                 )
                 cache = ops.slice_update(
@@ -670,7 +710,9 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
-    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+    def compute_output_shape(
+        self, query_shape, value_shape=None, key_shape=None
+    ):
         output_dim = self._output_dim or query_shape[-1]
         return tuple(query_shape[:-1]) + (output_dim,)
 
@@ -688,7 +730,12 @@ class MultiHeadAttention(keras.layers.Layer):
         results = (outputs,)
         if return_attention_scores:
             k_len = cache.shape[2] if cache is not None else value.shape[1]
-            scores_shape = (query.shape[0], self.num_heads, query.shape[1], k_len)
+            scores_shape = (
+                query.shape[0],
+                self.num_heads,
+                query.shape[1],
+                k_len,
+            )
             results += (keras.KerasTensor(scores_shape, self.compute_dtype),)
         if cache is not None:
             results += (keras.KerasTensor(cache.shape, self.compute_dtype),)

@@ -39,8 +39,13 @@ def check_sequence_length(length, start_index, sequence_length, layer_name):
         )
 
 
-def check_token_ids(token_ids, vocabulary_size, layer_name,
-                    what="token id", limit="vocabulary_size"):
+def check_token_ids(
+    token_ids,
+    vocabulary_size,
+    layer_name,
+    what="token id",
+    limit="vocabulary_size",
+):
     """Raises when a visible token id is outside `[0, vocabulary_size)`.
 
     Ids are only visible in eager calls; inside compiled functions there is

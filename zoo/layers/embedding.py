@@ -16,10 +16,11 @@ projection (tied weights, as GPT-2 and BERT's masked-LM head).
 import keras
 from keras import ops
 
-from zoo.layers.checks import check_sequence_length
-from zoo.layers.checks import check_token_ids
-from zoo.layers.positions import LearnedPositionEmbedding
-from zoo.layers.positions import SinusoidalPositionEncoding
+from zoo.layers.checks import check_sequence_length, check_token_ids
+from zoo.layers.positions import (
+    LearnedPositionEmbedding,
+    SinusoidalPositionEncoding,
+)
 from zoo.layers.sublayers import call_sublayer
 
 POSITION_KINDS = ("learned", "sinusoidal")
@@ -216,7 +217,9 @@ class PositionalEmbedding(keras.layers.Layer):
             )
         else:
             self.position_embedding = SinusoidalPositionEncoding(
-                max_wavelength, dtype=self.dtype_policy, name="position_encoding"
+                max_wavelength,
+                dtype=self.dtype_policy,
+                name="position_encoding",
             )
 
     def build(self, input_shape):
@@ -226,7 +229,9 @@ class PositionalEmbedding(keras.layers.Layer):
                 f"got shape {tuple(input_shape)}."
             )
         self.token_embedding.build(input_shape)
-        self.position_embedding.build(tuple(input_shape) + (self.embedding_dim,))
+        self.position_embedding.build(
+            tuple(input_shape) + (self.embedding_dim,)
+        )
         self.built = True
 
     # See TokenEmbedding.
@@ -251,7 +256,7 @@ class PositionalEmbedding(keras.layers.Layer):
             self, self.token_embedding, inputs, check_ids=False
         )
         if self.scale_tokens:
-            tokens = tokens * ops.cast(self.embedding_dim ** 0.5, tokens.dtype)
+            tokens = tokens * ops.cast(self.embedding_dim**0.5, tokens.dtype)
         return tokens + call_sublayer(
             self, self.position_embedding, tokens, start_index=start_index
         )

@@ -45,34 +45,48 @@ class PatchEmbedding(keras.layers.Layer):
     (2, 49, 64)
     """
 
-    def __init__(self, patch_size, hidden_dim,
-                 kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+    def __init__(
+        self,
+        patch_size,
+        hidden_dim,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if int(patch_size) < 1 or int(hidden_dim) < 1:
-            raise ValueError(f"patch_size and hidden_dim must be positive; "
-                             f"got {patch_size} and {hidden_dim}.")
+            raise ValueError(
+                f"patch_size and hidden_dim must be positive; "
+                f"got {patch_size} and {hidden_dim}."
+            )
         self.patch_size = int(patch_size)
         self.hidden_dim = int(hidden_dim)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.projection = keras.layers.Conv2D(
-            self.hidden_dim, self.patch_size, strides=self.patch_size,
-            padding="valid", kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer, dtype=self.dtype_policy,
-            name="projection")
+            self.hidden_dim,
+            self.patch_size,
+            strides=self.patch_size,
+            padding="valid",
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name="projection",
+        )
 
     def _check(self, shape):
         if len(shape) != 4:
             raise ValueError(
                 f"{self.name} expects images of shape (batch, height, width, "
-                f"channels); got shape {tuple(shape)}.")
+                f"channels); got shape {tuple(shape)}."
+            )
         for side, size in (("height", shape[1]), ("width", shape[2])):
             if size is not None and size % self.patch_size:
                 raise ValueError(
                     f"{self.name}: image {side} {size} is not divisible by "
                     f"the patch size {self.patch_size}. Resize or crop the "
-                    f"images to a multiple of {self.patch_size}.")
+                    f"images to a multiple of {self.patch_size}."
+                )
 
     def build(self, input_shape):
         self._check(input_shape)
@@ -88,8 +102,11 @@ class PatchEmbedding(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         self._check(input_shape)
         rows, columns = input_shape[1], input_shape[2]
-        count = None if rows is None or columns is None else (
-            (rows // self.patch_size) * (columns // self.patch_size))
+        count = (
+            None
+            if rows is None or columns is None
+            else ((rows // self.patch_size) * (columns // self.patch_size))
+        )
         return (input_shape[0], count, self.hidden_dim)
 
     def get_config(self):
@@ -97,9 +114,11 @@ class PatchEmbedding(keras.layers.Layer):
             "patch_size": self.patch_size,
             "hidden_dim": self.hidden_dim,
             "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer),
+                self.kernel_initializer
+            ),
             "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer),
+                self.bias_initializer
+            ),
         }
 
 
@@ -131,17 +150,22 @@ class ClassToken(keras.layers.Layer):
         if len(input_shape) != 3:
             raise ValueError(
                 f"{self.name} expects (batch, seq, dim); got shape "
-                f"{tuple(input_shape)}.")
+                f"{tuple(input_shape)}."
+            )
         self.token = self.add_weight(
-            name="token", shape=(input_shape[-1],),
-            initializer=self.initializer, trainable=True)
+            name="token",
+            shape=(input_shape[-1],),
+            initializer=self.initializer,
+            trainable=True,
+        )
         self.built = True
 
     def call(self, inputs):
         token = ops.cast(self.token, inputs.dtype)
         batch = ops.shape(inputs)[0]
-        token = ops.broadcast_to(token[None, None, :],
-                                 (batch, 1, ops.shape(inputs)[-1]))
+        token = ops.broadcast_to(
+            token[None, None, :], (batch, 1, ops.shape(inputs)[-1])
+        )
         return ops.concatenate([token, inputs], axis=1)
 
     def compute_output_shape(self, input_shape):
@@ -150,11 +174,17 @@ class ClassToken(keras.layers.Layer):
 
     def get_config(self):
         return super().get_config() | {
-            "initializer": keras.initializers.serialize(self.initializer)}
+            "initializer": keras.initializers.serialize(self.initializer)
+        }
 
 
-def resize_position_grid(table, grid_size, new_grid_size, num_prefix_tokens=1,
-                         interpolation="bilinear"):
+def resize_position_grid(
+    table,
+    grid_size,
+    new_grid_size,
+    num_prefix_tokens=1,
+    interpolation="bilinear",
+):
     """Learned patch positions for another image size (ViT's fine-tuning at
     a new resolution).
 
@@ -188,15 +218,21 @@ def resize_position_grid(table, grid_size, new_grid_size, num_prefix_tokens=1,
     if table.shape[0] != num_prefix_tokens + rows * columns:
         raise ValueError(
             f"a position table of {table.shape[0]} rows is not "
-            f"{num_prefix_tokens} + {rows} x {columns}.")
+            f"{num_prefix_tokens} + {rows} x {columns}."
+        )
     prefix, grid = table[:num_prefix_tokens], table[num_prefix_tokens:]
     if (rows, columns) == (new_rows, new_columns):
         return table
     dim = table.shape[-1]
     grid = ops.reshape(grid, (1, rows, columns, dim))
-    grid = ops.image.resize(grid, (new_rows, new_columns),
-                            interpolation=interpolation, antialias=False,
-                            data_format="channels_last")
-    grid = ops.reshape(ops.cast(grid, table.dtype),
-                       (new_rows * new_columns, dim))
+    grid = ops.image.resize(
+        grid,
+        (new_rows, new_columns),
+        interpolation=interpolation,
+        antialias=False,
+        data_format="channels_last",
+    )
+    grid = ops.reshape(
+        ops.cast(grid, table.dtype), (new_rows * new_columns, dim)
+    )
     return ops.concatenate([prefix, grid], axis=0)

@@ -116,13 +116,16 @@ class AttentionPooling(keras.layers.Layer):
         self.entropy_weight = float(entropy_weight)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.query_initializer = (
-            None if query_initializer is None
+            None
+            if query_initializer is None
             else keras.initializers.get(query_initializer)
         )
         self.query_bias_initializer = keras.initializers.get(
-            query_bias_initializer)
+            query_bias_initializer
+        )
         self.value_initializer = (
-            None if value_initializer is None
+            None
+            if value_initializer is None
             else keras.initializers.get(value_initializer)
         )
         self.map_scale = float(map_scale)
@@ -150,8 +153,9 @@ class AttentionPooling(keras.layers.Layer):
             )
             self.query_dense.build((input_shape[0], dim))
         if self.use_value_transform:
-            value_initializer = (self.value_initializer
-                                 or self.kernel_initializer)
+            value_initializer = (
+                self.value_initializer or self.kernel_initializer
+            )
             self.value_dense = keras.layers.Dense(
                 self.value_dim or dim,
                 kernel_initializer=_Scaled(value_initializer, self.map_scale),
@@ -161,8 +165,9 @@ class AttentionPooling(keras.layers.Layer):
             self.value_dense.build(input_shape)
         self.built = True
 
-    def call(self, sequence, mask=None, return_attention_scores=False,
-             training=None):
+    def call(
+        self, sequence, mask=None, return_attention_scores=False, training=None
+    ):
         x = sequence
         valid = None if mask is None else ops.cast(mask, "bool")
         if valid is not None and not _mask_fits(valid.shape, x.shape):
@@ -189,8 +194,9 @@ class AttentionPooling(keras.layers.Layer):
             self.add_loss(
                 self.entropy_weight * ops.mean(attention_entropy(weights))
             )
-        values = (self.value_dense(self._scaled(x))
-                  if self.use_value_transform else x)
+        values = (
+            self.value_dense(self._scaled(x)) if self.use_value_transform else x
+        )
         weights = ops.cast(weights, values.dtype)
         pooled = ops.einsum("bs,bsd->bd", weights, values)
         return (pooled, weights) if return_attention_scores else pooled
@@ -205,12 +211,16 @@ class AttentionPooling(keras.layers.Layer):
         dim = self.value_dim or input_shape[-1]
         return (input_shape[0], dim)
 
-    def compute_output_spec(self, sequence, return_attention_scores=False, **kw):
+    def compute_output_spec(
+        self, sequence, return_attention_scores=False, **kw
+    ):
         shape = self.compute_output_shape(sequence.shape)
         pooled = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return pooled
-        weights = keras.KerasTensor(sequence.shape[:2], dtype=self.compute_dtype)
+        weights = keras.KerasTensor(
+            sequence.shape[:2], dtype=self.compute_dtype
+        )
         return pooled, weights
 
     def get_config(self):
@@ -223,14 +233,16 @@ class AttentionPooling(keras.layers.Layer):
                 self.kernel_initializer
             ),
             "query_initializer": (
-                None if self.query_initializer is None
+                None
+                if self.query_initializer is None
                 else keras.initializers.serialize(self.query_initializer)
             ),
             "query_bias_initializer": keras.initializers.serialize(
                 self.query_bias_initializer
             ),
             "value_initializer": (
-                None if self.value_initializer is None
+                None
+                if self.value_initializer is None
                 else keras.initializers.serialize(self.value_initializer)
             ),
             "map_scale": self.map_scale,

@@ -111,9 +111,11 @@ class PackedBidirectional(keras.layers.Layer):
         config["return_sequences"] = True
         config["return_state"] = True
         self.forward_layer = layer.__class__.from_config(
-            {**config, "name": f"forward_{layer.name}"})
+            {**config, "name": f"forward_{layer.name}"}
+        )
         self.backward_layer = layer.__class__.from_config(
-            {**config, "name": f"backward_{layer.name}"})
+            {**config, "name": f"backward_{layer.name}"}
+        )
         # A config, not the layer: an unbuilt sublayer would make Keras
         # rebuild the model symbolically before every `train_on_batch`.
         self.layer_config = keras.saving.serialize_keras_object(layer)
@@ -152,8 +154,10 @@ class PackedBidirectional(keras.layers.Layer):
         # What keras.layers.Bidirectional does: a masked RNN each way.
         forward = self.forward_layer(inputs, mask=mask, training=training)[0]
         backward = self.backward_layer(
-            ops.flip(inputs, axis=1), mask=ops.flip(mask, axis=1),
-            training=training)[0]
+            ops.flip(inputs, axis=1),
+            mask=ops.flip(mask, axis=1),
+            training=training,
+        )[0]
         if self.return_sequences:
             return forward, ops.flip(backward, axis=1)
         # Masked steps carry the state, so the last step holds the state
@@ -172,8 +176,10 @@ class PackedBidirectional(keras.layers.Layer):
         backward_slot = ops.where(mask, num_real - 1 - real_rank, pad_rank)
         last = ops.maximum(num_real - 1, 0)  # each row's last real step
         outputs = []
-        for rnn, slot in ((self.forward_layer, forward_slot),
-                          (self.backward_layer, backward_slot)):
+        for rnn, slot in (
+            (self.forward_layer, forward_slot),
+            (self.backward_layer, backward_slot),
+        ):
             # `slot` is a permutation of each row; its inverse lists, for
             # each packed position, the step that goes there.
             packed = _gather_steps(inputs, ops.argsort(slot, axis=1))
@@ -191,8 +197,10 @@ class PackedBidirectional(keras.layers.Layer):
         outputs, state = [], None
         for start in range(0, steps, STEPS_PER_CALL):
             chunk, *state = rnn(
-                sequences[:, start:start + STEPS_PER_CALL],
-                initial_state=state, training=training)
+                sequences[:, start : start + STEPS_PER_CALL],
+                initial_state=state,
+                training=training,
+            )
             outputs.append(chunk)
         return ops.concatenate(outputs, axis=1)
 
@@ -201,9 +209,11 @@ class PackedBidirectional(keras.layers.Layer):
         # JAX and TensorFlow compile one loop. Dropout masks are drawn per
         # call, so with dropout a chunked run would differ from one call.
         cell = rnn.cell
-        return (keras.backend.backend() == "torch"
-                and not getattr(cell, "dropout", 0)
-                and not getattr(cell, "recurrent_dropout", 0))
+        return (
+            keras.backend.backend() == "torch"
+            and not getattr(cell, "dropout", 0)
+            and not getattr(cell, "recurrent_dropout", 0)
+        )
 
     def _merge(self, forward, backward):
         if self.merge_mode == "concat":
@@ -227,18 +237,21 @@ class PackedBidirectional(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "layer": copy.deepcopy(self.layer_config),
-            "merge_mode": self.merge_mode,
-            "strategy": self.strategy,
-        })
+        config.update(
+            {
+                "layer": copy.deepcopy(self.layer_config),
+                "merge_mode": self.merge_mode,
+                "strategy": self.strategy,
+            }
+        )
         return config
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = copy.deepcopy(config)
         config["layer"] = keras.saving.deserialize_keras_object(
-            config["layer"], custom_objects=custom_objects)
+            config["layer"], custom_objects=custom_objects
+        )
         return cls(**config)
 
 
@@ -255,6 +268,7 @@ def _gather_steps(sequences, steps):
     integer `(batch, n)` steps."""
     steps = ops.expand_dims(ops.cast(steps, "int32"), -1)
     steps = ops.broadcast_to(
-        steps, (ops.shape(steps)[0], ops.shape(steps)[1],
-                ops.shape(sequences)[2]))
+        steps,
+        (ops.shape(steps)[0], ops.shape(steps)[1], ops.shape(sequences)[2]),
+    )
     return ops.take_along_axis(sequences, steps, axis=1)

@@ -77,8 +77,14 @@ class SoftAttentionLSTM(keras.layers.Layer):
 
     _same_when_called_directly = True  # see zoo.layers.sublayers
 
-    def __init__(self, units, attention_units, use_gate=True,
-                 kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        units,
+        attention_units,
+        use_gate=True,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.units = int(units)
         self.attention_units = int(attention_units)
@@ -88,9 +94,12 @@ class SoftAttentionLSTM(keras.layers.Layer):
 
     def _dense(self, units, name, activation=None):
         return keras.layers.Dense(
-            units, activation=activation,
+            units,
+            activation=activation,
             kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy, name=name)
+            dtype=self.dtype_policy,
+            name=name,
+        )
 
     def build(self, inputs_shape, annotations_shape):
         feature_dim = annotations_shape[-1]
@@ -98,7 +107,9 @@ class SoftAttentionLSTM(keras.layers.Layer):
         self.attention = BahdanauAttention(
             self.attention_units,
             kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy, name="attention")
+            dtype=self.dtype_policy,
+            name="attention",
+        )
         self.attention.build(state_shape, annotations_shape)
         self.gate = None
         if self.use_gate:
@@ -116,26 +127,35 @@ class SoftAttentionLSTM(keras.layers.Layer):
         self.word_gates = self._dense(gates, "word_gates")
         self.word_gates.build(inputs_shape)
         self.context_gates = keras.layers.Dense(
-            gates, use_bias=False,
+            gates,
+            use_bias=False,
             kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy, name="context_gates")
+            dtype=self.dtype_policy,
+            name="context_gates",
+        )
         self.context_gates.build((annotations_shape[0], feature_dim))
         self.recurrent_gates = keras.layers.Dense(
-            gates, use_bias=False, kernel_initializer="orthogonal",
-            dtype=self.dtype_policy, name="recurrent_gates")
+            gates,
+            use_bias=False,
+            kernel_initializer="orthogonal",
+            dtype=self.dtype_policy,
+            name="recurrent_gates",
+        )
         self.recurrent_gates.build(state_shape)
         # The forget gate's bias starts at 1 (Jozefowicz et al., 2015; Keras'
         # LSTM does the same).
         bias = np.zeros((gates,), "float32")
-        bias[self.units:2 * self.units] = 1.0
+        bias[self.units : 2 * self.units] = 1.0
         self.word_gates.bias.assign(bias)
         self.built = True
 
     def initial_state(self, annotations):
         """`[h_0, c_0]` from the mean annotation, each `(batch, units)`."""
         mean = ops.mean(annotations, axis=1)
-        return [call_sublayer(self, self.init_h, mean),
-                call_sublayer(self, self.init_c, mean)]
+        return [
+            call_sublayer(self, self.init_h, mean),
+            call_sublayer(self, self.init_c, mean),
+        ]
 
     def compute_keys(self, annotations):
         """`W_a a_i + b` `(batch, regions, attention_units)`: the image's
@@ -145,34 +165,51 @@ class SoftAttentionLSTM(keras.layers.Layer):
     def step(self, inputs, state, annotations, keys, training=None):
         """One word: `inputs` `(batch, input_dim)`, `state` `[h, c]` ->
         `(h_t, z_t, alpha_t (batch, regions) float32, [h_t, c_t])`."""
-        return self._step(call_sublayer(self, self.word_gates, inputs),
-                          state, annotations, keys)
+        return self._step(
+            call_sublayer(self, self.word_gates, inputs),
+            state,
+            annotations,
+            keys,
+        )
 
     def _step(self, word_gates, state, annotations, keys):
         """`step` from the word's part of the gates, `W_x E y_{t-1} + b`."""
         h, c = state
         context, alpha = call_sublayer(
-            self, self.attention, h, annotations, keys=keys,
-            return_attention_scores=True)
+            self,
+            self.attention,
+            h,
+            annotations,
+            keys=keys,
+            return_attention_scores=True,
+        )
         if self.gate is not None:
             context = context * call_sublayer(self, self.gate, h)
         context = ops.cast(context, h.dtype)
-        gates = (word_gates + call_sublayer(self, self.context_gates, context)
-                 + call_sublayer(self, self.recurrent_gates, h))
+        gates = (
+            word_gates
+            + call_sublayer(self, self.context_gates, context)
+            + call_sublayer(self, self.recurrent_gates, h)
+        )
         i, f, g, o = ops.split(gates, 4, axis=-1)
         c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
         h = ops.sigmoid(o) * ops.tanh(c)
         return h, context, ops.cast(alpha, "float32"), [h, c]
 
-    def call(self, inputs, annotations, mask=None, initial_state=None,
-             training=None):
+    def call(
+        self, inputs, annotations, mask=None, initial_state=None, training=None
+    ):
         if len(inputs.shape) != 3 or len(annotations.shape) != 3:
             raise ValueError(
                 "SoftAttentionLSTM expects inputs (batch, steps, dim) and "
                 "annotations (batch, regions, feature_dim); got "
-                f"{tuple(inputs.shape)} and {tuple(annotations.shape)}.")
-        state = (list(initial_state) if initial_state is not None
-                 else self.initial_state(annotations))
+                f"{tuple(inputs.shape)} and {tuple(annotations.shape)}."
+            )
+        state = (
+            list(initial_state)
+            if initial_state is not None
+            else self.initial_state(annotations)
+        )
         keys = self.compute_keys(annotations)
         if mask is None:
             mask = ops.ones(ops.shape(inputs)[:2], dtype="bool")
@@ -180,15 +217,16 @@ class SoftAttentionLSTM(keras.layers.Layer):
         # Python loop under PyTorch) runs one compiled step per word; the
         # words' part of the gates is one product for all steps.
         word_gates = call_sublayer(self, self.word_gates, inputs)
-        steps = (ops.transpose(word_gates, (1, 0, 2)),
-                 ops.transpose(ops.cast(mask, "bool"), (1, 0)))
+        steps = (
+            ops.transpose(word_gates, (1, 0, 2)),
+            ops.transpose(ops.cast(mask, "bool"), (1, 0)),
+        )
 
         def step(carry, x):
             words, real = x
             keep = real[:, None]
             state = list(carry[:2])
-            _, z, alpha, new_state = self._step(words, state, annotations,
-                                                keys)
+            _, z, alpha, new_state = self._step(words, state, annotations, keys)
             h, c = (ops.where(keep, n, s) for n, s in zip(new_state, state))
             alpha = alpha * ops.cast(keep, alpha.dtype)
             # What each step gives is its carry (the TensorFlow scan keeps
@@ -197,27 +235,33 @@ class SoftAttentionLSTM(keras.layers.Layer):
             return carry, carry
 
         batch = ops.shape(annotations)[0]
-        carry = (*state,
-                 ops.zeros((batch, ops.shape(annotations)[2]),
-                           self.compute_dtype),
-                 ops.zeros((batch, ops.shape(annotations)[1]), "float32"))
+        carry = (
+            *state,
+            ops.zeros((batch, ops.shape(annotations)[2]), self.compute_dtype),
+            ops.zeros((batch, ops.shape(annotations)[1]), "float32"),
+        )
         _, (hidden, _, contexts, alphas) = ops.scan(step, carry, steps)
-        return (ops.transpose(hidden, (1, 0, 2)),
-                ops.transpose(contexts, (1, 0, 2)),
-                ops.transpose(alphas, (1, 0, 2)))
+        return (
+            ops.transpose(hidden, (1, 0, 2)),
+            ops.transpose(contexts, (1, 0, 2)),
+            ops.transpose(alphas, (1, 0, 2)),
+        )
 
     def compute_mask(self, inputs, annotations=None, mask=None):
         return None
 
-    def compute_output_spec(self, inputs, annotations, mask=None,
-                            initial_state=None, training=None):
+    def compute_output_spec(
+        self, inputs, annotations, mask=None, initial_state=None, training=None
+    ):
         batch, steps = inputs.shape[0], inputs.shape[1]
         regions, feature_dim = annotations.shape[1], annotations.shape[2]
         return (
-            keras.KerasTensor((batch, steps, self.units),
-                              dtype=self.compute_dtype),
-            keras.KerasTensor((batch, steps, feature_dim),
-                              dtype=self.compute_dtype),
+            keras.KerasTensor(
+                (batch, steps, self.units), dtype=self.compute_dtype
+            ),
+            keras.KerasTensor(
+                (batch, steps, feature_dim), dtype=self.compute_dtype
+            ),
             keras.KerasTensor((batch, steps, regions), dtype="float32"),
         )
 
@@ -228,7 +272,8 @@ class SoftAttentionLSTM(keras.layers.Layer):
             "attention_units": self.attention_units,
             "use_gate": self.use_gate,
             "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer),
+                self.kernel_initializer
+            ),
         }
 
 
@@ -298,8 +343,11 @@ class DoublyStochasticPenalty(keras.layers.Layer):
     def call(self, alphas, mask=None, training=None):
         if training and self.weight:
             regions = ops.cast(ops.shape(alphas)[-1], "float32")
-            self.add_loss(self.weight / regions * ops.mean(
-                doubly_stochastic_penalty(alphas, mask)))
+            self.add_loss(
+                self.weight
+                / regions
+                * ops.mean(doubly_stochastic_penalty(alphas, mask))
+            )
         return alphas
 
     def compute_mask(self, alphas, mask=None):

@@ -37,8 +37,9 @@ class StochasticDepth(keras.layers.Layer):
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
         if not 0.0 <= rate < 1.0:
-            raise ValueError(f"StochasticDepth rate must be in [0, 1); got "
-                             f"{rate}.")
+            raise ValueError(
+                f"StochasticDepth rate must be in [0, 1); got {rate}."
+            )
         self.rate = float(rate)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
@@ -49,9 +50,12 @@ class StochasticDepth(keras.layers.Layer):
         if not training or self.rate == 0.0:
             return inputs
         shape = (ops.shape(inputs)[0],) + (1,) * (len(inputs.shape) - 1)
-        keep = keras.random.uniform(shape, seed=self.seed_generator) >= self.rate
-        scale = ops.cast(keep, inputs.dtype) / ops.cast(1.0 - self.rate,
-                                                        inputs.dtype)
+        keep = (
+            keras.random.uniform(shape, seed=self.seed_generator) >= self.rate
+        )
+        scale = ops.cast(keep, inputs.dtype) / ops.cast(
+            1.0 - self.rate, inputs.dtype
+        )
         return inputs * scale
 
     def compute_output_shape(self, input_shape):

@@ -144,12 +144,14 @@ def _reusing_scope_class(scopes):
             key = (id(value), self.dtype)
             kept = self.casts.get(key)
             version = getattr(value, "_version", None)
-            if (kept is not None and kept[0] is value
-                    and kept[1] == version):
+            if kept is not None and kept[0] is value and kept[1] == version:
                 return kept[2]
             cast = super().maybe_cast(value)
-            if (version is not None and cast is not value
-                    and not getattr(cast, "requires_grad", False)):
+            if (
+                version is not None
+                and cast is not value
+                and not getattr(cast, "requires_grad", False)
+            ):
                 # The variable is held too, so its id is not reused.
                 self.casts[key] = (value, version, cast)
             return cast

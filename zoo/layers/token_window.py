@@ -75,7 +75,8 @@ class RandomTokenWindow(keras.layers.Layer):
         # shorter than it when the length is only known at run time) reads
         # padding past its end.
         padded = ops.pad(
-            token_ids, [[0, 0], [0, self.window]],
+            token_ids,
+            [[0, 0], [0, self.window]],
             constant_values=self.padding_id,
         )
         index = starts[:, None] + ops.arange(self.window, dtype="int32")[None]

@@ -11,9 +11,11 @@ Sub-layer names and weight shapes follow keras-hub's `TransformerEncoder` and
 
 import keras
 
-from zoo.layers.attention import MultiHeadAttention
-from zoo.layers.attention import clone_initializer
-from zoo.layers.attention import merge_padding_and_attention_mask
+from zoo.layers.attention import (
+    MultiHeadAttention,
+    clone_initializer,
+    merge_padding_and_attention_mask,
+)
 from zoo.layers.stochastic_depth import StochasticDepth
 from zoo.layers.sublayers import call_sublayer
 
@@ -74,7 +76,8 @@ class _TransformerBlock(keras.layers.Layer):
             if normalize_first and not norm_first:
                 raise ValueError(
                     "normalize_first and its alias norm_first disagree: "
-                    f"{normalize_first!r} and {norm_first!r}.")
+                    f"{normalize_first!r} and {norm_first!r}."
+                )
             normalize_first = norm_first
         self.num_heads = int(num_heads)
         self.intermediate_dim = int(intermediate_dim)
@@ -95,9 +98,13 @@ class _TransformerBlock(keras.layers.Layer):
         self.drop_path_rate = float(drop_path_rate)
         self.supports_masking = True
         # One per block: either residual branch of an example may be dropped.
-        self._drop_path = StochasticDepth(
-            self.drop_path_rate, dtype=self.dtype_policy, name="drop_path"
-        ) if self.drop_path_rate else None
+        self._drop_path = (
+            StochasticDepth(
+                self.drop_path_rate, dtype=self.dtype_policy, name="drop_path"
+            )
+            if self.drop_path_rate
+            else None
+        )
 
     def _key_dim(self, hidden_dim):
         if hidden_dim is None or hidden_dim % self.num_heads:
@@ -259,7 +266,9 @@ class TransformerEncoder(_TransformerBlock):
             hidden_dim, "self_attention_layer"
         )
         self._self_attention_layer.build(inputs_shape, inputs_shape)
-        self._self_attention_layer_norm = self._norm("self_attention_layer_norm")
+        self._self_attention_layer_norm = self._norm(
+            "self_attention_layer_norm"
+        )
         self._self_attention_layer_norm.build(inputs_shape)
         self._self_attention_dropout = self._dropout("self_attention_dropout")
         self._build_feedforward(inputs_shape)
@@ -380,7 +389,9 @@ class TransformerDecoder(_TransformerBlock):
         self._self_attention_layer.build(
             decoder_sequence_shape, decoder_sequence_shape
         )
-        self._self_attention_layer_norm = self._norm("self_attention_layer_norm")
+        self._self_attention_layer_norm = self._norm(
+            "self_attention_layer_norm"
+        )
         self._self_attention_layer_norm.build(decoder_sequence_shape)
         self._self_attention_dropout = self._dropout("self_attention_dropout")
 
@@ -432,7 +443,8 @@ class TransformerDecoder(_TransformerBlock):
         # argument, and `<argument>_mask` when there are several.
         if decoder_padding_mask is None:
             decoder_padding_mask = (
-                decoder_sequence_mask if decoder_sequence_mask is not None
+                decoder_sequence_mask
+                if decoder_sequence_mask is not None
                 else mask
             )
             if self_attention_cache is not None:
@@ -537,7 +549,8 @@ class TransformerDecoder(_TransformerBlock):
         if return_attention_scores:
             batch, length = decoder_sequence.shape[:2]
             self_len = (
-                length if self_attention_cache is None
+                length
+                if self_attention_cache is None
                 else self_attention_cache.shape[2]
             )
             scores = {
@@ -545,9 +558,13 @@ class TransformerDecoder(_TransformerBlock):
                     (batch, self.num_heads, length, self_len), dtype=dtype
                 )
             }
-            if encoder_sequence is not None or cross_attention_cache is not None:
+            if (
+                encoder_sequence is not None
+                or cross_attention_cache is not None
+            ):
                 src_len = (
-                    encoder_sequence.shape[1] if encoder_sequence is not None
+                    encoder_sequence.shape[1]
+                    if encoder_sequence is not None
                     else cross_attention_cache.shape[2]
                 )
                 scores["cross_attention"] = keras.KerasTensor(

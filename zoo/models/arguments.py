@@ -29,22 +29,28 @@ def check_model_kwargs(model, kwargs):
     TypeError: ViTBackbone got an unexpected keyword argument 'patch'; ...
     """
     known = MODEL_KWARGS + (
-        ("compile",) if isinstance(model, keras_hub.models.Task) else ())
+        ("compile",) if isinstance(model, keras_hub.models.Task) else ()
+    )
     unknown = [key for key in kwargs if key not in known]
     if not unknown:
         return
     cls = type(model)
-    taken = [name for name, p in
-             inspect.signature(cls.__init__).parameters.items()
-             if name != "self" and p.kind not in (p.VAR_POSITIONAL,
-                                                   p.VAR_KEYWORD)]
+    taken = [
+        name
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
     taken += [name for name in known if name not in taken]
-    which = ("an unexpected keyword argument" if len(unknown) == 1
-             else "unexpected keyword arguments")
+    which = (
+        "an unexpected keyword argument"
+        if len(unknown) == 1
+        else "unexpected keyword arguments"
+    )
     raise TypeError(
         f"{cls.__name__} got {which} "
         f"{', '.join(repr(k) for k in unknown)}; it takes "
-        f"{', '.join(taken)}.")
+        f"{', '.join(taken)}."
+    )
 
 
 def check_preprocessor_fits(task, positions, argument):
@@ -66,7 +72,8 @@ def check_preprocessor_fits(task, positions, argument):
         f"the backbone has {positions} positions. Build the backbone with "
         f"{argument}={length} or more (from_preset(..., backbone_{argument}="
         f"{length})), or the preprocessor with sequence_length={positions} "
-        "or less.")
+        "or less."
+    )
 
 
 def check_vocabulary_fits(task, vocabulary_size):
@@ -91,4 +98,5 @@ def check_vocabulary_fits(task, vocabulary_size):
     raise ValueError(
         f"{type(task).__name__}: the tokenizer has {size} tokens but the "
         f"backbone embeds {vocabulary_size}. Build the backbone with "
-        f"vocabulary_size={size} (or more).")
+        f"vocabulary_size={size} (or more)."
+    )

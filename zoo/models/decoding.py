@@ -16,8 +16,7 @@ image captioning).
 import numpy as np
 from keras import ops
 
-from zoo.layers.sublayers import call_sublayer
-from zoo.layers.sublayers import concrete_index
+from zoo.layers.sublayers import call_sublayer, concrete_index
 
 
 class TransformerDecoding:
@@ -48,32 +47,46 @@ class TransformerDecoding:
         shape = (batch, 2, max_length, self.num_heads, head_dim)
         # One tensor per layer: aliases would change after the first step
         # (a compiled step would be traced again for that).
-        self_caches = tuple(ops.zeros(shape, dtype=self.compute_dtype)
-                            for _ in self.decoder_layers)
-        cross_caches = tuple(layer.compute_cross_attention_cache(encoder_output)
-                             for layer in self.decoder_layers)
+        self_caches = tuple(
+            ops.zeros(shape, dtype=self.compute_dtype)
+            for _ in self.decoder_layers
+        )
+        cross_caches = tuple(
+            layer.compute_cross_attention_cache(encoder_output)
+            for layer in self.decoder_layers
+        )
         return self_caches, cross_caches, encoder_padding_mask
 
-    def decode_step(self, token_ids, cache, index,
-                    return_attention_scores=False):
+    def decode_step(
+        self, token_ids, cache, index, return_attention_scores=False
+    ):
         """Target positions `index ...` (`token_ids` `(batch, n)`): returns
         `(hidden (batch, n, dim), cache[, cross-attention (batch, layers,
         heads, n, encoder_len)])`."""
         self_caches, cross_caches, encoder_mask = cache
         index = concrete_index(index)
-        x = call_sublayer(None, self.decoder_embedding, token_ids,
-                          start_index=index, check_ids=False)
+        x = call_sublayer(
+            None,
+            self.decoder_embedding,
+            token_ids,
+            start_index=index,
+            check_ids=False,
+        )
         new_caches, scores = [], []
         for layer, self_cache, cross_cache in zip(
-                self.decoder_layers, self_caches, cross_caches):
+            self.decoder_layers, self_caches, cross_caches
+        ):
             outputs = call_sublayer(  # see GPT.call_with_cache
-                None, layer,
-                x, self_attention_cache=self_cache,
+                None,
+                layer,
+                x,
+                self_attention_cache=self_cache,
                 self_attention_cache_update_index=index,
                 cross_attention_cache=cross_cache,
                 cross_attention_cache_update_index=None,
                 encoder_padding_mask=encoder_mask,
-                return_attention_scores=return_attention_scores)
+                return_attention_scores=return_attention_scores,
+            )
             x, self_cache = outputs[0], outputs[1]
             if return_attention_scores:
                 scores.append(outputs[-1]["cross_attention"])
@@ -98,23 +111,35 @@ class EncoderDecoderGeneration:
 
     token_bias = None
 
-    def decode_with_cache(self, encoder_output, encoder_mask, target_ids,
-                          target_mask, stop_token_ids=None):
+    def decode_with_cache(
+        self,
+        encoder_output,
+        encoder_mask,
+        target_ids,
+        target_mask,
+        stop_token_ids=None,
+    ):
         """Fills the unmasked positions of `target_ids` `(batch, length)`
         with the current sampler, one position per step, reading the
         backbone's cache over `encoder_output`; returns the filled ids."""
-        cache = self.backbone.decoder_cache(encoder_output, encoder_mask,
-                                            target_ids.shape[1])
+        cache = self.backbone.decoder_cache(
+            encoder_output, encoder_mask, target_ids.shape[1]
+        )
         step = self.decode_function(self.decode_token)
 
         def next(prompt, cache, index):
-            token = ops.slice(prompt, [0, index - 1],
-                              [ops.shape(prompt)[0], 1])
+            token = ops.slice(prompt, [0, index - 1], [ops.shape(prompt)[0], 1])
             return step(token, cache, index - 1)
 
         return self.sampler(
-            next=next, prompt=target_ids, cache=cache, index=1,
-            mask=target_mask, stop_token_ids=stop_token_ids, model=self)
+            next=next,
+            prompt=target_ids,
+            cache=cache,
+            index=1,
+            mask=target_mask,
+            stop_token_ids=stop_token_ids,
+            model=self,
+        )
 
     def decode_token(self, token, cache, index):
         """One decoding step: `token` `(batch, 1)` at target position
@@ -135,4 +160,3 @@ def suppressed_tokens_bias(vocabulary_size, token_ids):
         if token is not None and 0 <= int(token) < len(bias):
             bias[int(token)] = -1e9
     return bias
-

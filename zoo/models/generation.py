@@ -65,21 +65,40 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
             raise ValueError(f"num_beams must be >= 1; got {num_beams}.")
         if not float(length_penalty) >= 0:
             raise ValueError(
-                f"length_penalty must be >= 0; got {length_penalty}.")
+                f"length_penalty must be >= 0; got {length_penalty}."
+            )
         self.length_penalty = float(length_penalty)
 
-    def __call__(self, next, prompt, cache=None, index=0, mask=None,
-                 stop_token_ids=None, hidden_states=None, model=None):
+    def __call__(
+        self,
+        next,
+        prompt,
+        cache=None,
+        index=0,
+        mask=None,
+        stop_token_ids=None,
+        hidden_states=None,
+        model=None,
+    ):
         if self.return_all_beams:
-            return super().__call__(next, prompt, cache=cache, index=index,
-                                    mask=mask, hidden_states=hidden_states,
-                                    model=model)
+            return super().__call__(
+                next,
+                prompt,
+                cache=cache,
+                index=index,
+                mask=mask,
+                hidden_states=hidden_states,
+                model=model,
+            )
         beams = self.num_beams
         stop_token_ids = tuple(int(t) for t in stop_token_ids or ())
         batch_size = ops.shape(prompt)[0]
         start = ops.cast(index, "int32")
-        mask = (ops.zeros_like(prompt, dtype="bool") if mask is None
-                else ops.cast(mask, "bool"))
+        mask = (
+            ops.zeros_like(prompt, dtype="bool")
+            if mask is None
+            else ops.cast(mask, "bool")
+        )
 
         def create_beams(x):
             return ops.repeat(x, beams, axis=0)
@@ -96,7 +115,8 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
         cache = keras.tree.map_structure(create_beams, cache)
         log_probs = ops.array([[0.0] + [-1e9] * (beams - 1)], dtype="float32")
         log_probs = flatten_beams(
-            ops.broadcast_to(log_probs, (batch_size, beams)))
+            ops.broadcast_to(log_probs, (batch_size, beams))
+        )
         # Flat index of each row's first beam, for gather_beams below.
         row_starts = ops.arange(batch_size)[:, None] * beams
 
@@ -124,12 +144,15 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
             # those of its first free position, as if it were alone.
             in_prompt = mask[:, index][:, None]
             given = ops.cast(prompt[:, index], "int32")[:, None]
-            step = ops.where(in_prompt,
-                             ops.where(tokens == given, 0.0, -1e9), step)
-            candidates = ops.reshape(step + log_probs[:, None],
-                                     (-1, beams * vocab_size))
-            new_log_probs, indices = ops.top_k(candidates, k=beams,
-                                               sorted=False)
+            step = ops.where(
+                in_prompt, ops.where(tokens == given, 0.0, -1e9), step
+            )
+            candidates = ops.reshape(
+                step + log_probs[:, None], (-1, beams * vocab_size)
+            )
+            new_log_probs, indices = ops.top_k(
+                candidates, k=beams, sorted=False
+            )
             beam_indices = indices // vocab_size
             next_token = flatten_beams(indices % vocab_size)
             # Rows of the flat (batch * beams, ...) tensors to keep: one
@@ -144,16 +167,20 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
             if has_cache:
                 cache = keras.tree.map_structure(gather_beams, cache)
             next_token = ops.cast(next_token, prompt.dtype)
-            next_token = ops.where(mask[:, index], prompt[:, index],
-                                   next_token)
+            next_token = ops.where(mask[:, index], prompt[:, index], next_token)
             prompt = ops.slice_update(prompt, [0, index], next_token[:, None])
-            log_probs = ops.reshape(flatten_beams(new_log_probs),
-                                    ops.shape(log_probs))
+            log_probs = ops.reshape(
+                flatten_beams(new_log_probs), ops.shape(log_probs)
+            )
             return prompt, cache, index + 1, log_probs
 
         prompt, _, _, log_probs = self.run_loop(
-            cond=cond, body=body, loop_vars=(prompt, cache, start, log_probs),
-            maximum_iterations=(ops.shape(prompt)[1] - start), model=model)
+            cond=cond,
+            body=body,
+            loop_vars=(prompt, cache, start, log_probs),
+            maximum_iterations=(ops.shape(prompt)[1] - start),
+            model=model,
+        )
 
         # Generated length up to and including the first stop token.
         generated = ops.logical_not(mask)
@@ -162,14 +189,18 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
         else:
             is_stop = ops.zeros_like(generated)
         after_stop = ops.cumsum(ops.cast(is_stop, "int32"), axis=-1) - ops.cast(
-            is_stop, "int32")
-        lengths = ops.sum(ops.cast(ops.logical_and(generated, after_stop == 0),
-                                   "float32"), axis=-1)
+            is_stop, "int32"
+        )
+        lengths = ops.sum(
+            ops.cast(ops.logical_and(generated, after_stop == 0), "float32"),
+            axis=-1,
+        )
         penalty = ops.power((5.0 + lengths) / 6.0, self.length_penalty)
         scores = unflatten_beams(log_probs / penalty)
         best = ops.argmax(scores, axis=-1)[:, None, None]
         return ops.squeeze(
-            ops.take_along_axis(unflatten_beams(prompt), best, axis=1), axis=1)
+            ops.take_along_axis(unflatten_beams(prompt), best, axis=1), axis=1
+        )
 
     def get_config(self):
         return {**super().get_config(), "length_penalty": self.length_penalty}
@@ -241,14 +272,10 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
         return samplers.GreedySampler(temperature=temperature, **options)
     if name == "top_k":
         options.setdefault("k", 10)
-        return TopKSampler(
-            seed=seed, temperature=temperature, **options
-        )
+        return TopKSampler(seed=seed, temperature=temperature, **options)
     if name == "top_p":
         options.setdefault("p", 0.9)
-        return TopPSampler(
-            seed=seed, temperature=temperature, **options
-        )
+        return TopPSampler(seed=seed, temperature=temperature, **options)
     if name == "beam":
         options.setdefault("num_beams", 5)
         return BeamSampler(temperature=temperature, **options)
@@ -319,11 +346,14 @@ def _eager_if_compiling_fails(compiled, eager, name, functions):
             return eager(*args)
         try:
             return compiled(*args)
-        except Exception as error:  # noqa: BLE001 -- reported, then eager
+        except Exception as error:
             warnings.warn(
                 f"torch.compile could not run the decoding step {name} "
                 f"({type(error).__name__}: {str(error)[:200]}); decoding "
-                "eagerly instead.", RuntimeWarning, stacklevel=2)
+                "eagerly instead.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             failed.append(error)
             functions[name] = eager
             return eager(*args)
@@ -383,8 +413,11 @@ class GenerationMixin:
         name = function.__name__
         if name not in self._decode_functions:
             self._decode_functions[name] = _eager_if_compiling_fails(
-                compile_function(function), function, name,
-                self._decode_functions)
+                compile_function(function),
+                function,
+                name,
+                self._decode_functions,
+            )
         return self._decode_functions[name]
 
     def make_generate_function(self):
@@ -406,17 +439,20 @@ class GenerationMixin:
         return super().make_generate_function()
 
     def resolve_stop_token_ids(self, stop_token_ids):
-        """"auto" -> the tokenizer's end token (None when there is none)."""
+        """ "auto" -> the tokenizer's end token (None when there is none)."""
         if stop_token_ids != "auto":
-            return None if stop_token_ids is None else tuple(
-                int(i) for i in stop_token_ids
+            return (
+                None
+                if stop_token_ids is None
+                else tuple(int(i) for i in stop_token_ids)
             )
         tokenizer = getattr(self.preprocessor, "tokenizer", None)
         end = getattr(tokenizer, "end_token_id", None)
         return None if end is None else (int(end),)
 
-    def select_sampler(self, sampler=None, temperature=1.0, seed=None,
-                       **options):
+    def select_sampler(
+        self, sampler=None, temperature=1.0, seed=None, **options
+    ):
         """Makes the sampler of this setting current (one per setting, kept
         between calls) and rewinds its random state when `seed` is given.
 
@@ -429,7 +465,8 @@ class GenerationMixin:
             raise ValueError(
                 f"{', '.join(sorted(options))} need the sampler they belong "
                 "to: name it, e.g. generate(..., sampler='beam', "
-                "num_beams=4) or sampler='top_k', k=10.")
+                "num_beams=4) or sampler='top_k', k=10."
+            )
         setting = (sampler, float(temperature), tuple(sorted(options.items())))
         if setting not in self._samplers:
             if sampler is None and not options and float(temperature) == 1.0:

@@ -36,10 +36,13 @@ class KeepsWeightsOnError:
         with _ReattachOnError(self):
             return super().predict(*args, **kwargs)
 
-    def _purge_model_variables(self, trainable_variables=False,
-                               non_trainable_variables=False,
-                               optimizer_variables=False,
-                               metrics_variables=False):
+    def _purge_model_variables(
+        self,
+        trainable_variables=False,
+        non_trainable_variables=False,
+        optimizer_variables=False,
+        metrics_variables=False,
+    ):
         # Keras' JAX trainer only: remember what it detaches.
         groups = []
         if trainable_variables:
@@ -52,13 +55,15 @@ class KeepsWeightsOnError:
             groups += self.metrics_variables
         detached = getattr(self, "_detached_values", None)
         if detached is not None:
-            detached.extend((v, v._value) for v in groups
-                            if v._value is not None)
+            detached.extend(
+                (v, v._value) for v in groups if v._value is not None
+            )
         return super()._purge_model_variables(
             trainable_variables=trainable_variables,
             non_trainable_variables=non_trainable_variables,
             optimizer_variables=optimizer_variables,
-            metrics_variables=metrics_variables)
+            metrics_variables=metrics_variables,
+        )
 
 
 class _ReattachOnError:
@@ -86,7 +91,7 @@ class _ReattachOnError:
             return False
         try:
             model.jax_state_sync()  # the state of the last finished step
-        except Exception:  # noqa: BLE001 (the original error matters)
+        except Exception:
             pass
         for variable, value in detached:
             if variable._value is None:

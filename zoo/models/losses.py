@@ -34,9 +34,13 @@ class SparseCategoricalCrossentropyWithSmoothing(keras.losses.Loss):
     >>> loss(np.array([[1, 2]]), keras.random.normal((1, 2, 5)))
     """
 
-    def __init__(self, smoothing=0.1, from_logits=True,
-                 name="sparse_categorical_crossentropy_with_smoothing",
-                 **kwargs):
+    def __init__(
+        self,
+        smoothing=0.1,
+        from_logits=True,
+        name="sparse_categorical_crossentropy_with_smoothing",
+        **kwargs,
+    ):
         super().__init__(name=name, **kwargs)
         if not 0.0 <= float(smoothing) < 1.0:
             raise ValueError(f"smoothing must be in [0, 1); got {smoothing}.")
@@ -51,13 +55,18 @@ class SparseCategoricalCrossentropyWithSmoothing(keras.losses.Loss):
             log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
         y_true = ops.cast(y_true, "int32")
         true_log_prob = ops.squeeze(
-            ops.take_along_axis(log_probs, y_true[..., None], axis=-1), -1)
+            ops.take_along_axis(log_probs, y_true[..., None], axis=-1), -1
+        )
         loss = -true_log_prob
         if self.smoothing:
-            loss = ((1.0 - self.smoothing) * loss
-                    - self.smoothing * ops.mean(log_probs, axis=-1))
+            loss = (1.0 - self.smoothing) * loss - self.smoothing * ops.mean(
+                log_probs, axis=-1
+            )
         return loss
 
     def get_config(self):
-        return {**super().get_config(), "smoothing": self.smoothing,
-                "from_logits": self.from_logits}
+        return {
+            **super().get_config(),
+            "smoothing": self.smoothing,
+            "from_logits": self.from_logits,
+        }

@@ -31,10 +31,14 @@ class PortableCompileConfig:
     def _compiled_layers_support_jit(self):
         preprocessing = set()
         if getattr(self, "preprocessor", None) is not None:
-            preprocessing = {id(layer) for layer in
-                             self.preprocessor._flatten_layers()}
-        return all(layer.supports_jit for layer in self._flatten_layers()
-                   if id(layer) not in preprocessing)
+            preprocessing = {
+                id(layer) for layer in self.preprocessor._flatten_layers()
+            }
+        return all(
+            layer.supports_jit
+            for layer in self._flatten_layers()
+            if id(layer) not in preprocessing
+        )
 
     def _resolve_auto_jit_compile(self):
         # Keras' own rules (per backend and device), judged on the backbone,
@@ -52,8 +56,11 @@ class PortableCompileConfig:
     @jit_compile.setter
     def jit_compile(self, value):
         if value and not self._compiled_layers_support_jit():
-            warnings.warn("Model doesn't support `jit_compile=True`. "
-                          "Proceeding with `jit_compile=False`.")
+            warnings.warn(
+                "Model doesn't support `jit_compile=True`. "
+                "Proceeding with `jit_compile=False`.",
+                stacklevel=2,
+            )
             value = False
         self._jit_compile = value
 
@@ -88,9 +95,9 @@ class PortableCompileConfig:
             # then warns that its state does not fit; build it only when
             # the file holds a built optimizer's state.
             variables = self.trainable_variables
-            optimizer.load_own_variables = (
-                lambda store: _load_optimizer_state(optimizer, variables,
-                                                    store))
+            optimizer.load_own_variables = lambda store: _load_optimizer_state(
+                optimizer, variables, store
+            )
 
 
 def _load_optimizer_state(optimizer, variables, store):

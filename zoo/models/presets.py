@@ -74,7 +74,8 @@ def list_presets(family=None):
         if family not in _FAMILIES:
             raise ValueError(
                 f"Unknown family {family!r}; the families are "
-                f"{', '.join(sorted(_FAMILIES))}.")
+                f"{', '.join(sorted(_FAMILIES))}."
+            )
         presets = _FAMILIES[family]
         return {name: presets.description(name) for name in presets.names()}
     return {name: list_presets(name) for name in sorted(_FAMILIES)}

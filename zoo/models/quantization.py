@@ -10,8 +10,11 @@ the saved config records the quantised layers (keras-hub's
 
 import keras
 
-MATRIX_LAYERS = (keras.layers.Dense, keras.layers.EinsumDense,
-                 keras.layers.Embedding)
+MATRIX_LAYERS = (
+    keras.layers.Dense,
+    keras.layers.EinsumDense,
+    keras.layers.Embedding,
+)
 
 
 def quantize_matrices(model, mode="int8", config=None, exclude=None):
@@ -48,12 +51,20 @@ def quantize_matrices(model, mode="int8", config=None, exclude=None):
     # does not list (under PyTorch, a layer a functional backbone holds
     # outside its graph) stays float, so that the file reloads as it was.
     listed = getattr(model, "backbone", None) or model
-    chosen = [layer for layer in listed._flatten_layers()
-              if isinstance(layer, MATRIX_LAYERS) and id(layer) not in skipped
-              and layer.quantization_mode is None]
+    chosen = [
+        layer
+        for layer in listed._flatten_layers()
+        if isinstance(layer, MATRIX_LAYERS)
+        and id(layer) not in skipped
+        and layer.quantization_mode is None
+    ]
     ids = {id(layer) for layer in chosen}
     # type_check=False: Keras refuses subclasses (the zoo's TokenEmbedding
     # is a ReversibleEmbedding) unless told otherwise.
-    model.quantize(mode, config=config, type_check=False,
-                   filters=lambda layer: id(layer) in ids)
+    model.quantize(
+        mode,
+        config=config,
+        type_check=False,
+        filters=lambda layer: id(layer) in ids,
+    )
     return len(chosen)

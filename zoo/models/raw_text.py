@@ -2,9 +2,7 @@
 
 import keras
 
-from zoo.data.text import fit_dataset
-from zoo.data.text import split_validation_arrays
-from zoo.data.text import text_batch
+from zoo.data.text import fit_dataset, split_validation_arrays, text_batch
 
 
 class RawTextMixin:
@@ -24,31 +22,52 @@ class RawTextMixin:
     one too.
     """
 
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, validation_split=None, validation_data=None,
-            **kwargs):
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        sample_weight=None,
+        shuffle=True,
+        validation_split=None,
+        validation_data=None,
+        **kwargs,
+    ):
         if isinstance(x, keras.utils.PyDataset):
             # Keras refuses y, batch_size or sample_weight beside it.
-            return keras.Model.fit(self, x, y, batch_size=batch_size,
-                                   sample_weight=sample_weight,
-                                   shuffle=False,
-                                   validation_split=validation_split,
-                                   validation_data=validation_data, **kwargs)
+            return keras.Model.fit(
+                self,
+                x,
+                y,
+                batch_size=batch_size,
+                sample_weight=sample_weight,
+                shuffle=False,
+                validation_split=validation_split,
+                validation_data=validation_data,
+                **kwargs,
+            )
         x = text_batch(x, "fit")
         if validation_data is None:  # held out before x becomes a dataset
             (x, y, sample_weight), validation_data = split_validation_arrays(
-                x, y, sample_weight, validation_split)
+                x, y, sample_weight, validation_split
+            )
         x, y, sample_weight, batch_size = fit_dataset(
-            x, y, sample_weight, batch_size, shuffle)
-        return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=False,
-                           validation_data=validation_data, **kwargs)
+            x, y, sample_weight, batch_size, shuffle
+        )
+        return super().fit(
+            x,
+            y,
+            batch_size=batch_size,
+            sample_weight=sample_weight,
+            shuffle=False,
+            validation_data=validation_data,
+            **kwargs,
+        )
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         if isinstance(x, keras.utils.PyDataset):
             return keras.Model.evaluate(self, x, *args, **kwargs)
-        return super().evaluate(text_batch(x, "evaluate"), y, *args,
-                                **kwargs)
+        return super().evaluate(text_batch(x, "evaluate"), y, *args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
         return super().predict(text_batch(x, "predict"), *args, **kwargs)

@@ -51,12 +51,14 @@ def selected_backends(flag):
     return names
 
 
-def start_on_backend(command, backend, cwd=None, stdout=None,
-                     stderr=subprocess.STDOUT):
+def start_on_backend(
+    command, backend, cwd=None, stdout=None, stderr=subprocess.STDOUT
+):
     """`subprocess.Popen(command)` under `backend` (for processes that must
     run side by side and talk through files)."""
-    return subprocess.Popen(command, cwd=cwd, env=backend_env(backend),
-                            stdout=stdout, stderr=stderr)
+    return subprocess.Popen(
+        command, cwd=cwd, env=backend_env(backend), stdout=stdout, stderr=stderr
+    )
 
 
 @dataclasses.dataclass
@@ -72,19 +74,26 @@ class BackendRun:
 def run_on_backend(command, backend, cwd=None):
     """Runs `command` under `backend` to the end; returns a `BackendRun`."""
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=backend_env(backend),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
-    return BackendRun(backend, done.returncode, done.stdout,
-                      time.perf_counter() - start)
+    done = subprocess.run(
+        command,
+        cwd=cwd,
+        env=backend_env(backend),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return BackendRun(
+        backend, done.returncode, done.stdout, time.perf_counter() - start
+    )
 
 
 def run_on_backends(command, backends=BACKENDS, jobs=2, cwd=None):
     """Runs `command` once per backend, `jobs` at a time; returns the
     `BackendRun`s in the order of `backends`."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(run_on_backend, command, b, cwd)
-                   for b in backends]
+        futures = [
+            pool.submit(run_on_backend, command, b, cwd) for b in backends
+        ]
         return [future.result() for future in futures]
 
 

@@ -147,9 +147,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.testing.backends import BACKENDS
-from zoo.testing.backends import python_command
-from zoo.testing.backends import start_on_backend
+from zoo.testing.backends import BACKENDS, python_command, start_on_backend
 
 TOLERANCES = {
     "forward": 1e-5,  # max abs difference of the outputs, float32
@@ -189,6 +187,7 @@ class CheckSetup:
 
 # ---- Comparisons (pure NumPy; what the tests exercise) -----------------------
 
+
 def max_abs_diff(a, b):
     """Largest |a - b|; inf when shapes differ or anything is not finite
     (a NaN must never compare as "within tolerance")."""
@@ -212,7 +211,9 @@ def relative_diffs(a, b):
         return np.full(max(a.size, b.size, 1), math.inf)
     scale = np.maximum(np.abs(a), np.abs(b))
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(scale > 0, np.abs(a - b) / np.where(scale > 0, scale, 1), 0.0)
+        rel = np.where(
+            scale > 0, np.abs(a - b) / np.where(scale > 0, scale, 1), 0.0
+        )
     rel[~(np.isfinite(a) & np.isfinite(b))] = math.inf
     return rel
 
@@ -241,13 +242,23 @@ def _fmt(value):
 
 def compare_forward(outputs, backends, tolerance=TOLERANCES["forward"]):
     """outputs: backend -> array. Max abs difference of every pair."""
-    pairs = {pair_name(a, b): max_abs_diff(outputs[a], outputs[b])
-             for a, b in _pairs(backends)}
+    pairs = {
+        pair_name(a, b): max_abs_diff(outputs[a], outputs[b])
+        for a, b in _pairs(backends)
+    }
     worst = max(pairs.values(), default=0.0)
-    failures = [f"forward: {p} max abs diff {_fmt(d)} > {_fmt(tolerance)}"
-                for p, d in pairs.items() if not _gate(d, tolerance)]
-    return {"pairs": pairs, "max": worst, "tolerance": tolerance,
-            "passed": not failures, "failures": failures}
+    failures = [
+        f"forward: {p} max abs diff {_fmt(d)} > {_fmt(tolerance)}"
+        for p, d in pairs.items()
+        if not _gate(d, tolerance)
+    ]
+    return {
+        "pairs": pairs,
+        "max": worst,
+        "tolerance": tolerance,
+        "passed": not failures,
+        "failures": failures,
+    }
 
 
 def compare_losses(losses, backends, tolerance=TOLERANCES["loss"]):
@@ -262,14 +273,22 @@ def compare_losses(losses, backends, tolerance=TOLERANCES["loss"]):
         over = np.flatnonzero(rel > tolerance) if tolerance is not None else []
         first[name] = int(over[0]) if len(over) else None
     worst = max(pairs.values(), default=0.0)
-    failures = [f"loss: {p} max rel diff {_fmt(d)} > {_fmt(tolerance)} "
-                f"(worst at step {steps[p]}, first over at step {first[p]})"
-                for p, d in pairs.items() if not _gate(d, tolerance)]
-    return {"per_step": {b: [float(x) for x in losses[b]] for b in backends},
-            "pairs": pairs, "worst_step": steps, "first_step_over": first,
-            "max": worst,
-            "tolerance": tolerance, "passed": not failures,
-            "failures": failures}
+    failures = [
+        f"loss: {p} max rel diff {_fmt(d)} > {_fmt(tolerance)} "
+        f"(worst at step {steps[p]}, first over at step {first[p]})"
+        for p, d in pairs.items()
+        if not _gate(d, tolerance)
+    ]
+    return {
+        "per_step": {b: [float(x) for x in losses[b]] for b in backends},
+        "pairs": pairs,
+        "worst_step": steps,
+        "first_step_over": first,
+        "max": worst,
+        "tolerance": tolerance,
+        "passed": not failures,
+        "failures": failures,
+    }
 
 
 def compare_weights(weights, backends, tolerance=TOLERANCES["weights"]):
@@ -282,9 +301,11 @@ def compare_weights(weights, backends, tolerance=TOLERANCES["weights"]):
         name = pair_name(a, b)
         wa, wb = weights[a], weights[b]
         if set(wa) != set(wb):
-            only = [f"only under {x}: {', '.join(sorted(set(wx) - set(wy))[:3])}"
-                    for x, wx, wy in ((a, wa, wb), (b, wb, wa))
-                    if set(wx) - set(wy)]
+            only = [
+                f"only under {x}: {', '.join(sorted(set(wx) - set(wy))[:3])}"
+                for x, wx, wy in ((a, wa, wb), (b, wb, wa))
+                if set(wx) - set(wy)
+            ]
             pairs[name], where[name] = math.inf, f"({'; '.join(only)})"
             continue
         paths = sorted(wa)
@@ -292,12 +313,19 @@ def compare_weights(weights, backends, tolerance=TOLERANCES["weights"]):
         pairs[name] = max(diffs, default=0.0)
         where[name] = paths[int(np.argmax(diffs))] if diffs else None
     worst = max(pairs.values(), default=0.0)
-    failures = [f"weights: {p} max abs diff {_fmt(d)} > {_fmt(tolerance)} "
-                f"({where[p]})"
-                for p, d in pairs.items() if not _gate(d, tolerance)]
-    return {"pairs": pairs, "worst_weight": where, "max": worst,
-            "tolerance": tolerance, "passed": not failures,
-            "failures": failures}
+    failures = [
+        f"weights: {p} max abs diff {_fmt(d)} > {_fmt(tolerance)} ({where[p]})"
+        for p, d in pairs.items()
+        if not _gate(d, tolerance)
+    ]
+    return {
+        "pairs": pairs,
+        "worst_weight": where,
+        "max": worst,
+        "tolerance": tolerance,
+        "passed": not failures,
+        "failures": failures,
+    }
 
 
 def _unique(names):
@@ -310,33 +338,47 @@ def _unique(names):
     return unique
 
 
-def compare_saved(outputs, preprocessed_match, backends,
-                  tolerance=TOLERANCES["saved"]):
+def compare_saved(
+    outputs, preprocessed_match, backends, tolerance=TOLERANCES["saved"]
+):
     """outputs: loader -> saver -> predictions on the raw inputs. Every cell
     against the reference (saved and loaded by the first backend), and
     whether each cell's preprocessor reproduced the setup's arrays."""
     ref = backends[0]
     reference = outputs[ref][ref]
-    matrix = {saver: {loader: max_abs_diff(outputs[loader][saver], reference)
-                      for loader in backends} for saver in backends}
-    worst = max((d for row in matrix.values() for d in row.values()),
-                default=0.0)
+    matrix = {
+        saver: {
+            loader: max_abs_diff(outputs[loader][saver], reference)
+            for loader in backends
+        }
+        for saver in backends
+    }
+    worst = max(
+        (d for row in matrix.values() for d in row.values()), default=0.0
+    )
     failures = [
         f"saved: saved by {saver}, loaded by {loader} vs saved and loaded by "
         f"{ref}: max abs diff {_fmt(d)} > {_fmt(tolerance)}"
-        for saver, row in matrix.items() for loader, d in row.items()
+        for saver, row in matrix.items()
+        for loader, d in row.items()
         if not _gate(d, tolerance)
     ]
     failures += [
         f"saved: the preprocessor of saved-{saver}.keras loaded by {loader} "
         "gives other arrays than the setup's"
-        for loader in backends for saver in backends
+        for loader in backends
+        for saver in backends
         if not preprocessed_match[loader][saver]
     ]
-    return {"reference": f"saved by {ref}, loaded by {ref}", "matrix": matrix,
-            "preprocessed_match": preprocessed_match, "max": worst,
-            "tolerance": tolerance, "passed": not failures,
-            "failures": failures}
+    return {
+        "reference": f"saved by {ref}, loaded by {ref}",
+        "matrix": matrix,
+        "preprocessed_match": preprocessed_match,
+        "max": worst,
+        "tolerance": tolerance,
+        "passed": not failures,
+        "failures": failures,
+    }
 
 
 def compare_generations(texts, backends):
@@ -347,22 +389,36 @@ def compare_generations(texts, backends):
 
     def same(a, b):
         try:
-            return bool(np.array_equal(np.asarray(a, dtype=object),
-                                       np.asarray(b, dtype=object)))
+            return bool(
+                np.array_equal(
+                    np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+                )
+            )
         except ValueError:
             return a == b
 
-    matrix = {saver: {loader: same(texts[loader][saver], reference)
-                      for loader in backends} for saver in backends}
+    matrix = {
+        saver: {
+            loader: same(texts[loader][saver], reference) for loader in backends
+        }
+        for saver in backends
+    }
     failures = [
         f"generate: saved by {saver}, loaded by {loader} generates other "
         f"text than saved and loaded by {ref}"
-        for saver, row in matrix.items() for loader, ok in row.items()
+        for saver, row in matrix.items()
+        for loader, ok in row.items()
         if not ok
     ]
     differing = sum(not ok for row in matrix.values() for ok in row.values())
-    return {"reference": reference, "matrix": matrix, "max": differing,
-            "tolerance": 0, "passed": not failures, "failures": failures}
+    return {
+        "reference": reference,
+        "matrix": matrix,
+        "max": differing,
+        "tolerance": 0,
+        "passed": not failures,
+        "failures": failures,
+    }
 
 
 def compare_full(metrics, backends, tolerances=None):
@@ -376,16 +432,25 @@ def compare_full(metrics, backends, tolerances=None):
             name = f"{pair_name(a, b)} {key}"
             pairs[name] = abs(float(metrics[a][key]) - float(metrics[b][key]))
             if pairs[name] > tolerances[key]:
-                failures.append(f"full: {name} differs by {pairs[name]:.4f} "
-                                f"> {tolerances[key]}")
+                failures.append(
+                    f"full: {name} differs by {pairs[name]:.4f} "
+                    f"> {tolerances[key]}"
+                )
     worst = max(pairs.values(), default=0.0)
     if not keys:
-        failures.append(f"full: no metric of {sorted(tolerances)} in every "
-                        "backend's metrics.json")
+        failures.append(
+            f"full: no metric of {sorted(tolerances)} in every "
+            "backend's metrics.json"
+        )
     values = {b: {k: metrics[b].get(k) for k in tolerances} for b in backends}
-    return {"metrics": values, "pairs": pairs, "max": worst,
-            "tolerance": tolerances, "passed": not failures,
-            "failures": failures}
+    return {
+        "metrics": values,
+        "pairs": pairs,
+        "max": worst,
+        "tolerance": tolerances,
+        "passed": not failures,
+        "failures": failures,
+    }
 
 
 def portability_issues(config):
@@ -415,14 +480,17 @@ def portability_issues(config):
             issues.append(
                 f"{where or 'model'}: {node.get('class_name')} is "
                 f"{module}.{node.get('class_name')}: loading needs {backend} "
-                f"installed, and the object works only under {backend}")
+                f"installed, and the object works only under {backend}"
+            )
         compile_config = node.get("compile_config")
         if isinstance(compile_config, dict) and (
-                compile_config.get("jit_compile") is True):
+            compile_config.get("jit_compile") is True
+        ):
             issues.append(
                 f"{where or 'model'}: compile_config has jit_compile=True "
                 "(the saving backend's resolution of 'auto'): loaded under "
-                "torch, predict/fit run through torch.compile")
+                "torch, predict/fit run through torch.compile"
+            )
         for key, value in node.items():
             if key in ("config", "module", "class_name", "registered_name"):
                 walk(value, where)
@@ -463,8 +531,9 @@ def compare_variant(raw, backends):
         data = raw.get(key)
         if data is None or any(b not in data for b in backends):
             return False
-        return not nested or all(s in data[b] for b in backends
-                                 for s in backends)
+        return not nested or all(
+            s in data[b] for b in backends for s in backends
+        )
 
     if complete("forward"):
         result["forward"] = compare_forward(raw["forward"], backends)
@@ -472,15 +541,18 @@ def compare_variant(raw, backends):
         result["loss"] = compare_losses(raw["losses"], backends)
     if complete("weights"):
         result["weights"] = compare_weights(raw["weights"], backends)
-    if complete("saved", nested=True) and complete("preprocessed_match",
-                                                   nested=True):
-        result["saved"] = compare_saved(raw["saved"],
-                                        raw["preprocessed_match"], backends)
+    if complete("saved", nested=True) and complete(
+        "preprocessed_match", nested=True
+    ):
+        result["saved"] = compare_saved(
+            raw["saved"], raw["preprocessed_match"], backends
+        )
     if complete("generated", nested=True):
         result["generate"] = compare_generations(raw["generated"], backends)
     if complete("full"):
-        result["full"] = compare_full(raw["full"], backends,
-                                      raw.get("full_tolerances"))
+        result["full"] = compare_full(
+            raw["full"], backends, raw.get("full_tolerances")
+        )
     for check in CHECKS:
         if result[check] is not None:
             failures += result[check]["failures"]
@@ -489,13 +561,26 @@ def compare_variant(raw, backends):
     return result
 
 
-def build_report(recipe, variant_results, backends, *, smoke, steps, full,
-                 optimizer="sgd", learning_rate=None, wall_seconds=None,
-                 workers=None, full_tolerances=None):
+def build_report(
+    recipe,
+    variant_results,
+    backends,
+    *,
+    smoke,
+    steps,
+    full,
+    optimizer="sgd",
+    learning_rate=None,
+    wall_seconds=None,
+    workers=None,
+    full_tolerances=None,
+):
     """The whole report: settings, every variant's checks, the failures."""
-    failures = [f"{variant}: {message}"
-                for variant, result in variant_results.items()
-                for message in result["failures"]]
+    failures = [
+        f"{variant}: {message}"
+        for variant, result in variant_results.items()
+        for message in result["failures"]
+    ]
     warnings = {}  # message -> variants, so one line covers them all
     for variant, result in variant_results.items():
         for name, issues in (result.get("portability") or {}).items():
@@ -508,16 +593,21 @@ def build_report(recipe, variant_results, backends, *, smoke, steps, full,
         "steps": int(steps),
         "full": bool(full),
         "optimizer": optimizer,
-        "learning_rate": (LEARNING_RATES[optimizer] if learning_rate is None
-                          else learning_rate),
+        "learning_rate": (
+            LEARNING_RATES[optimizer]
+            if learning_rate is None
+            else learning_rate
+        ),
         "tolerances": dict(TOLERANCES),
         "full_tolerances": full_tolerances or FULL_METRICS,
         "variants": variant_results,
         "workers": workers or {},
         "wall_seconds": wall_seconds,
         "failures": failures,
-        "warnings": [f"{message} [{', '.join(variants)}]"
-                     for message, variants in warnings.items()],
+        "warnings": [
+            f"{message} [{', '.join(variants)}]"
+            for message, variants in warnings.items()
+        ],
         "passed": not failures,
     }
 
@@ -530,9 +620,13 @@ def format_table(report, verbose=False):
     """One readable table for the recipe (rows = variants), the failures,
     and with `verbose` the per-pair numbers and per-step losses."""
     backends = report["backends"]
-    columns = [("variant", None), ("forward max|d|", "forward"),
-               ("loss max rel", "loss"), ("weights max|d|", "weights"),
-               ("saved 3x3 max|d|", "saved")]
+    columns = [
+        ("variant", None),
+        ("forward max|d|", "forward"),
+        ("loss max rel", "loss"),
+        ("weights max|d|", "weights"),
+        ("saved 3x3 max|d|", "saved"),
+    ]
     if any(r.get("generate") for r in report["variants"].values()):
         columns.append(("generate 3x3 differing", "generate"))
     if report["full"]:
@@ -554,28 +648,39 @@ def format_table(report, verbose=False):
         row.append("pass" if result["passed"] else "FAIL")
         rows.append(row)
     header = [title for title, _ in columns]
-    widths = [max(len(str(r[i])) for r in rows + [header])
-              for i in range(len(header))]
+    widths = [
+        max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))
+    ]
 
     def line(cells):
-        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+        return "  ".join(
+            str(c).ljust(w) for c, w in zip(cells, widths)
+        ).rstrip()
 
-    settings = (f"{'smoke' if report['smoke'] else 'real'} data, "
-                f"{report['steps']} {report['optimizer']} steps (lr "
-                f"{report['learning_rate']:g}), "
-                f"backends {', '.join(backends)}")
-    out = [f"{report['recipe']}: {settings}", line(header),
-           line(["-" * w for w in widths])]
+    settings = (
+        f"{'smoke' if report['smoke'] else 'real'} data, "
+        f"{report['steps']} {report['optimizer']} steps (lr "
+        f"{report['learning_rate']:g}), "
+        f"backends {', '.join(backends)}"
+    )
+    out = [
+        f"{report['recipe']}: {settings}",
+        line(header),
+        line(["-" * w for w in widths]),
+    ]
     out += [line(r) for r in rows]
     tol = report["tolerances"]
     out.append(
         f"tolerances: forward {_fmt(tol['forward'])} abs, loss "
         f"{_fmt(tol['loss'])} rel, saved {_fmt(tol['saved'])} abs"
-        + (", generated text exact" if any(
-            r.get("generate") for r in report["variants"].values()) else "")
-        + (f", full {report.get('full_tolerances')}" if report["full"]
-           else "")
-        + "; weights reported (the next step's loss gates each update)")
+        + (
+            ", generated text exact"
+            if any(r.get("generate") for r in report["variants"].values())
+            else ""
+        )
+        + (f", full {report.get('full_tolerances')}" if report["full"] else "")
+        + "; weights reported (the next step's loss gates each update)"
+    )
     if report.get("wall_seconds") is not None:
         out.append(f"wall time: {report['wall_seconds']:.0f} s")
     if verbose:
@@ -585,34 +690,52 @@ def format_table(report, verbose=False):
             for check in ("forward", "loss", "weights", "full"):
                 data = result.get(check)
                 if data:
-                    pairs = ", ".join(f"{p} {_fmt(d)}"
-                                      for p, d in data["pairs"].items())
+                    pairs = ", ".join(
+                        f"{p} {_fmt(d)}" for p, d in data["pairs"].items()
+                    )
                     out.append(f"{check}: {pairs}")
             generated = result.get("generate")
             if generated:
                 out.append(f"generated (reference): {generated['reference']!r}")
             saved = result.get("saved")
             if saved:
-                out.append(f"saved (rows: saved by, columns: loaded by; vs "
-                           f"{saved['reference']}):")
+                out.append(
+                    f"saved (rows: saved by, columns: loaded by; vs "
+                    f"{saved['reference']}):"
+                )
                 out.append("  " + " ".join(f"{b:>10}" for b in [""] + backends))
                 for saver in backends:
-                    out.append("  " + f"{saver:>10} " + " ".join(
-                        f"{_fmt(saved['matrix'][saver][b]):>10}"
-                        for b in backends))
+                    out.append(
+                        "  "
+                        + f"{saver:>10} "
+                        + " ".join(
+                            f"{_fmt(saved['matrix'][saver][b]):>10}"
+                            for b in backends
+                        )
+                    )
             loss = result.get("loss")
             if loss:
                 out.append("per-step losses:")
-                out.append("  step " + " ".join(f"{b:>12}" for b in backends)
-                           + "      max rel")
+                out.append(
+                    "  step "
+                    + " ".join(f"{b:>12}" for b in backends)
+                    + "      max rel"
+                )
                 per_step = loss["per_step"]
                 for i in range(len(per_step[backends[0]])):
                     values = [per_step[b][i] for b in backends]
-                    rel = max((relative_diffs([x], [y])[0]
-                               for x, y in itertools.combinations(values, 2)),
-                              default=0.0)
-                    out.append(f"  {i:>4} " + " ".join(
-                        f"{v:>12.8f}" for v in values) + f"  {_fmt(rel):>11}")
+                    rel = max(
+                        (
+                            relative_diffs([x], [y])[0]
+                            for x, y in itertools.combinations(values, 2)
+                        ),
+                        default=0.0,
+                    )
+                    out.append(
+                        f"  {i:>4} "
+                        + " ".join(f"{v:>12.8f}" for v in values)
+                        + f"  {_fmt(rel):>11}"
+                    )
     if report.get("warnings"):
         out.append("")
         out.append("warnings (not gated): saved files tied to one backend")
@@ -648,12 +771,14 @@ def write_json_atomic(data, path):
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-",
-                                   suffix=".json")
+    handle, tmp = tempfile.mkstemp(
+        dir=directory, prefix=".tmp-", suffix=".json"
+    )
     try:
         with os.fdopen(handle, "w") as f:
-            json.dump(_json_safe(data), f, indent=2, sort_keys=True,
-                      allow_nan=False)
+            json.dump(
+                _json_safe(data), f, indent=2, sort_keys=True, allow_nan=False
+            )
             f.write("\n")
         os.replace(tmp, path)
     finally:
@@ -663,6 +788,7 @@ def write_json_atomic(data, path):
 
 
 # ---- Workers (one fresh process per backend) --------------------------------
+
 
 class _Aborted(RuntimeError):
     pass
@@ -681,8 +807,9 @@ def _atomic_file(path, write):
 
 
 def _save_json(data, path):
-    _atomic_file(path, lambda f: f.write(
-        json.dumps(_json_safe(data), indent=1).encode()))
+    _atomic_file(
+        path, lambda f: f.write(json.dumps(_json_safe(data), indent=1).encode())
+    )
 
 
 def _save_npz(arrays, path):
@@ -737,7 +864,7 @@ def import_recipe(name):
     """The recipe module `recipes.<name>` (also "recipes/<name>.py")."""
     name = os.path.basename(name)
     name = name[:-3] if name.endswith(".py") else name
-    name = name[len("recipes."):] if name.startswith("recipes.") else name
+    name = name[len("recipes.") :] if name.startswith("recipes.") else name
     return importlib.import_module(f"recipes.{name}")
 
 
@@ -756,8 +883,10 @@ def _check_setup(module, variant, smoke, steps, data_dir=None):
     else:
         setup = module.check_setup(variant, **kwargs)
     if not isinstance(setup, CheckSetup):
-        raise TypeError(f"{module.__name__}.check_setup must return a "
-                        f"CheckSetup; got {type(setup).__name__}.")
+        raise TypeError(
+            f"{module.__name__}.check_setup must return a "
+            f"CheckSetup; got {type(setup).__name__}."
+        )
     return setup
 
 
@@ -776,8 +905,9 @@ def _flat_arrays(structure):
     """The arrays of a nested structure (dicts by sorted key), as NumPy."""
     import keras
 
-    return [_to_numpy(x) for x in keras.tree.flatten(structure)
-            if x is not None]
+    return [
+        _to_numpy(x) for x in keras.tree.flatten(structure) if x is not None
+    ]
 
 
 def _as_one_array(structure):
@@ -801,7 +931,8 @@ def _same_arrays(a, b):
     if a is None or b is None:
         return a is None and b is None
     return len(a) == len(b) and all(
-        x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b))
+        x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b)
+    )
 
 
 def _worker_setup(module, config, workdir, log):
@@ -814,16 +945,23 @@ def _worker_setup(module, config, workdir, log):
     variants = config["variants"] or known
     unknown = [v for v in variants if v not in known]
     if unknown:
-        raise SystemExit(f"unknown variant(s) {unknown} of recipe "
-                         f"{config['recipe']}; known: {known}")
+        raise SystemExit(
+            f"unknown variant(s) {unknown} of recipe "
+            f"{config['recipe']}; known: {known}"
+        )
     _save_json({"variants": variants}, os.path.join(workdir, "plan.json"))
     for variant in variants:
         start = time.perf_counter()
         vdir = os.path.join(workdir, variant)
         os.makedirs(vdir, exist_ok=True)
         keras.backend.clear_session()
-        setup = _check_setup(module, variant, config["smoke"],
-                             config["steps"], config.get("data_dir"))
+        setup = _check_setup(
+            module,
+            variant,
+            config["smoke"],
+            config["steps"],
+            config.get("data_dir"),
+        )
         model = setup.model
         data = {
             "inputs": setup.inputs,
@@ -835,12 +973,18 @@ def _worker_setup(module, config, workdir, log):
             "preprocessed": _preprocessed(model, setup.inputs),
         }
         save_model_atomic(model, os.path.join(vdir, "init.keras"))
-        _atomic_file(os.path.join(vdir, "data.pkl"),
-                     lambda f: pickle.dump(data, f))
-        _save_json({"steps": len(setup.train_batches),
-                    "parameters": int(model.count_params()),
-                    "setup_backend": keras.backend.backend()},
-                   os.path.join(vdir, "setup.json"))  # the "ready" marker
+        _atomic_file(
+            os.path.join(vdir, "data.pkl"),
+            lambda f, data=data: pickle.dump(data, f),
+        )
+        _save_json(
+            {
+                "steps": len(setup.train_batches),
+                "parameters": int(model.count_params()),
+                "setup_backend": keras.backend.backend(),
+            },
+            os.path.join(vdir, "setup.json"),
+        )  # the "ready" marker
         log(f"{variant}: setup {time.perf_counter() - start:.1f} s")
 
 
@@ -869,17 +1013,22 @@ def _worker_forward_and_train(config, workdir, variant, backend, log):
 
     # Compiled here, on this backend, with jit_compile="auto" resolved by
     # this backend (see the module docstring). Plain SGD by default.
-    optimizer = {"sgd": keras.optimizers.SGD,
-                 "adam": keras.optimizers.Adam}[config["optimizer"]]
-    options = {"optimizer": optimizer(learning_rate=config["learning_rate"]),
-               "jit_compile": "auto"}
+    optimizer = {"sgd": keras.optimizers.SGD, "adam": keras.optimizers.Adam}[
+        config["optimizer"]
+    ]
+    options = {
+        "optimizer": optimizer(learning_rate=config["learning_rate"]),
+        "jit_compile": "auto",
+    }
     if data["loss"] is not None:
         options["loss"] = data["loss"]
     model.compile(**options)
     forward = _as_one_array(model.predict_on_batch(data["inputs"]))
     _save_npz({"outputs": forward}, os.path.join(out, "forward.npz"))
-    timings = {"forward": time.perf_counter() - start,
-               "jit_compile": bool(model.jit_compile)}
+    timings = {
+        "forward": time.perf_counter() - start,
+        "jit_compile": bool(model.jit_compile),
+    }
 
     if setup["steps"] and config["steps"]:
         start = time.perf_counter()
@@ -888,17 +1037,26 @@ def _worker_forward_and_train(config, workdir, variant, backend, log):
             logs = model.train_on_batch(x, y, return_dict=True)
             losses.append(float(logs["loss"]))
         # Float weights only (a dropout's integer seed state is no weight).
-        weights = [v for v in model.weights
-                   if np.issubdtype(np.dtype(v.dtype), np.floating)]
-        _save_npz({f"w{i:04d}": _to_numpy(v) for i, v in enumerate(weights)},
-                  os.path.join(out, "weights.npz"))
-        _save_json({"losses": losses, "names": [v.path for v in weights]},
-                   os.path.join(out, "train.json"))
+        weights = [
+            v
+            for v in model.weights
+            if np.issubdtype(np.dtype(v.dtype), np.floating)
+        ]
+        _save_npz(
+            {f"w{i:04d}": _to_numpy(v) for i, v in enumerate(weights)},
+            os.path.join(out, "weights.npz"),
+        )
+        _save_json(
+            {"losses": losses, "names": [v.path for v in weights]},
+            os.path.join(out, "train.json"),
+        )
         save_model_atomic(model, os.path.join(vdir, f"trained-{backend}.keras"))
         timings["train"] = time.perf_counter() - start
-    log(f"{variant}: forward {timings['forward']:.1f} s, train "
+    log(
+        f"{variant}: forward {timings['forward']:.1f} s, train "
         f"{timings.get('train', 0.0):.1f} s (jit_compile "
-        f"{timings['jit_compile']})")
+        f"{timings['jit_compile']})"
+    )
     return timings
 
 
@@ -919,21 +1077,29 @@ def _worker_saved_matrix(config, workdir, variant, backend, log):
         t1 = time.perf_counter()
         arrays[saver] = _as_one_array(model.predict_on_batch(data["inputs"]))
         matches[saver] = _same_arrays(
-            _preprocessed(model, data["inputs"]), data["preprocessed"])
+            _preprocessed(model, data["inputs"]), data["preprocessed"]
+        )
         if data["generate"]:
             output = model.generate(**data["generate"])
-            generated[saver] = (output if isinstance(output, (str, list))
-                                else _flat_arrays(output))
-        log(f"{variant}: saved-{saver}.keras load {t1 - t0:.1f} s, predict"
+            generated[saver] = (
+                output
+                if isinstance(output, (str, list))
+                else _flat_arrays(output)
+            )
+        log(
+            f"{variant}: saved-{saver}.keras load {t1 - t0:.1f} s, predict"
             f"{' and generate' if data['generate'] else ''} "
-            f"{time.perf_counter() - t1:.1f} s")
+            f"{time.perf_counter() - t1:.1f} s"
+        )
         del model
     out = os.path.join(vdir, backend)
     _save_npz(arrays, os.path.join(out, "saved.npz"))
     _save_json(matches, os.path.join(out, "preprocessed.json"))
     if data["generate"]:
-        _atomic_file(os.path.join(out, "generated.pkl"),
-                     lambda f: pickle.dump(generated, f))
+        _atomic_file(
+            os.path.join(out, "generated.pkl"),
+            lambda f: pickle.dump(generated, f),
+        )
     seconds = time.perf_counter() - start
     log(f"{variant}: saved-model matrix {seconds:.1f} s")
     return seconds
@@ -952,8 +1118,10 @@ def _worker_full(module, config, workdir, variant, backend, log):
         argv = ["--model", variant]
     argv += (["--smoke"] if config["smoke"] else []) + ["--output-dir", out]
     if config.get("data_dir"):
-        argv += [getattr(module, "CHECK_DATA_FLAG", "--data-dir"),
-                 config["data_dir"]]
+        argv += [
+            getattr(module, "CHECK_DATA_FLAG", "--data-dir"),
+            config["data_dir"],
+        ]
     start = time.perf_counter()
     keras.backend.clear_session()
     module.main(argv)
@@ -968,15 +1136,19 @@ def worker_main(backend, workdir):
         config = json.load(f)
 
     def log(message):  # times from the parent's start, comparable across logs
-        print(f"[{backend} {time.time() - config['started']:6.1f} s] "
-              f"{message}", flush=True)
+        print(
+            f"[{backend} {time.time() - config['started']:6.1f} s] {message}",
+            flush=True,
+        )
 
     log("started")
     import keras
 
     if keras.backend.backend() != backend:
-        raise SystemExit(f"KERAS_BACKEND is {keras.backend.backend()!r}, "
-                         f"expected {backend!r}")
+        raise SystemExit(
+            f"KERAS_BACKEND is {keras.backend.backend()!r}, "
+            f"expected {backend!r}"
+        )
     _configure_precision(backend)
     import zoo  # noqa: F401  (registers zoo's layers for loading)
 
@@ -992,23 +1164,33 @@ def worker_main(backend, workdir):
     timings = {}
     for variant in variants:
         timings[variant] = _worker_forward_and_train(
-            config, workdir, variant, backend, log)
+            config, workdir, variant, backend, log
+        )
     for variant in variants:
         timings[variant]["saved"] = _worker_saved_matrix(
-            config, workdir, variant, backend, log)
+            config, workdir, variant, backend, log
+        )
     if config["full"]:
         for variant in variants:
             timings[variant]["full"] = _worker_full(
-                module, config, workdir, variant, backend, log)
-    _save_json({"backend": backend, "keras": keras.__version__,
-                "framework": _framework_version(backend),
-                "seconds": time.perf_counter() - start, "timings": timings},
-               os.path.join(workdir, f"worker-{backend}.json"))
+                module, config, workdir, variant, backend, log
+            )
+    _save_json(
+        {
+            "backend": backend,
+            "keras": keras.__version__,
+            "framework": _framework_version(backend),
+            "seconds": time.perf_counter() - start,
+            "timings": timings,
+        },
+        os.path.join(workdir, f"worker-{backend}.json"),
+    )
     log("done")
     return 0
 
 
 # ---- Orchestration -----------------------------------------------------------
+
 
 def _run_workers(workdir, backends, timeout, root):
     """Starts one worker per backend, all at once: each one waits for the
@@ -1020,11 +1202,19 @@ def _run_workers(workdir, backends, timeout, root):
     start = time.monotonic()
     for backend in backends:
         log = open(os.path.join(logs, f"{backend}.log"), "w")
-        command = python_command("-m", "zoo.testing.cross_backend",
-                                 "--worker", "--backend", backend,
-                                 "--workdir", workdir)
-        procs[backend] = (start_on_backend(command, backend, cwd=root,
-                                           stdout=log), log)
+        command = python_command(
+            "-m",
+            "zoo.testing.cross_backend",
+            "--worker",
+            "--backend",
+            backend,
+            "--workdir",
+            workdir,
+        )
+        procs[backend] = (
+            start_on_backend(command, backend, cwd=root, stdout=log),
+            log,
+        )
     done = {}
     try:
         while len(done) < len(procs):
@@ -1033,10 +1223,16 @@ def _run_workers(workdir, backends, timeout, root):
                     continue
                 done[backend] = (proc.returncode, time.monotonic() - start)
                 log.close()
-                print(f"  {backend} worker "
-                      + ("done" if proc.returncode == 0
-                         else f"exited with {proc.returncode}")
-                      + f" ({done[backend][1]:.0f} s)", flush=True)
+                print(
+                    f"  {backend} worker "
+                    + (
+                        "done"
+                        if proc.returncode == 0
+                        else f"exited with {proc.returncode}"
+                    )
+                    + f" ({done[backend][1]:.0f} s)",
+                    flush=True,
+                )
                 if proc.returncode != 0:
                     # The others would wait for this one's files forever.
                     open(os.path.join(workdir, ABORT), "w").close()
@@ -1047,7 +1243,7 @@ def _run_workers(workdir, backends, timeout, root):
                         proc.kill()
             time.sleep(0.25)
     finally:
-        for backend, (proc, log) in procs.items():
+        for proc, log in procs.values():
             if proc.poll() is None:  # interrupted: stop our own children
                 proc.kill()
                 proc.wait()
@@ -1064,24 +1260,34 @@ def _log_tail(workdir, backend, lines=25):
         return "(no log)"
 
 
-def collect_raw(workdir, variant, backends, *, train, full,
-                full_tolerances=None):
+def collect_raw(
+    workdir, variant, backends, *, train, full, full_tolerances=None
+):
     """Reads what the workers wrote for one variant (see compare_variant)."""
     vdir = os.path.join(workdir, variant)
-    raw = {"forward": {}, "losses": {} if train else None,
-           "weights": {} if train else None,
-           "saved": {}, "preprocessed_match": {}, "generated": None,
-           "full": {} if full else None, "full_tolerances": full_tolerances,
-           "errors": []}
+    raw = {
+        "forward": {},
+        "losses": {} if train else None,
+        "weights": {} if train else None,
+        "saved": {},
+        "preprocessed_match": {},
+        "generated": None,
+        "full": {} if full else None,
+        "full_tolerances": full_tolerances,
+        "errors": [],
+    }
 
     def missing(what, backend):
-        raw["errors"].append(f"no {what} from the {backend} worker "
-                             "(see its log)")
+        raw["errors"].append(
+            f"no {what} from the {backend} worker (see its log)"
+        )
 
     for b in backends:
         out = os.path.join(vdir, b)
         try:
-            raw["forward"][b] = np.load(os.path.join(out, "forward.npz"))["outputs"]
+            raw["forward"][b] = np.load(os.path.join(out, "forward.npz"))[
+                "outputs"
+            ]
         except OSError:
             missing("forward outputs", b)
         if train:
@@ -1095,7 +1301,8 @@ def collect_raw(workdir, variant, backends, *, train, full,
                 # layers used outside its graph after the graph's own).
                 raw["weights"][b] = {
                     name: stored[f"w{i:04d}"]
-                    for i, name in enumerate(_unique(trained["names"]))}
+                    for i, name in enumerate(_unique(trained["names"]))
+                }
             except OSError:
                 missing("training results", b)
         try:
@@ -1120,10 +1327,23 @@ def collect_raw(workdir, variant, backends, *, train, full,
     return raw
 
 
-def run_check(recipe, *, variants=None, smoke=False, data_dir=None, steps=20,
-              optimizer="sgd", learning_rate=None, full=False,
-              backends=BACKENDS, json_path=None, verbose=False, workdir=None,
-              timeout=WAIT_TIMEOUT, root=None):
+def run_check(
+    recipe,
+    *,
+    variants=None,
+    smoke=False,
+    data_dir=None,
+    steps=20,
+    optimizer="sgd",
+    learning_rate=None,
+    full=False,
+    backends=BACKENDS,
+    json_path=None,
+    verbose=False,
+    workdir=None,
+    timeout=WAIT_TIMEOUT,
+    root=None,
+):
     """Runs the check of `recipe` (a module name in `recipes/`) and prints
     and returns its report.
 
@@ -1152,26 +1372,39 @@ def run_check(recipe, *, variants=None, smoke=False, data_dir=None, steps=20,
     start = time.perf_counter()
     root = os.path.abspath(root or os.getcwd())
     keep = workdir is not None
-    workdir = os.path.abspath(workdir or tempfile.mkdtemp(
-        prefix="check_backends-"))
+    workdir = os.path.abspath(
+        workdir or tempfile.mkdtemp(prefix="check_backends-")
+    )
     if keep and os.path.exists(workdir):
         shutil.rmtree(workdir)  # stale files would pass for fresh ones
     os.makedirs(workdir, exist_ok=True)
     backends = list(backends)
     if learning_rate is None:
         learning_rate = LEARNING_RATES[optimizer]
-    config = {"recipe": recipe, "variants": variants, "smoke": smoke,
-              "steps": steps, "full": full,
-              "data_dir": os.path.abspath(data_dir) if data_dir else None,
-              "optimizer": optimizer, "learning_rate": learning_rate,
-              "backends": backends, "started": time.time(), "root": root}
+    config = {
+        "recipe": recipe,
+        "variants": variants,
+        "smoke": smoke,
+        "steps": steps,
+        "full": full,
+        "data_dir": os.path.abspath(data_dir) if data_dir else None,
+        "optimizer": optimizer,
+        "learning_rate": learning_rate,
+        "backends": backends,
+        "started": time.time(),
+        "root": root,
+    }
     write_json_atomic(config, os.path.join(workdir, "config.json"))
-    print(f"check_backends: {recipe} on {', '.join(backends)}"
-          + (f" (workdir {workdir})" if keep else ""), flush=True)
+    print(
+        f"check_backends: {recipe} on {', '.join(backends)}"
+        + (f" (workdir {workdir})" if keep else ""),
+        flush=True,
+    )
     if root not in sys.path:
         sys.path.insert(0, root)
-    full_tolerances = getattr(import_recipe(recipe), "CHECK_FULL_METRICS",
-                              FULL_METRICS)
+    full_tolerances = getattr(
+        import_recipe(recipe), "CHECK_FULL_METRICS", FULL_METRICS
+    )
     try:
         done = _run_workers(workdir, backends, timeout, root)
         workers = {}
@@ -1189,8 +1422,11 @@ def run_check(recipe, *, variants=None, smoke=False, data_dir=None, steps=20,
                 errors.append(f"worker {backend} aborted")
             elif code != 0:
                 errors.append(f"worker {backend} exited with {code}")
-                print(f"\n--- {backend} worker failed (exit {code}); end of "
-                      f"its log:\n{_log_tail(workdir, backend)}", flush=True)
+                print(
+                    f"\n--- {backend} worker failed (exit {code}); end of "
+                    f"its log:\n{_log_tail(workdir, backend)}",
+                    flush=True,
+                )
         plan = os.path.join(workdir, "plan.json")
         if os.path.exists(plan):
             with open(plan) as f:
@@ -1199,21 +1435,34 @@ def run_check(recipe, *, variants=None, smoke=False, data_dir=None, steps=20,
             variants = variants or []
         results = {}
         for variant in variants:
-            raw = collect_raw(workdir, variant, backends, train=steps > 0,
-                              full=full, full_tolerances=full_tolerances)
+            raw = collect_raw(
+                workdir,
+                variant,
+                backends,
+                train=steps > 0,
+                full=full,
+                full_tolerances=full_tolerances,
+            )
             results[variant] = compare_variant(raw, backends)
             results[variant]["portability"] = {
                 f"saved-{b}.keras": scan_saved_model(path)
                 for b in backends
-                for path in [os.path.join(workdir, variant,
-                                          f"saved-{b}.keras")]
+                for path in [os.path.join(workdir, variant, f"saved-{b}.keras")]
                 if os.path.exists(path)
             }
         report = build_report(
-            recipe, results, backends, smoke=smoke, steps=steps, full=full,
-            optimizer=optimizer, learning_rate=learning_rate,
-            wall_seconds=time.perf_counter() - start, workers=workers,
-            full_tolerances=full_tolerances)
+            recipe,
+            results,
+            backends,
+            smoke=smoke,
+            steps=steps,
+            full=full,
+            optimizer=optimizer,
+            learning_rate=learning_rate,
+            wall_seconds=time.perf_counter() - start,
+            workers=workers,
+            full_tolerances=full_tolerances,
+        )
         report["failures"] = errors + report["failures"]
         report["passed"] = not report["failures"] and bool(variants)
         if not variants:

@@ -12,26 +12,31 @@ import pytest
 from keras import ops
 
 import zoo  # noqa: F401  (registers the classes for loading)
-from tests.helpers import keras_round_trip
-from tests.helpers import np_layer_norm
-from tests.helpers import to_numpy
+from tests.helpers import keras_round_trip, np_layer_norm, to_numpy
 from zoo.data.imdb import make_synthetic_imdb
 from zoo.data.tokenizers import train_bert_tokenizer
-from zoo.models.bert import BertBackbone
-from zoo.models.bert import BertClassifier
-from zoo.models.bert import BertClassifierPreprocessor
-from zoo.models.bert import BertMaskedLM
-from zoo.models.bert import BertMaskedLMPreprocessor
-from zoo.models.bert import strip_markup
+from zoo.models.bert import (
+    BertBackbone,
+    BertClassifier,
+    BertClassifierPreprocessor,
+    BertMaskedLM,
+    BertMaskedLMPreprocessor,
+    strip_markup,
+)
 
-SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-            max_sequence_length=24, dropout=0.0)
+SIZE = dict(
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=16,
+    intermediate_dim=32,
+    max_sequence_length=24,
+    dropout=0.0,
+)
 
 
 @functools.lru_cache(maxsize=None)
 def _data():
-    splits = make_synthetic_imdb(num_train=160, num_validation=32,
-                                 num_test=0)
+    splits = make_synthetic_imdb(num_train=160, num_validation=32, num_test=0)
     texts, labels = splits["train"]
     vocabulary = train_bert_tokenizer(list(texts), 120).get_vocabulary()
     return list(texts), labels, vocabulary
@@ -42,15 +47,20 @@ def tokenizer():
     # TF lookup tables an old one holds.
     vocabulary = _data()[2]
     return keras_hub.models.BertTokenizer(
-        vocabulary=vocabulary, lowercase=True, strip_accents=True,
-        special_tokens_in_strings=True)
+        vocabulary=vocabulary,
+        lowercase=True,
+        strip_accents=True,
+        special_tokens_in_strings=True,
+    )
 
 
 def make_masked_lm(dtype=None, sequence_length=24, **preprocessor_options):
     preprocessor = BertMaskedLMPreprocessor(
-        tokenizer(), sequence_length=sequence_length, **preprocessor_options)
+        tokenizer(), sequence_length=sequence_length, **preprocessor_options
+    )
     backbone = BertBackbone(
-        preprocessor.tokenizer.vocabulary_size(), dtype=dtype, **SIZE)
+        preprocessor.tokenizer.vocabulary_size(), dtype=dtype, **SIZE
+    )
     return BertMaskedLM(backbone, preprocessor)
 
 
@@ -62,8 +72,11 @@ def random_inputs(batch=2, length=10, vocabulary=50, seed=0, pad_from=None):
     if pad_from is not None:
         ids[-1, pad_from:] = 0
         mask[-1, pad_from:] = False
-    return {"token_ids": ids, "segment_ids": np.zeros_like(ids),
-            "padding_mask": mask}
+    return {
+        "token_ids": ids,
+        "segment_ids": np.zeros_like(ids),
+        "padding_mask": mask,
+    }
 
 
 def randomize(model, seed=0):
@@ -75,6 +88,7 @@ def randomize(model, seed=0):
 
 
 # ---- the architecture ----------------------------------------------------------
+
 
 def test_backbone_equals_keras_hub_bert_with_copied_weights():
     ours = BertBackbone(50, **SIZE)
@@ -89,15 +103,17 @@ def test_backbone_equals_keras_hub_bert_with_copied_weights():
     inputs = random_inputs(pad_from=6)
     a, b = ours(inputs), theirs(inputs)
     for key in ("sequence_output", "pooled_output"):
-        np.testing.assert_allclose(to_numpy(a[key]), to_numpy(b[key]),
-                                   atol=2e-5)
+        np.testing.assert_allclose(
+            to_numpy(a[key]), to_numpy(b[key]), atol=2e-5
+        )
 
 
 def test_masked_lm_equals_keras_hub_bert_masked_lm_with_copied_weights():
     ours = make_masked_lm()
     vocabulary = ours.backbone.vocabulary_size
     theirs = keras_hub.models.BertMaskedLM(
-        keras_hub.models.BertBackbone(vocabulary, **SIZE), preprocessor=None)
+        keras_hub.models.BertBackbone(vocabulary, **SIZE), preprocessor=None
+    )
     randomize(theirs, seed=1)
     for mine, source in zip(ours.weights, theirs.weights):
         assert mine.path.removeprefix("embeddings/") == source.path
@@ -105,7 +121,8 @@ def test_masked_lm_equals_keras_hub_bert_masked_lm_with_copied_weights():
     inputs = random_inputs(vocabulary=vocabulary, pad_from=7)
     inputs["mask_positions"] = np.array([[1, 3], [2, 0]], "int32")
     np.testing.assert_allclose(
-        to_numpy(ours(inputs)), to_numpy(theirs(inputs)), atol=5e-5)
+        to_numpy(ours(inputs)), to_numpy(theirs(inputs)), atol=5e-5
+    )
 
 
 def test_pre_ln_variant_has_pre_ln_blocks_and_a_final_layer_norm(tmp_path):
@@ -115,16 +132,22 @@ def test_pre_ln_variant_has_pre_ln_blocks_and_a_final_layer_norm(tmp_path):
     inputs = random_inputs(pad_from=6)
     out = to_numpy(backbone(inputs)["sequence_output"])
     w = {v.path: to_numpy(v) for v in backbone.weights}
-    last = keras.Model(backbone.inputs,
-                       backbone.transformer_layers[-1].output)
+    last = keras.Model(backbone.inputs, backbone.transformer_layers[-1].output)
     np.testing.assert_allclose(
-        out, np_layer_norm(to_numpy(last(inputs)),
-                           w["final_layer_norm/gamma"],
-                           w["final_layer_norm/beta"], 1e-12), atol=1e-4)
+        out,
+        np_layer_norm(
+            to_numpy(last(inputs)),
+            w["final_layer_norm/gamma"],
+            w["final_layer_norm/beta"],
+            1e-12,
+        ),
+        atol=1e-4,
+    )
     restored = keras_round_trip(backbone, tmp_path)
     assert restored.get_config()["norm_first"] is True
     np.testing.assert_allclose(
-        to_numpy(restored(inputs)["sequence_output"]), out, atol=1e-5)
+        to_numpy(restored(inputs)["sequence_output"]), out, atol=1e-5
+    )
     # The default is BERT's post-LN, with no final LayerNorm.
     assert BertBackbone(50, **SIZE).final_layer_norm is None
 
@@ -138,20 +161,26 @@ def test_embeddings_and_pooled_output_follow_their_formulas():
     ids, segments = inputs["token_ids"], inputs["segment_ids"]
     length = ids.shape[1]
     # x = LN(E[token] + P[t] + S[segment])
-    x = (w["embeddings/token_embedding/embeddings"][ids]
-         + w["embeddings/position_embedding/embeddings"][:length]
-         + w["segment_embedding/embeddings"][segments])
-    x = np_layer_norm(x, w["embeddings_layer_norm/gamma"],
-                      w["embeddings_layer_norm/beta"], 1e-12)
-    embed = keras.Model(backbone.inputs,
-                        backbone.embeddings_layer_norm.output)
+    x = (
+        w["embeddings/token_embedding/embeddings"][ids]
+        + w["embeddings/position_embedding/embeddings"][:length]
+        + w["segment_embedding/embeddings"][segments]
+    )
+    x = np_layer_norm(
+        x,
+        w["embeddings_layer_norm/gamma"],
+        w["embeddings_layer_norm/beta"],
+        1e-12,
+    )
+    embed = keras.Model(backbone.inputs, backbone.embeddings_layer_norm.output)
     np.testing.assert_allclose(to_numpy(embed(inputs)), x, atol=1e-5)
     # pooled = tanh(h_[CLS] W + b)
     out = backbone(inputs)
     h0 = to_numpy(out["sequence_output"])[:, 0]
     pooled = np.tanh(h0 @ w["pooled_dense/kernel"] + w["pooled_dense/bias"])
-    np.testing.assert_allclose(to_numpy(out["pooled_output"]), pooled,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(out["pooled_output"]), pooled, atol=1e-5
+    )
 
 
 def test_padding_never_changes_outputs_at_real_positions():
@@ -162,11 +191,14 @@ def test_padding_never_changes_outputs_at_real_positions():
     long["token_ids"][:, :6] = short["token_ids"]
     long["token_ids"][:, 6:] = 7  # garbage under the mask, not zeros
     a, b = backbone(short), backbone(long)
-    np.testing.assert_allclose(to_numpy(a["sequence_output"]),
-                               to_numpy(b["sequence_output"])[:, :6],
-                               atol=1e-5)
-    np.testing.assert_allclose(to_numpy(a["pooled_output"]),
-                               to_numpy(b["pooled_output"]), atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(a["sequence_output"]),
+        to_numpy(b["sequence_output"])[:, :6],
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        to_numpy(a["pooled_output"]), to_numpy(b["pooled_output"]), atol=1e-5
+    )
 
 
 def test_the_head_is_tied_to_the_token_embedding():
@@ -181,10 +213,15 @@ def test_the_head_is_tied_to_the_token_embedding():
 def test_segment_ids_outside_the_segments_are_a_clear_error():
     backbone = BertBackbone(50, **SIZE)
     ids = np.ones((1, 6), "int32")
-    inputs = {"token_ids": ids, "segment_ids": np.full_like(ids, 5),
-              "padding_mask": np.ones_like(ids)}
-    with pytest.raises(ValueError, match="BertBackbone: segment id 5 is "
-                       "outside \\[0, num_segments=2\\)"):
+    inputs = {
+        "token_ids": ids,
+        "segment_ids": np.full_like(ids, 5),
+        "padding_mask": np.ones_like(ids),
+    }
+    with pytest.raises(
+        ValueError,
+        match="BertBackbone: segment id 5 is outside \\[0, num_segments=2\\)",
+    ):
         backbone(inputs)
 
 
@@ -197,18 +234,23 @@ def test_bad_sizes_are_refused():
 
 # ---- preprocessing and masking -------------------------------------------------
 
+
 def test_masking_skips_special_tokens_and_padding_and_reaches_the_rate():
     texts = _data()[0]
     preprocessor = BertMaskedLMPreprocessor(tokenizer(), sequence_length=24)
     special = set(preprocessor.tokenizer.special_token_ids) | {
-        preprocessor.tokenizer.token_to_id("[UNK]")}
+        preprocessor.tokenizer.token_to_id("[UNK]")
+    }
     chosen = real = mask_kept = mask_replaced = 0
     for _ in range(3):  # masks are drawn anew each pass
         x, y, weights = preprocessor(texts)
         x = {k: to_numpy(v) for k, v in x.items()}
         y, weights = to_numpy(y), to_numpy(weights)
-        clean = to_numpy(BertClassifierPreprocessor(
-            preprocessor.tokenizer, sequence_length=24)(texts)["token_ids"])
+        clean = to_numpy(
+            BertClassifierPreprocessor(
+                preprocessor.tokenizer, sequence_length=24
+            )(texts)["token_ids"]
+        )
         for row in range(len(texts)):
             picked = x["mask_positions"][row][weights[row] > 0].astype(int)
             assert len(set(picked.tolist())) == len(picked)
@@ -216,7 +258,8 @@ def test_masking_skips_special_tokens_and_padding_and_reaches_the_rate():
                 assert clean[row, position] not in special
                 assert x["padding_mask"][row, position]
             np.testing.assert_array_equal(
-                y[row][weights[row] > 0], clean[row, picked])
+                y[row][weights[row] > 0], clean[row, picked]
+            )
             now = x["token_ids"][row, picked]
             mask_replaced += int((now == 4).sum())
             mask_kept += int((now == clean[row, picked]).sum())
@@ -229,8 +272,13 @@ def test_masking_skips_special_tokens_and_padding_and_reaches_the_rate():
 
 def test_the_classifier_preprocessor_packs_cls_text_sep():
     preprocessor = BertClassifierPreprocessor(tokenizer(), sequence_length=12)
-    x = preprocessor(["a great film", "the plot was awful and the acting "
-                      "was boring and the music was dull too"])
+    x = preprocessor(
+        [
+            "a great film",
+            "the plot was awful and the acting "
+            "was boring and the music was dull too",
+        ]
+    )
     ids = to_numpy(x["token_ids"])
     assert ids.shape == (2, 12)
     assert ids[0, 0] == 2 and 3 in ids[0] and ids[0, -1] == 0
@@ -248,10 +296,12 @@ def test_line_break_tags_are_dropped():
 
 # ---- fill_mask, errors ----------------------------------------------------------
 
+
 def test_fill_mask_ranks_tokens_for_every_mask():
     mlm = make_masked_lm()
-    out = mlm.fill_mask(["the film was [MASK]", "a [MASK] [MASK] plot"],
-                        top_k=3)
+    out = mlm.fill_mask(
+        ["the film was [MASK]", "a [MASK] [MASK] plot"], top_k=3
+    )
     assert [len(per_text) for per_text in out] == [1, 2]
     for per_text in out:
         for candidates in per_text:
@@ -260,13 +310,22 @@ def test_fill_mask_ranks_tokens_for_every_mask():
             assert probabilities == sorted(probabilities, reverse=True)
             assert all(isinstance(t, str) for t, _ in candidates)
     # The model's own logits at the masked position, by hand.
-    ids = [2, *np.asarray(mlm.preprocessor.tokenizer("the film was [MASK]"))
-           .tolist(), 3]
+    ids = [
+        2,
+        *np.asarray(mlm.preprocessor.tokenizer("the film was [MASK]")).tolist(),
+        3,
+    ]
     ids = np.array([ids + [0] * (24 - len(ids))], "int32")
-    logits = to_numpy(mlm({"token_ids": ids,
-                           "segment_ids": np.zeros_like(ids),
-                           "padding_mask": ids != 0,
-                           "mask_positions": np.array([[4]], "int32")}))
+    logits = to_numpy(
+        mlm(
+            {
+                "token_ids": ids,
+                "segment_ids": np.zeros_like(ids),
+                "padding_mask": ids != 0,
+                "mask_positions": np.array([[4]], "int32"),
+            }
+        )
+    )
     best = mlm.preprocessor.tokenizer.id_to_token(int(logits[0, 0].argmax()))
     assert out[0][0][0][0] == best
 
@@ -282,24 +341,29 @@ def test_fill_mask_errors_are_clear():
 
 
 def test_predict_on_no_texts_is_a_clear_error():
-    classifier = BertClassifier(BertBackbone(tokenizer().vocabulary_size(),
-                                             **SIZE),
-                                BertClassifierPreprocessor(tokenizer(), 24))
+    classifier = BertClassifier(
+        BertBackbone(tokenizer().vocabulary_size(), **SIZE),
+        BertClassifierPreprocessor(tokenizer(), 24),
+    )
     with pytest.raises(ValueError, match="no texts"):
         classifier.predict([])
-    with pytest.raises(TypeError, match="predict\\(\\) reads text, but got int"):
+    with pytest.raises(
+        TypeError, match="predict\\(\\) reads text, but got int"
+    ):
         classifier.predict(["a fine film", 7])
     # Pairs of segments (a tuple of two batches) are text too, as arrays or
     # lists, and give the same probabilities either way.
     first, second = ["a fine film", "dull"], ["truly", "and too long"]
     from_lists = classifier.predict((first, second), verbose=0)
-    from_arrays = classifier.predict((np.array(first), np.array(second)),
-                                     verbose=0)
+    from_arrays = classifier.predict(
+        (np.array(first), np.array(second)), verbose=0
+    )
     np.testing.assert_allclose(from_lists, from_arrays, atol=1e-6)
     assert from_lists.shape == (2, 1)
 
 
 # ---- pretraining -> fine-tuning, saving -------------------------------------------
+
 
 def test_pretrain_save_load_fine_tune_save_load(tmp_path):
     texts, labels, _ = _data()
@@ -312,18 +376,20 @@ def test_pretrain_save_load_fine_tune_save_load(tmp_path):
     mlm.save(path)
     loaded = keras.saving.load_model(path)
     assert loaded.fill_mask("the [MASK] was great", top_k=2) == (
-        mlm.fill_mask("the [MASK] was great", top_k=2))
+        mlm.fill_mask("the [MASK] was great", top_k=2)
+    )
 
     classifier = BertClassifier.from_pretrained(str(path), num_classes=1)
     # Every backbone weight is the pretrained one.
-    for mine, pretrained in zip(classifier.backbone.weights,
-                                loaded.backbone.weights):
+    for mine, pretrained in zip(
+        classifier.backbone.weights, loaded.backbone.weights
+    ):
         np.testing.assert_array_equal(to_numpy(mine), to_numpy(pretrained))
-    assert classifier.preprocessor.sequence_length == SIZE[
-        "max_sequence_length"]
+    assert (
+        classifier.preprocessor.sequence_length == SIZE["max_sequence_length"]
+    )
     classifier.compile(optimizer=keras.optimizers.AdamW(1e-3))
-    history = classifier.fit(texts, labels, epochs=1, batch_size=32,
-                             verbose=0)
+    history = classifier.fit(texts, labels, epochs=1, batch_size=32, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     reviews = ["an utterly wonderful film", "a waste of two hours"]
     before = classifier.predict(reviews, verbose=0)
@@ -344,12 +410,14 @@ def test_masked_lm_loss_is_the_mean_over_real_masked_tokens():
     weights = np.array([[1, 1, 0], [1, 0, 0]], "float32")  # 3 real of 6
     logits = to_numpy(mlm(inputs)).astype("float64")
     top = logits.max(-1, keepdims=True)
-    log_probs = logits - top - np.log(np.exp(logits - top).sum(-1,
-                                                                keepdims=True))
+    log_probs = (
+        logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+    )
     nll = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
     expected = (nll * weights).sum() / weights.sum()
-    loss = keras.Model.evaluate(mlm, inputs, labels, sample_weight=weights,
-                                verbose=0, return_dict=True)["loss"]
+    loss = keras.Model.evaluate(
+        mlm, inputs, labels, sample_weight=weights, verbose=0, return_dict=True
+    )["loss"]
     np.testing.assert_allclose(loss, expected, rtol=1e-4)
 
 
@@ -357,8 +425,9 @@ def test_from_pretrained_fine_tunes_in_the_policy_asked_for():
     mlm = make_masked_lm()  # float32
     shared = BertClassifier.from_pretrained(mlm, num_classes=1)
     assert shared.backbone is mlm.backbone  # no dtype: the LM's own
-    mixed = BertClassifier.from_pretrained(mlm, num_classes=1,
-                                           dtype="mixed_bfloat16")
+    mixed = BertClassifier.from_pretrained(
+        mlm, num_classes=1, dtype="mixed_bfloat16"
+    )
     assert mixed.backbone is not mlm.backbone
     assert mixed.backbone.compute_dtype == "bfloat16"
     assert mixed.backbone.variable_dtype == "float32"
@@ -368,17 +437,20 @@ def test_from_pretrained_fine_tunes_in_the_policy_asked_for():
     assert same.backbone is mlm.backbone
     reviews = ["an utterly wonderful film", "a waste of two hours"]
     mixed.set_weights(shared.get_weights())  # the same head too
-    np.testing.assert_allclose(mixed.predict(reviews, verbose=0),
-                               shared.predict(reviews, verbose=0), atol=2e-2)
+    np.testing.assert_allclose(
+        mixed.predict(reviews, verbose=0),
+        shared.predict(reviews, verbose=0),
+        atol=2e-2,
+    )
 
 
 def test_classifier_fit_holds_out_a_validation_split():
     texts, labels, _ = _data()
-    classifier = BertClassifier.from_pretrained(make_masked_lm(),
-                                                num_classes=1)
+    classifier = BertClassifier.from_pretrained(make_masked_lm(), num_classes=1)
     classifier.compile(optimizer=keras.optimizers.AdamW(1e-3))
-    history = classifier.fit(texts, labels, epochs=1, batch_size=32,
-                             validation_split=0.25, verbose=0)
+    history = classifier.fit(
+        texts, labels, epochs=1, batch_size=32, validation_split=0.25, verbose=0
+    )
     assert np.isfinite(history.history["val_loss"][0])
 
 
@@ -400,24 +472,32 @@ def test_configs_round_trip():
 
 
 def test_presets_build_their_sizes():
-    preprocessor = BertMaskedLMPreprocessor.from_preset("cpu_mini",
-                                                        tokenizer())
+    preprocessor = BertMaskedLMPreprocessor.from_preset("cpu_mini", tokenizer())
     assert preprocessor.sequence_length == 256
     # The smoke preset has 64 positions: too few for 256-token packs.
-    with pytest.raises(ValueError, match=r"BertMaskedLM: the preprocessor "
-                       r"packs 256 tokens but the backbone has 64 positions.*"
-                       r"backbone_max_sequence_length=256"):
+    with pytest.raises(
+        ValueError,
+        match=r"BertMaskedLM: the preprocessor "
+        r"packs 256 tokens but the backbone has 64 positions.*"
+        r"backbone_max_sequence_length=256",
+    ):
         BertMaskedLM.from_preset("smoke", preprocessor)
-    mlm = BertMaskedLM.from_preset("smoke", preprocessor,
-                                   backbone_max_sequence_length=256)
+    mlm = BertMaskedLM.from_preset(
+        "smoke", preprocessor, backbone_max_sequence_length=256
+    )
     assert mlm.backbone.hidden_dim == 32 and mlm.backbone.num_layers == 2
-    with pytest.raises(ValueError, match="BertTextClassifier: the preprocessor"):
-        BertClassifier(mlm.backbone, BertClassifierPreprocessor(
-            tokenizer(), sequence_length=300))
+    with pytest.raises(
+        ValueError, match="BertTextClassifier: the preprocessor"
+    ):
+        BertClassifier(
+            mlm.backbone,
+            BertClassifierPreprocessor(tokenizer(), sequence_length=300),
+        )
     classifier = BertClassifier.from_preset(
-        "cpu_mini", BertClassifierPreprocessor.from_preset("cpu_mini",
-                                                           tokenizer()),
-        backbone_num_layers=1)
+        "cpu_mini",
+        BertClassifierPreprocessor.from_preset("cpu_mini", tokenizer()),
+        backbone_num_layers=1,
+    )
     assert classifier.backbone.max_sequence_length == 256
     assert classifier.preprocessor.sequence_length == 256
     with pytest.raises(ValueError, match="Unknown bert preset"):
@@ -448,25 +528,32 @@ def test_masked_lm_head_equals_keras_hub_and_runs_in_bfloat16():
 
     embedding = TokenEmbedding(30, 8)
     embedding.build((None, None))
-    ours = MaskedLMHead(token_embedding=embedding,
-                        intermediate_activation="gelu")
-    theirs = keras_hub.layers.MaskedLMHead(token_embedding=embedding,
-                                           intermediate_activation="gelu")
+    ours = MaskedLMHead(
+        token_embedding=embedding, intermediate_activation="gelu"
+    )
+    theirs = keras_hub.layers.MaskedLMHead(
+        token_embedding=embedding, intermediate_activation="gelu"
+    )
     hidden = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
     positions = np.array([[1, 4], [0, 2]], "int32")
     ours(hidden, positions), theirs(hidden, positions)
     randomize(theirs, seed=4)
     for mine, source in zip(ours.weights, theirs.weights):
         mine.assign(source)
-    np.testing.assert_allclose(to_numpy(ours(hidden, positions)),
-                               to_numpy(theirs(hidden, positions)), atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(ours(hidden, positions)),
+        to_numpy(theirs(hidden, positions)),
+        atol=1e-5,
+    )
     # keras-hub's head adds a float32 bias to bfloat16 logits, which
     # TensorFlow refuses; this one runs everywhere.
     embedding = TokenEmbedding(30, 8, dtype="mixed_bfloat16")
     embedding.build((None, None))
-    head = MaskedLMHead(token_embedding=embedding,
-                        intermediate_activation="gelu",
-                        dtype="mixed_bfloat16")
+    head = MaskedLMHead(
+        token_embedding=embedding,
+        intermediate_activation="gelu",
+        dtype="mixed_bfloat16",
+    )
     out = head(ops.cast(hidden, "bfloat16"), positions)
     assert out.shape == (2, 2, 30)
     assert np.all(np.isfinite(to_numpy(ops.cast(out, "float32"))))

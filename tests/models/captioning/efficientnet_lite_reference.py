@@ -17,11 +17,20 @@ from torch.nn import functional as F
 
 BLOCKS = (  # (kernel, stride, expand ratio, output channels)
     (3, 1, 1, 16),
-    (3, 2, 6, 24), (3, 1, 6, 24),
-    (5, 2, 6, 40), (5, 1, 6, 40),
-    (3, 2, 6, 80), (3, 1, 6, 80), (3, 1, 6, 80),
-    (5, 1, 6, 112), (5, 1, 6, 112), (5, 1, 6, 112),
-    (5, 2, 6, 192), (5, 1, 6, 192), (5, 1, 6, 192), (5, 1, 6, 192),
+    (3, 2, 6, 24),
+    (3, 1, 6, 24),
+    (5, 2, 6, 40),
+    (5, 1, 6, 40),
+    (3, 2, 6, 80),
+    (3, 1, 6, 80),
+    (3, 1, 6, 80),
+    (5, 1, 6, 112),
+    (5, 1, 6, 112),
+    (5, 1, 6, 112),
+    (5, 2, 6, 192),
+    (5, 1, 6, 192),
+    (5, 1, 6, 192),
+    (5, 1, 6, 192),
     (3, 1, 6, 320),
 )
 STAGE5_BLOCK = 10  # the last block of the 112-channel stage
@@ -33,9 +42,10 @@ NORMALISATIONS = {
     # timm's tf_efficientnet_lite*: mean = std = 0.5 on [0, 1].
     "timm": lambda x: (x / 255.0 - 0.5) / 0.5,
     # torchvision's ImageNet mean and standard deviation.
-    "imagenet": lambda x: (x / 255.0 - np.array([0.485, 0.456, 0.406],
-                                                "float32"))
-    / np.array([0.229, 0.224, 0.225], "float32"),
+    "imagenet": lambda x: (
+        (x / 255.0 - np.array([0.485, 0.456, 0.406], "float32"))
+        / np.array([0.229, 0.224, 0.225], "float32")
+    ),
 }
 
 
@@ -43,16 +53,22 @@ def _pad_same(x, kernel, stride):
     """TensorFlow's "same" padding of an NCHW tensor."""
     pads = []
     for size in (x.shape[3], x.shape[2]):  # F.pad wants the last axis first
-        total = max((math.ceil(size / stride) - 1) * stride + kernel - size,
-                    0)
+        total = max((math.ceil(size / stride) - 1) * stride + kernel - size, 0)
         pads += [total // 2, total - total // 2]
     return F.pad(x, pads)
 
 
 class SameConv2d(nn.Conv2d):
     def forward(self, x):
-        return F.conv2d(_pad_same(x, self.kernel_size[0], self.stride[0]),
-                        self.weight, None, self.stride, 0, 1, self.groups)
+        return F.conv2d(
+            _pad_same(x, self.kernel_size[0], self.stride[0]),
+            self.weight,
+            None,
+            self.stride,
+            0,
+            1,
+            self.groups,
+        )
 
 
 def _bn(channels):
@@ -67,8 +83,9 @@ class MBConv(nn.Module):
         if self.expand:
             self._expand_conv = nn.Conv2d(channels, hidden, 1, bias=False)
             self._bn0 = _bn(hidden)
-        self._depthwise_conv = SameConv2d(hidden, hidden, kernel, stride,
-                                          groups=hidden, bias=False)
+        self._depthwise_conv = SameConv2d(
+            hidden, hidden, kernel, stride, groups=hidden, bias=False
+        )
         self._bn1 = _bn(hidden)
         self._project_conv = nn.Conv2d(hidden, out, 1, bias=False)
         self._bn2 = _bn(out)
@@ -113,17 +130,21 @@ class EfficientNetLite0(nn.Module):
         x = F.relu6(self._bn1(self._conv_head(x)))
         outputs["head"] = x
         outputs["logits"] = self._fc(x.mean(dim=(2, 3)))
-        return {key: (value.permute(0, 2, 3, 1) if value.ndim == 4
-                      else value).numpy()
-                for key, value in outputs.items()}
+        return {
+            key: (
+                value.permute(0, 2, 3, 1) if value.ndim == 4 else value
+            ).numpy()
+            for key, value in outputs.items()
+        }
 
 
 @torch.no_grad()
 def reference_outputs(model, images, normalisation="tf_lite"):
     """Every cut of `model` for `(batch, H, W, 3)` images on [0, 255]."""
     x = NORMALISATIONS[normalisation](np.asarray(images, "float32"))
-    x = torch.from_numpy(np.ascontiguousarray(
-        x.astype("float32").transpose(0, 3, 1, 2)))
+    x = torch.from_numpy(
+        np.ascontiguousarray(x.astype("float32").transpose(0, 3, 1, 2))
+    )
     return model(x)
 
 
@@ -159,10 +180,15 @@ def reference_model(state_dict):
     """An `EfficientNetLite0` holding `state_dict` (NumPy or torch)."""
     model = EfficientNetLite0()
     missing, unexpected = model.load_state_dict(
-        {key: torch.as_tensor(np.asarray(value)) for key, value in
-         state_dict.items()}, strict=False)
+        {
+            key: torch.as_tensor(np.asarray(value))
+            for key, value in state_dict.items()
+        },
+        strict=False,
+    )
     missing = [key for key in missing if "num_batches_tracked" not in key]
     if missing or unexpected:
-        raise KeyError(f"state dict: missing {missing[:3]}, unexpected "
-                       f"{unexpected[:3]}")
+        raise KeyError(
+            f"state dict: missing {missing[:3]}, unexpected {unexpected[:3]}"
+        )
     return model

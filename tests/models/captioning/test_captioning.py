@@ -11,21 +11,19 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests.helpers import keras_round_trip
-from tests.helpers import to_numpy
-from zoo.data.captions import CaptionPairs
-from zoo.data.captions import make_synthetic_captions
-from zoo.data.tokenizers import SubwordTokenizer
-from zoo.data.tokenizers import train_subword_tokenizer
-from zoo.models.captioning import ConvStackEncoder
-from zoo.models.captioning import FeatureGridInput
-from zoo.models.captioning import PRESETS
-from zoo.models.captioning import ImageCaptioner
-from zoo.models.captioning import ImageCaptionerPreprocessor
-from zoo.models.captioning import ShowAttendTellBackbone
-from zoo.models.captioning import TransformerCaptionBackbone
-from zoo.models.generation import BeamSampler
-from zoo.models.generation import get_sampler
+from tests.helpers import keras_round_trip, to_numpy
+from zoo.data.captions import CaptionPairs, make_synthetic_captions
+from zoo.data.tokenizers import SubwordTokenizer, train_subword_tokenizer
+from zoo.models.captioning import (
+    PRESETS,
+    ConvStackEncoder,
+    FeatureGridInput,
+    ImageCaptioner,
+    ImageCaptionerPreprocessor,
+    ShowAttendTellBackbone,
+    TransformerCaptionBackbone,
+)
+from zoo.models.generation import BeamSampler, get_sampler
 
 IMAGES, CAPTIONS = make_synthetic_captions(96, size=16, seed=0)
 KINDS = ("lstm", "transformer")
@@ -37,15 +35,20 @@ def tokenizer():
     """A fresh tokenizer per call (the suite clears the Keras session
     between tests, which frees the TensorFlow resource of an earlier one)."""
     if not _PROTO:
-        _PROTO.append(train_subword_tokenizer(
-            [c for options in CAPTIONS for c in options], 40,
-            model_type="word").proto)
+        _PROTO.append(
+            train_subword_tokenizer(
+                [c for options in CAPTIONS for c in options],
+                40,
+                model_type="word",
+            ).proto
+        )
     return SubwordTokenizer(proto=_PROTO[0])
 
 
 def encoder(dtype=None):
-    return ConvStackEncoder((16, 16), 3, filters=(4, 8),
-                            convs_per_stage=1, dtype=dtype)
+    return ConvStackEncoder(
+        (16, 16), 3, filters=(4, 8), convs_per_stage=1, dtype=dtype
+    )
 
 
 def backbone(kind, image_encoder=None, dtype=None, **kwargs):
@@ -53,18 +56,34 @@ def backbone(kind, image_encoder=None, dtype=None, **kwargs):
     vocabulary = tokenizer().vocabulary_size()
     if kind == "lstm":
         return ShowAttendTellBackbone(
-            image_encoder, vocabulary, embedding_dim=8, hidden_dim=16,
-            attention_units=8, dropout=0.0, decoder_sequence_length=LENGTH,
-            dtype=dtype, **kwargs)
+            image_encoder,
+            vocabulary,
+            embedding_dim=8,
+            hidden_dim=16,
+            attention_units=8,
+            dropout=0.0,
+            decoder_sequence_length=LENGTH,
+            dtype=dtype,
+            **kwargs,
+        )
     return TransformerCaptionBackbone(
-        image_encoder, vocabulary, num_layers=2, num_heads=2, hidden_dim=8,
-        intermediate_dim=16, dropout=0.0, decoder_sequence_length=LENGTH,
-        dtype=dtype, **kwargs)
+        image_encoder,
+        vocabulary,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        dropout=0.0,
+        decoder_sequence_length=LENGTH,
+        dtype=dtype,
+        **kwargs,
+    )
 
 
 def preprocessor(**kwargs):
-    return ImageCaptionerPreprocessor(tokenizer(), (16, 16), 3, LENGTH,
-                                      **kwargs)
+    return ImageCaptionerPreprocessor(
+        tokenizer(), (16, 16), 3, LENGTH, **kwargs
+    )
 
 
 def captioner(kind, **kwargs):
@@ -74,13 +93,18 @@ def captioner(kind, **kwargs):
 def ids_batch(seed=0, length=6):
     rng = np.random.default_rng(seed)
     ids = rng.integers(4, tokenizer().vocabulary_size(), (2, length)).astype(
-        "int32")
+        "int32"
+    )
     ids[:, 0] = tokenizer().start_token_id
-    return {"images": IMAGES[:2].astype("float32"),
-            "decoder_token_ids": ids, "decoder_padding_mask": np.ones_like(ids)}
+    return {
+        "images": IMAGES[:2].astype("float32"),
+        "decoder_token_ids": ids,
+        "decoder_padding_mask": np.ones_like(ids),
+    }
 
 
 # ---- Preprocessor ------------------------------------------------------------
+
 
 def test_preprocessor_resizes_images_and_packs_shifted_captions():
     pre = preprocessor()
@@ -112,23 +136,26 @@ def test_preprocessor_config_round_trip():
     assert not again.normalize_captions
 
 
-@pytest.mark.parametrize("images, message", [
-    (np.zeros((0, 16, 16, 3), "uint8"), "empty batch"),
-    ([], "empty list"),
-    (None, "got None"),
-    (np.zeros((2, 16, 16), "uint8"), "batch of grey images"),
-    (np.zeros((16, 16), "uint8"), "grey image"),
-    (np.zeros((1, 16, 16, 1), "uint8"), "grey image"),
-    (np.zeros((1, 16, 16, 4), "uint8"), "RGBA"),
-    (np.zeros((1, 3, 16, 16), "uint8"), "channels first"),
-    (np.full((1, 16, 16, 3), 0.5, "float32"), "scaled to \\[0, 1\\]"),
-    (np.zeros((1, 16, 16, 3), bool), "bool image"),
-    (np.zeros((1, 0, 16, 3), "uint8"), "empty image"),
-    (np.full((1, 16, 16, 3), np.nan, "float32"), "NaN"),
-    (np.full((1, 16, 16, 3), 300.0, "float32"), "\\[0, 255\\]"),
-    (np.zeros((1, 2, 16, 16, 3), "uint8"), "expected a batch of images"),
-    ("image.jpg", "got str"),
-])
+@pytest.mark.parametrize(
+    "images, message",
+    [
+        (np.zeros((0, 16, 16, 3), "uint8"), "empty batch"),
+        ([], "empty list"),
+        (None, "got None"),
+        (np.zeros((2, 16, 16), "uint8"), "batch of grey images"),
+        (np.zeros((16, 16), "uint8"), "grey image"),
+        (np.zeros((1, 16, 16, 1), "uint8"), "grey image"),
+        (np.zeros((1, 16, 16, 4), "uint8"), "RGBA"),
+        (np.zeros((1, 3, 16, 16), "uint8"), "channels first"),
+        (np.full((1, 16, 16, 3), 0.5, "float32"), "scaled to \\[0, 1\\]"),
+        (np.zeros((1, 16, 16, 3), bool), "bool image"),
+        (np.zeros((1, 0, 16, 3), "uint8"), "empty image"),
+        (np.full((1, 16, 16, 3), np.nan, "float32"), "NaN"),
+        (np.full((1, 16, 16, 3), 300.0, "float32"), "\\[0, 255\\]"),
+        (np.zeros((1, 2, 16, 16, 3), "uint8"), "expected a batch of images"),
+        ("image.jpg", "got str"),
+    ],
+)
 def test_every_bad_image_is_one_clear_error(images, message):
     model = captioner("lstm")
     with pytest.raises(ValueError, match=message) as error:
@@ -155,12 +182,14 @@ def test_generation_arguments_out_of_range_are_refused():
 
 # ---- Backbones ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_attention_maps_are_distributions_over_the_regions(kind):
     model = backbone(kind)
     batch = ids_batch()
-    maps = to_numpy(model.attention_maps(batch["images"],
-                                         batch["decoder_token_ids"]))
+    maps = to_numpy(
+        model.attention_maps(batch["images"], batch["decoder_token_ids"])
+    )
     assert maps.shape == (2, 6, model.num_regions)
     assert model.grid_size == (4, 4)
     np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-5)
@@ -184,16 +213,19 @@ def test_cached_decoding_equals_the_full_pass_token_by_token(kind):
     model = backbone(kind)
     batch = ids_batch()
     full = to_numpy(model.token_logits(model(batch)["sequence_output"]))
-    maps = to_numpy(model.attention_maps(batch["images"],
-                                         batch["decoder_token_ids"]))
+    maps = to_numpy(
+        model.attention_maps(batch["images"], batch["decoder_token_ids"])
+    )
     encoded = model.encode(batch["images"])
     cache = model.decoder_cache(encoded, model.encoder_mask(encoded), 6)
     ids = ops.convert_to_tensor(batch["decoder_token_ids"])
     for t in range(6):
         hidden, cache, weights = model.decode_step(
-            ids[:, t:t + 1], cache, t, return_attention_scores=True)
-        np.testing.assert_allclose(to_numpy(model.token_logits(hidden))[:, 0],
-                                   full[:, t], atol=1e-4)
+            ids[:, t : t + 1], cache, t, return_attention_scores=True
+        )
+        np.testing.assert_allclose(
+            to_numpy(model.token_logits(hidden))[:, 0], full[:, t], atol=1e-4
+        )
         step_map = to_numpy(weights)[:, -1].mean(axis=1)[:, 0]
         np.testing.assert_allclose(step_map, maps[:, t], atol=1e-5)
 
@@ -206,12 +238,14 @@ def test_the_lstm_adds_the_doubly_stochastic_penalty_while_training():
     # (training: the encoder's batch normalisation reads batch statistics)
     alphas = to_numpy(model(batch, training=True)["attention_weights"])
     (loss,) = model.losses
-    expected = 2.0 / alphas.shape[-1] * (
-        (1 - alphas.sum(1)) ** 2).sum(-1).mean()
+    expected = (
+        2.0 / alphas.shape[-1] * ((1 - alphas.sum(1)) ** 2).sum(-1).mean()
+    )
     np.testing.assert_allclose(float(to_numpy(loss)), expected, rtol=1e-5)
 
 
 # ---- Generation --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_greedy_with_the_cache_equals_greedy_without(kind):
@@ -243,10 +277,16 @@ def test_beam_search_finds_the_likelier_caption_greedy_misses():
 
     prompt = np.zeros((1, 4), "int32")
     mask = np.array([[True, False, False, False]])
-    greedy_ids = to_numpy(get_sampler("greedy")(
-        next, prompt, index=1, mask=mask, stop_token_ids=(end,)))
-    beam_ids = to_numpy(BeamSampler(num_beams=2, length_penalty=0.0)(
-        next, prompt, index=1, mask=mask, stop_token_ids=(end,)))
+    greedy_ids = to_numpy(
+        get_sampler("greedy")(
+            next, prompt, index=1, mask=mask, stop_token_ids=(end,)
+        )
+    )
+    beam_ids = to_numpy(
+        BeamSampler(num_beams=2, length_penalty=0.0)(
+            next, prompt, index=1, mask=mask, stop_token_ids=(end,)
+        )
+    )
     assert greedy_ids[0, 1:3].tolist() == [4, 6]  # 0.35 beats the end
     assert beam_ids[0, 1:3].tolist() == [5, end]
 
@@ -269,13 +309,16 @@ def test_attention_maps_of_generated_words(kind):
 
 # ---- Training, saving --------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_training_on_raw_images_lowers_the_loss_and_survives_saving(
-        kind, tmp_path):
+    kind, tmp_path
+):
     model = captioner(kind)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    history = model.fit(IMAGES[:48], CAPTIONS[:48], batch_size=48, epochs=3,
-                        verbose=0)
+    history = model.fit(
+        IMAGES[:48], CAPTIONS[:48], batch_size=48, epochs=3, verbose=0
+    )
     losses = history.history["loss"]
     assert losses[-1] < losses[0] and np.isfinite(losses).all()
     model.backbone.image_encoder.trainable = False
@@ -283,34 +326,50 @@ def test_training_on_raw_images_lowers_the_loss_and_survives_saving(
     assert not loaded.backbone.image_encoder.trainable  # a frozen encoder
     assert loaded.generate(IMAGES[:4]) == model.generate(IMAGES[:4])
     np.testing.assert_allclose(
-        to_numpy(loaded.predict({"images": IMAGES[:2],
-                                 "captions": ["a red bar", "a blue bar"]},
-                                verbose=0)),
-        to_numpy(model.predict({"images": IMAGES[:2],
-                                "captions": ["a red bar", "a blue bar"]},
-                               verbose=0)), atol=1e-5)
+        to_numpy(
+            loaded.predict(
+                {"images": IMAGES[:2], "captions": ["a red bar", "a blue bar"]},
+                verbose=0,
+            )
+        ),
+        to_numpy(
+            model.predict(
+                {"images": IMAGES[:2], "captions": ["a red bar", "a blue bar"]},
+                verbose=0,
+            )
+        ),
+        atol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_an_int8_decoder_loads_int8_and_captions_as_before_saving(kind,
-                                                                  tmp_path):
+def test_an_int8_decoder_loads_int8_and_captions_as_before_saving(
+    kind, tmp_path
+):
     model = captioner(kind)
     batch = {"images": IMAGES[:4], "captions": [c[0] for c in CAPTIONS[:4]]}
     before = to_numpy(model.predict(batch, verbose=0))
     model.quantize_decoder()
-    quantized = [layer for layer in model.backbone._flatten_layers()
-                 if layer.quantization_mode == "int8"]
-    assert any(isinstance(layer, keras.layers.Embedding)
-               for layer in quantized)
-    assert not any(layer.quantization_mode for layer in
-                   model.backbone.image_encoder._flatten_layers())
+    quantized = [
+        layer
+        for layer in model.backbone._flatten_layers()
+        if layer.quantization_mode == "int8"
+    ]
+    assert any(isinstance(layer, keras.layers.Embedding) for layer in quantized)
+    assert not any(
+        layer.quantization_mode
+        for layer in model.backbone.image_encoder._flatten_layers()
+    )
     after = to_numpy(model.predict(batch, verbose=0))
     assert 0 < np.abs(after - before).max() < 0.1 * np.abs(before).max()
     loaded = keras_round_trip(model, tmp_path)
-    assert sum(layer.quantization_mode == "int8" for layer in
-               loaded.backbone._flatten_layers()) == len(quantized)
-    np.testing.assert_allclose(to_numpy(loaded.predict(batch, verbose=0)),
-                               after, atol=1e-5)
+    assert sum(
+        layer.quantization_mode == "int8"
+        for layer in loaded.backbone._flatten_layers()
+    ) == len(quantized)
+    np.testing.assert_allclose(
+        to_numpy(loaded.predict(batch, verbose=0)), after, atol=1e-5
+    )
     captions = loaded.generate(IMAGES[:4])
     assert len(captions) == 4 and all(isinstance(c, str) for c in captions)
     if keras.backend.backend() == "jax":
@@ -327,17 +386,21 @@ def test_a_decoder_trained_on_cached_features_gets_its_encoder_back():
     grid = to_numpy(image_encoder(IMAGES[:8].astype("float32")))
     cached = ImageCaptioner(
         backbone("lstm", image_encoder=FeatureGridInput((4, 4), 8)),
-        ImageCaptionerPreprocessor(tokenizer(), (4, 4), 8, LENGTH,
-                                   raw_pixels=False))
+        ImageCaptionerPreprocessor(
+            tokenizer(), (4, 4), 8, LENGTH, raw_pixels=False
+        ),
+    )
     cached.compile(optimizer=keras.optimizers.Adam(1e-2))
-    cached.fit(CaptionPairs(grid, CAPTIONS[:8], 4).dataset(), epochs=1,
-               verbose=0)
+    cached.fit(
+        CaptionPairs(grid, CAPTIONS[:8], 4).dataset(), epochs=1, verbose=0
+    )
     image_encoder.trainable = False
     full = cached.with_image_encoder(image_encoder, preprocessor())
     assert not full.backbone.image_encoder.trainable  # stays frozen
     assert full.generate(IMAGES[:8]) == cached.generate(grid)
-    np.testing.assert_allclose(to_numpy(full.encode_images(IMAGES[:8])),
-                               grid, atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(full.encode_images(IMAGES[:8])), grid, atol=1e-5
+    )
     with pytest.raises(ValueError, match="grid"):
         cached.with_image_encoder(ConvStackEncoder((16, 16), 3, (4,)))
 
@@ -346,53 +409,72 @@ def test_caption_pairs_serve_every_pair_or_one_caption_per_image():
     pairs = CaptionPairs(IMAGES[:4], CAPTIONS[:4], 3, shuffle=True, seed=1)
     assert len(pairs) == 7  # 20 pairs
     rows = pairs.pairs(epoch=0)
-    assert sorted(map(tuple, rows)) == [(i, j) for i in range(4)
-                                        for j in range(5)]
+    assert sorted(map(tuple, rows)) == [
+        (i, j) for i in range(4) for j in range(5)
+    ]
     np.testing.assert_array_equal(rows, pairs.pairs(epoch=0))
     assert not np.array_equal(rows, pairs.pairs(epoch=1))
-    one = CaptionPairs(IMAGES[:4], CAPTIONS[:4], 3, seed=1,
-                       one_caption_per_image=True)
+    one = CaptionPairs(
+        IMAGES[:4], CAPTIONS[:4], 3, seed=1, one_caption_per_image=True
+    )
     assert len(one) == 2 and sorted(one.pairs()[:, 0]) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="4 images but 3 caption"):
         CaptionPairs(IMAGES[:4], CAPTIONS[:3])
     # With the preprocessor: ready batches, as the preprocessor makes them.
-    ready = CaptionPairs(IMAGES[:4], CAPTIONS[:4], 3, shuffle=True, seed=1,
-                         preprocessor=preprocessor())
+    ready = CaptionPairs(
+        IMAGES[:4],
+        CAPTIONS[:4],
+        3,
+        shuffle=True,
+        seed=1,
+        preprocessor=preprocessor(),
+    )
     x, y, weights = ready[1]
     rows = ready.pairs(epoch=0)[3:6]
     want_x, want_y, want_w = preprocessor()(
-        IMAGES[rows[:, 0]], [CAPTIONS[i][j] for i, j in rows])
+        IMAGES[rows[:, 0]], [CAPTIONS[i][j] for i, j in rows]
+    )
     for key in want_x:
         np.testing.assert_array_equal(x[key], to_numpy(want_x[key]))
     np.testing.assert_array_equal(y, to_numpy(want_y))
     np.testing.assert_array_equal(weights, to_numpy(want_w))
     with pytest.raises(ValueError, match="resize them first"):
-        CaptionPairs(np.zeros((2, 8, 8, 3), "uint8"), ["a", "b"],
-                     preprocessor=preprocessor())
+        CaptionPairs(
+            np.zeros((2, 8, 8, 3), "uint8"),
+            ["a", "b"],
+            preprocessor=preprocessor(),
+        )
     with pytest.raises(ValueError, match="image 1 has no caption"):
         CaptionPairs(IMAGES[:2], [["a"], []])
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_mixed_bfloat16_trains_and_captions(kind):
-    model = ImageCaptioner(backbone(kind, dtype="mixed_bfloat16"),
-                           preprocessor())
+    model = ImageCaptioner(
+        backbone(kind, dtype="mixed_bfloat16"), preprocessor()
+    )
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    logs = model.train_on_batch(IMAGES[:8].astype("float32"),
-                                [c[0] for c in CAPTIONS[:8]],
-                                return_dict=True)
+    logs = model.train_on_batch(
+        IMAGES[:8].astype("float32"),
+        [c[0] for c in CAPTIONS[:8]],
+        return_dict=True,
+    )
     assert np.isfinite(logs["loss"])
-    logits = model.predict({"images": IMAGES[:2], "captions": ["a", "b"]},
-                           verbose=0)
+    logits = model.predict(
+        {"images": IMAGES[:2], "captions": ["a", "b"]}, verbose=0
+    )
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     assert len(model.generate(IMAGES[:2])) == 2
 
 
 def test_a_tokenizer_larger_than_the_backbone_is_refused():
     with pytest.raises(ValueError, match="vocabulary"):
-        ImageCaptioner(ShowAttendTellBackbone(
-            encoder(), 10, embedding_dim=8, hidden_dim=8, attention_units=8),
-            preprocessor())
+        ImageCaptioner(
+            ShowAttendTellBackbone(
+                encoder(), 10, embedding_dim=8, hidden_dim=8, attention_units=8
+            ),
+            preprocessor(),
+        )
 
 
 @pytest.mark.parametrize("preset", PRESETS.names())
@@ -408,7 +490,9 @@ def test_every_preset_builds_its_encoder_and_decoder(preset):
     pre = ImageCaptionerPreprocessor.from_preset(preset, tokenizer(), **size)
     model = ImageCaptioner.from_preset(preset, pre, image_encoder=encoder)
     assert model.backbone.decoder_sequence_length == (
-        pre.decoder_sequence_length)
+        pre.decoder_sequence_length
+    )
     assert tuple(model.backbone.image_encoder.input.shape[1:3]) == (
-        pre.image_size)
+        pre.image_size
+    )
     assert model.backbone.image_encoder.trainable == spec["trainable"]

@@ -2,18 +2,15 @@
 with keras-hub samplers (within the context and past it), errors, saving,
 presets, mixed precision and training on raw strings."""
 
+import keras
 import numpy as np
 import pytest
-
-import keras
 from keras import ops
 
 import zoo  # noqa: F401  (registers the layers for loading)
 from zoo.data.tokenizers import CharacterTokenizer
-from zoo.models.gpt import GPT
-from zoo.models.gpt import GPTBackbone
-from zoo.models.gpt import GPTPreprocessor
 from zoo.models.generation import get_sampler
+from zoo.models.gpt import GPT, GPTBackbone, GPTPreprocessor
 
 TEXT = "to be, or not to be, that is the question:\nwhether 'tis nobler\n"
 CONTEXT = 24
@@ -22,9 +19,15 @@ CONTEXT = 24
 def make_gpt(tie_weights=True, dropout=0.0, num_layers=2, dtype=None):
     tokenizer = CharacterTokenizer.from_text(TEXT)
     backbone = GPTBackbone(
-        tokenizer.vocabulary_size(), num_layers=num_layers, num_heads=2,
-        hidden_dim=16, intermediate_dim=32, sequence_length=CONTEXT,
-        dropout=dropout, tie_weights=tie_weights, dtype=dtype,
+        tokenizer.vocabulary_size(),
+        num_layers=num_layers,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        sequence_length=CONTEXT,
+        dropout=dropout,
+        tie_weights=tie_weights,
+        dtype=dtype,
     )
     return GPT(backbone, GPTPreprocessor(tokenizer, CONTEXT))
 
@@ -42,7 +45,9 @@ def logits_of(gpt, ids):
 def test_backbone_returns_a_dict_of_features():
     gpt = make_gpt()
     ids = token_ids(gpt, TEXT, 10)
-    features = gpt.backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    features = gpt.backbone(
+        {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    )
     assert set(features) == {"sequence_output"}
     assert tuple(features["sequence_output"].shape) == (1, 10, 16)
 
@@ -55,7 +60,9 @@ def test_parameter_count_matches_the_architecture():
     block = 2 * 2 * d + 4 * (d * d + d) + (d * f + f) + (f * d + d)
     expected = v * d + t * d + 2 * block + 2 * d
     assert gpt.backbone.count_params() == expected
-    assert make_gpt(tie_weights=False).backbone.count_params() == expected + v * d
+    assert (
+        make_gpt(tie_weights=False).backbone.count_params() == expected + v * d
+    )
 
 
 def test_flops_per_token_follow_nanogpts_formula():
@@ -94,9 +101,10 @@ def test_cached_logits_equal_full_logits_token_by_token(layout):
     else:  # what generate() carries: one (batch, 2, len, heads, dim) per block
         cache = tuple(ops.zeros((1, 2, 20, 2, 8)) for _ in range(2))
     for t in range(20):
-        logits, _, cache = gpt.call_with_cache(ids[:, t:t + 1], cache, t)
+        logits, _, cache = gpt.call_with_cache(ids[:, t : t + 1], cache, t)
         np.testing.assert_allclose(
-            ops.convert_to_numpy(logits)[0, 0], full[0, t], atol=1e-5)
+            ops.convert_to_numpy(logits)[0, 0], full[0, t], atol=1e-5
+        )
     if layout == "stacked":
         assert tuple(cache.shape) == (1, 2, 2, 20, 2, 8)
     else:
@@ -109,7 +117,7 @@ def test_greedy_with_cache_equals_greedy_without():
     cached = gpt.generate(prompts, max_length=CONTEXT)
     uncached = gpt.generate(prompts, max_length=CONTEXT, use_cache=False)
     assert cached == uncached
-    assert [s[:len(p)] for s, p in zip(cached, prompts)] == prompts
+    assert [s[: len(p)] for s, p in zip(cached, prompts)] == prompts
 
 
 def test_generate_string_in_string_out_and_strip_prompt():
@@ -129,8 +137,12 @@ def test_top_k_never_picks_outside_the_top_k():
     mask[:, :5] = True
     for seed in range(3):
         out = ids_model.generate(
-            {"token_ids": prompt, "padding_mask": mask}, sampler="top_k",
-            k=k, seed=seed, stop_token_ids=None)
+            {"token_ids": prompt, "padding_mask": mask},
+            sampler="top_k",
+            k=k,
+            seed=seed,
+            stop_token_ids=None,
+        )
         ids = np.asarray(out["token_ids"])
         logits = logits_of(gpt, ids)
         for row in range(2):
@@ -142,12 +154,15 @@ def test_top_k_never_picks_outside_the_top_k():
 def test_seeded_sampling_is_reproducible():
     gpt = make_gpt()
     for sampler in ("top_k", "top_p", "random"):
-        a = gpt.generate(["to be"] * 2, max_length=CONTEXT, sampler=sampler,
-                         seed=7)
-        b = gpt.generate(["to be"] * 2, max_length=CONTEXT, sampler=sampler,
-                         seed=7)
-        c = gpt.generate(["to be"] * 2, max_length=CONTEXT, sampler=sampler,
-                         seed=8)
+        a = gpt.generate(
+            ["to be"] * 2, max_length=CONTEXT, sampler=sampler, seed=7
+        )
+        b = gpt.generate(
+            ["to be"] * 2, max_length=CONTEXT, sampler=sampler, seed=7
+        )
+        c = gpt.generate(
+            ["to be"] * 2, max_length=CONTEXT, sampler=sampler, seed=8
+        )
         assert a == b, sampler
         assert a != c, sampler
 
@@ -167,44 +182,61 @@ def test_beam_search_returns_the_highest_scoring_beam():
     # Hand-made next-token distribution over 4 tokens, after prompt [0]:
     # step 1: P(1)=0.5, P(2)=0.4, P(3)=0.1. After 1: max P = 0.4 (total
     # 0.2). After 2: P(3) = 0.9 (total 0.36). Greedy takes 1, beam takes 2, 3.
-    table = np.log(np.array([
-        [1e-9, 0.5, 0.4, 0.1],   # after token 0
-        [0.3, 0.3, 0.4, 1e-9],   # after token 1
-        [0.05, 0.05, 1e-9, 0.9],  # after token 2
-        [0.25, 0.25, 0.25, 0.25],
-    ], "float32"))
+    table = np.log(
+        np.array(
+            [
+                [1e-9, 0.5, 0.4, 0.1],  # after token 0
+                [0.3, 0.3, 0.4, 1e-9],  # after token 1
+                [0.05, 0.05, 1e-9, 0.9],  # after token 2
+                [0.25, 0.25, 0.25, 0.25],
+            ],
+            "float32",
+        )
+    )
 
     def next(prompt, cache, index):
         last = ops.take_along_axis(
-            prompt, ops.reshape(index - 1, (1, 1)) * ops.ones_like(prompt[:, :1]),
-            axis=1)[:, 0]
+            prompt,
+            ops.reshape(index - 1, (1, 1)) * ops.ones_like(prompt[:, :1]),
+            axis=1,
+        )[:, 0]
         return ops.take(ops.convert_to_tensor(table), last, axis=0), None, cache
 
     prompt = np.zeros((1, 3), "int32")
     mask = np.array([[True, False, False]])
     cache = np.zeros((1, 1), "float32")
-    beam = get_sampler("beam", num_beams=2)(next, prompt, cache=cache, index=1,
-                                            mask=mask)
-    greedy = get_sampler("greedy")(next, prompt, cache=cache, index=1,
-                                   mask=mask)
+    beam = get_sampler("beam", num_beams=2)(
+        next, prompt, cache=cache, index=1, mask=mask
+    )
+    greedy = get_sampler("greedy")(
+        next, prompt, cache=cache, index=1, mask=mask
+    )
     assert ops.convert_to_numpy(beam).tolist() == [[0, 2, 3]]
     assert ops.convert_to_numpy(greedy).tolist() == [[0, 1, 2]]
 
 
 def test_beam_sampler_runs_through_generate():
     gpt = make_gpt()
-    out = gpt.generate(["to be", "or"], max_length=16, sampler="beam",
-                       num_beams=3)
+    out = gpt.generate(
+        ["to be", "or"], max_length=16, sampler="beam", num_beams=3
+    )
     assert len(out) == 2 and out[0].startswith("to be")
-    assert out == gpt.generate(["to be", "or"], max_length=16,
-                               sampler="beam", num_beams=3, use_cache=False)
+    assert out == gpt.generate(
+        ["to be", "or"],
+        max_length=16,
+        sampler="beam",
+        num_beams=3,
+        use_cache=False,
+    )
 
 
 def test_generation_stops_at_a_stop_token():
     gpt = make_gpt()
     ids_model = GPT(gpt.backbone, preprocessor=None)
-    prompt = {"token_ids": np.zeros((1, 12), "int32"),
-              "padding_mask": np.zeros((1, 12), bool)}
+    prompt = {
+        "token_ids": np.zeros((1, 12), "int32"),
+        "padding_mask": np.zeros((1, 12), bool),
+    }
     prompt["token_ids"][0, :5] = token_ids(gpt, "to be", 5)[0]
     prompt["padding_mask"][0, :5] = True
     free = ids_model.generate(dict(prompt), stop_token_ids=None)
@@ -218,8 +250,13 @@ def test_generation_stops_at_a_stop_token():
 def test_end_token_of_the_tokenizer_is_the_auto_stop():
     tokenizer = CharacterTokenizer.from_text(TEXT, end_token="<eos>")
     assert tokenizer.end_token_id == 2
-    backbone = GPTBackbone(tokenizer.vocabulary_size(), num_layers=1,
-                           num_heads=2, hidden_dim=16, sequence_length=CONTEXT)
+    backbone = GPTBackbone(
+        tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        sequence_length=CONTEXT,
+    )
     gpt = GPT(backbone, GPTPreprocessor(tokenizer, CONTEXT))
     out = gpt.generate("to", max_length=12)
     assert out.startswith("to") and "<eos>" not in out
@@ -235,9 +272,10 @@ def window_greedy_reference(gpt, prompt, max_length):
         # Padded at the end to one shape (one compiled call): a causal
         # model's logits at the last real position do not see it.
         padded = np.zeros((1, CONTEXT), "int32")
-        padded[0, :len(window)] = window
+        padded[0, : len(window)] = window
         logits = ids_model.predict_on_batch(
-            {"token_ids": padded, "padding_mask": np.ones_like(padded)})
+            {"token_ids": padded, "padding_mask": np.ones_like(padded)}
+        )
         ids.append(int(np.argmax(np.asarray(logits)[0, len(window) - 1])))
     return gpt.preprocessor.tokenizer.detokenize(ids)
 
@@ -247,14 +285,17 @@ def test_generation_past_the_context_slides_a_window_of_the_context():
     max_length = CONTEXT + 10
     prompts = ["to be", "whether 'tis"]
     cached = gpt.generate(prompts, max_length=max_length)
-    assert cached == [window_greedy_reference(gpt, p, max_length)
-                      for p in prompts]
-    assert cached == gpt.generate(prompts, max_length=max_length,
-                                  use_cache=False)
+    assert cached == [
+        window_greedy_reference(gpt, p, max_length) for p in prompts
+    ]
+    assert cached == gpt.generate(
+        prompts, max_length=max_length, use_cache=False
+    )
     # A prompt longer than the context is read through the same window.
-    long_prompt = cached[1][:CONTEXT + 4]
-    assert gpt.generate(long_prompt, max_length=CONTEXT + 8) == \
-        window_greedy_reference(gpt, long_prompt, CONTEXT + 8)
+    long_prompt = cached[1][: CONTEXT + 4]
+    assert gpt.generate(
+        long_prompt, max_length=CONTEXT + 8
+    ) == window_greedy_reference(gpt, long_prompt, CONTEXT + 8)
 
 
 def test_samplers_past_the_context():
@@ -263,13 +304,14 @@ def test_samplers_past_the_context():
     prompt = np.zeros((2, 2 * CONTEXT), "int32")
     prompt[:, :5] = token_ids(gpt, "to be", 5)
     inputs = {"token_ids": prompt, "padding_mask": prompt > 0}
-    for options in (dict(sampler="top_k", k=3, seed=2),
-                    dict(sampler="beam", num_beams=2)):
+    for options in (
+        dict(sampler="top_k", k=3, seed=2),
+        dict(sampler="beam", num_beams=2),
+    ):
         out = ids_model.generate(dict(inputs), stop_token_ids=None, **options)
         assert np.asarray(out["padding_mask"]).all()  # filled to the end
         np.testing.assert_array_equal(out["token_ids"][:, :5], prompt[:, :5])
-        again = ids_model.generate(dict(inputs), stop_token_ids=None,
-                                   **options)
+        again = ids_model.generate(dict(inputs), stop_token_ids=None, **options)
         np.testing.assert_array_equal(out["token_ids"], again["token_ids"])
 
 
@@ -288,9 +330,12 @@ def test_prompt_and_length_errors():
     for prompt in (None, [1, 2], ["to be", None]):
         with pytest.raises(TypeError, match="reads text, but got .*token_ids"):
             gpt.generate(prompt, max_length=10)
-    assert gpt.generate(np.array(["to be"]), max_length=8, strip_prompt=True) \
-        == gpt.generate(["to be"], max_length=8, strip_prompt=True)
-    with pytest.raises(TypeError, match="predict\\(\\) reads text, but got int"):
+    assert gpt.generate(
+        np.array(["to be"]), max_length=8, strip_prompt=True
+    ) == gpt.generate(["to be"], max_length=8, strip_prompt=True)
+    with pytest.raises(
+        TypeError, match="predict\\(\\) reads text, but got int"
+    ):
         gpt.predict(np.array([[1, 2, 3]]))
     with pytest.raises(ValueError, match="sampler must be one of"):
         gpt.generate("to be", max_length=10, sampler="nucleus")
@@ -299,8 +344,12 @@ def test_prompt_and_length_errors():
     for sampler in ("greedy", "top_k"):
         for temperature in (0.0, -1.0, float("nan")):
             with pytest.raises(ValueError, match="temperature must be > 0"):
-                gpt.generate("to be", max_length=10, sampler=sampler,
-                             temperature=temperature)
+                gpt.generate(
+                    "to be",
+                    max_length=10,
+                    sampler=sampler,
+                    temperature=temperature,
+                )
 
 
 def test_out_of_range_token_ids_are_an_error():
@@ -317,8 +366,11 @@ def test_out_of_range_token_ids_are_an_error():
     prompt = np.zeros((1, CONTEXT), "int32")
     prompt[0, :3] = [1, gpt.backbone.vocabulary_size, 2]
     with pytest.raises(ValueError, match="outside"):
-        gpt.generate({"token_ids": prompt, "padding_mask": prompt > 0},
-                     max_length=CONTEXT, stop_token_ids=None)
+        gpt.generate(
+            {"token_ids": prompt, "padding_mask": prompt > 0},
+            max_length=CONTEXT,
+            stop_token_ids=None,
+        )
 
 
 def test_save_load_generate(tmp_path):
@@ -329,12 +381,15 @@ def test_save_load_generate(tmp_path):
     assert isinstance(loaded, GPT)
     assert loaded.backbone.get_config() == gpt.backbone.get_config()
     ids = token_ids(gpt, TEXT, 12)
-    np.testing.assert_allclose(logits_of(loaded, ids), logits_of(gpt, ids),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        logits_of(loaded, ids), logits_of(gpt, ids), atol=1e-6
+    )
     assert loaded.generate(["to be"], max_length=20) == gpt.generate(
-        ["to be"], max_length=20)
-    assert loaded.generate("or", max_length=20, sampler="top_k", seed=3) == \
-        gpt.generate("or", max_length=20, sampler="top_k", seed=3)
+        ["to be"], max_length=20
+    )
+    assert loaded.generate(
+        "or", max_length=20, sampler="top_k", seed=3
+    ) == gpt.generate("or", max_length=20, sampler="top_k", seed=3)
 
 
 def _keras_hub_gpt2_and_zoo(activation):
@@ -345,10 +400,14 @@ def _keras_hub_gpt2_and_zoo(activation):
     size = dict(num_layers=2, num_heads=2, hidden_dim=16)
     keras.utils.set_random_seed(0)
     theirs = keras_hub.models.GPT2Backbone(
-        vocabulary_size=40, intermediate_dim=64, max_sequence_length=CONTEXT,
-        **size)
-    ours = GPTBackbone(40, sequence_length=CONTEXT, activation=activation,
-                       **size)
+        vocabulary_size=40,
+        intermediate_dim=64,
+        max_sequence_length=CONTEXT,
+        **size,
+    )
+    ours = GPTBackbone(
+        40, sequence_length=CONTEXT, activation=activation, **size
+    )
     rng = np.random.default_rng(0)  # larger than GPT-2's N(0, 0.02), so
     for weight in theirs.weights:  # the two GELUs differ visibly
         weight.assign(rng.normal(0.0, 0.3, weight.shape))
@@ -367,13 +426,18 @@ def test_approximate_gelu_backbone_equals_keras_hub_gpt2():
     expected = ops.convert_to_numpy(theirs(inputs))
     np.testing.assert_allclose(
         ops.convert_to_numpy(ours(inputs)["sequence_output"])[padding],
-        expected[padding], atol=5e-6)
+        expected[padding],
+        atol=5e-6,
+    )
     # The default, exact GELU is a different function of the same weights.
-    exact = GPTBackbone.from_config(
-        {**ours.get_config(), "activation": "gelu"})
+    exact = GPTBackbone.from_config({**ours.get_config(), "activation": "gelu"})
     exact.set_weights(ours.get_weights())
-    assert np.abs(ops.convert_to_numpy(exact(inputs)["sequence_output"])
-                  - expected).max() > 5e-5
+    assert (
+        np.abs(
+            ops.convert_to_numpy(exact(inputs)["sequence_output"]) - expected
+        ).max()
+        > 5e-5
+    )
 
 
 def test_approximate_gelu_survives_saving(tmp_path):
@@ -386,13 +450,16 @@ def test_approximate_gelu_survives_saving(tmp_path):
     inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
     np.testing.assert_allclose(
         ops.convert_to_numpy(loaded(inputs)["sequence_output"]),
-        ops.convert_to_numpy(backbone(inputs)["sequence_output"]), atol=1e-6)
+        ops.convert_to_numpy(backbone(inputs)["sequence_output"]),
+        atol=1e-6,
+    )
 
 
 def test_an_unknown_activation_is_an_error_naming_the_choices():
     with pytest.raises(ValueError, match="gelu_approximate"):
-        GPTBackbone(40, num_layers=1, num_heads=2, hidden_dim=16,
-                    activation="relu")
+        GPTBackbone(
+            40, num_layers=1, num_heads=2, hidden_dim=16, activation="relu"
+        )
 
 
 def test_mixed_bfloat16_forward_and_generate():
@@ -436,8 +503,10 @@ def test_training_steps_on_raw_text_change_weights_and_are_finite():
     """The task trains itself on raw strings: no separate trainer model."""
     gpt = make_gpt(dropout=0.1)
     gpt.compile(optimizer=keras.optimizers.AdamW(1e-2))
-    window = [TEXT[:CONTEXT + 1]]
-    before = ops.convert_to_numpy(gpt.backbone.token_embedding.embeddings).copy()
+    window = [TEXT[: CONTEXT + 1]]
+    before = ops.convert_to_numpy(
+        gpt.backbone.token_embedding.embeddings
+    ).copy()
     first = gpt.train_on_batch(window, return_dict=True)["loss"]
     for _ in range(5):
         last = gpt.train_on_batch(window, return_dict=True)["loss"]
@@ -449,18 +518,24 @@ def test_training_steps_on_raw_text_change_weights_and_are_finite():
 def test_presets_build_their_sizes():
     tokenizer = CharacterTokenizer.from_text(TEXT)
     backbone = GPTBackbone.from_preset("cpu_small", vocabulary_size=65)
-    assert (backbone.num_layers, backbone.hidden_dim,
-            backbone.sequence_length) == (4, 128, 128)
+    assert (
+        backbone.num_layers,
+        backbone.hidden_dim,
+        backbone.sequence_length,
+    ) == (4, 128, 128)
     assert backbone.count_params() == 818048
     # GPT-2 small's published size (keras-hub's gpt2_base_en: 124,439,808)
     gpt2 = GPTBackbone.from_preset("gpt2", vocabulary_size=50257)
     assert gpt2.count_params() == 124439808
     del gpt2
-    gpt = GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 32),
-                          backbone_num_layers=1)
+    gpt = GPT.from_preset(
+        "smoke", GPTPreprocessor(tokenizer, 32), backbone_num_layers=1
+    )
     assert gpt.backbone.num_layers == 1 and gpt.backbone.hidden_dim == 32
     assert gpt.backbone.vocabulary_size == tokenizer.vocabulary_size()
-    assert GPTPreprocessor.from_preset("nanogpt", tokenizer).sequence_length == 256
+    assert (
+        GPTPreprocessor.from_preset("nanogpt", tokenizer).sequence_length == 256
+    )
     with pytest.raises(ValueError, match="Unknown gpt preset"):
         GPTBackbone.from_preset("huge", vocabulary_size=10)
 
@@ -470,8 +545,10 @@ def _table_next(table):
 
     def next(prompt, cache, index):
         last = ops.take_along_axis(
-            prompt, ops.reshape(index - 1, (1, 1)) * ops.ones_like(prompt[:, :1]),
-            axis=1)[:, 0]
+            prompt,
+            ops.reshape(index - 1, (1, 1)) * ops.ones_like(prompt[:, :1]),
+            axis=1,
+        )[:, 0]
         return ops.take(table, last, axis=0), None, cache
 
     return next
@@ -484,18 +561,25 @@ def test_beam_search_keeps_each_row_s_beams_and_cache_apart():
     gives alone."""
     rng = np.random.default_rng(0)
     tables = np.log(rng.dirichlet(np.ones(5) * 0.3, size=(3, 5))).astype(
-        "float32")  # tables[row, last token] -> next-token log-probabilities
+        "float32"
+    )  # tables[row, last token] -> next-token log-probabilities
 
     def next(prompt, cache, index):
         row_ids, history = cache
         last = ops.take_along_axis(
-            prompt, ops.reshape(index - 1, (1, 1)) * ops.ones_like(
-                prompt[:, :1]), axis=1)[:, 0]
+            prompt,
+            ops.reshape(index - 1, (1, 1)) * ops.ones_like(prompt[:, :1]),
+            axis=1,
+        )[:, 0]
         rows = ops.cast(row_ids[:, 0], "int32")
-        logits = ops.take(ops.reshape(ops.convert_to_tensor(tables), (15, 5)),
-                          rows * 5 + last, axis=0)
+        logits = ops.take(
+            ops.reshape(ops.convert_to_tensor(tables), (15, 5)),
+            rows * 5 + last,
+            axis=0,
+        )
         history = ops.slice_update(
-            history, [0, index - 1], ops.cast(last, history.dtype)[:, None])
+            history, [0, index - 1], ops.cast(last, history.dtype)[:, None]
+        )
         return logits, None, (row_ids, history)
 
     def search(rows):
@@ -503,11 +587,13 @@ def test_beam_search_keeps_each_row_s_beams_and_cache_apart():
         prompt[:, 0] = [r + 1 for r in rows]
         mask = np.zeros((len(rows), 6), bool)
         mask[:, 0] = True
-        cache = (np.array(rows, "float32")[:, None],
-                 np.full((len(rows), 6), -1, "int32"))
+        cache = (
+            np.array(rows, "float32")[:, None],
+            np.full((len(rows), 6), -1, "int32"),
+        )
         out = get_sampler("beam", num_beams=3)(
-            next, prompt, cache=cache, index=1, mask=mask,
-            stop_token_ids=(4,))
+            next, prompt, cache=cache, index=1, mask=mask, stop_token_ids=(4,)
+        )
         return ops.convert_to_numpy(out).tolist()
 
     together = search([0, 1, 2])
@@ -522,21 +608,31 @@ def test_beam_search_ends_hypotheses_at_the_stop_token_and_penalises_length():
     one; a strong length penalty prefers the long one. keras-hub's beam
     search would also count what it samples after the stop token."""
     table = [
-        [1e-9, 0.6, 1e-9, 0.4],   # after 0
+        [1e-9, 0.6, 1e-9, 0.4],  # after 0
         [1e-9, 0.4 - 1e-9, 0.6, 1e-9],  # after 1
-        [1e-9, 0.4, 1e-9, 0.6],   # after 2
+        [1e-9, 0.4, 1e-9, 0.6],  # after 2
         [0.97, 0.01, 0.01, 0.01],  # after the stop token: anything
     ]
     prompt = np.zeros((1, 6), "int32")
     mask = np.array([[True] + [False] * 5])
     cache = np.zeros((1, 1), "float32")
     short = get_sampler("beam", num_beams=2, length_penalty=0.0)(
-        _table_next(table), prompt, cache=cache, index=1, mask=mask,
-        stop_token_ids=(3,))
+        _table_next(table),
+        prompt,
+        cache=cache,
+        index=1,
+        mask=mask,
+        stop_token_ids=(3,),
+    )
     assert ops.convert_to_numpy(short).tolist()[0][:2] == [0, 3]
     long = get_sampler("beam", num_beams=2, length_penalty=4.0)(
-        _table_next(table), prompt, cache=cache, index=1, mask=mask,
-        stop_token_ids=(3,))
+        _table_next(table),
+        prompt,
+        cache=cache,
+        index=1,
+        mask=mask,
+        stop_token_ids=(3,),
+    )
     assert ops.convert_to_numpy(long).tolist()[0][:4] == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="num_beams"):
         get_sampler("beam", num_beams=0)
@@ -556,14 +652,20 @@ def test_beam_search_length_counts_to_whichever_stop_token_comes_first():
     mask = np.array([[True, False, False, False]])
     for stops in ((1, 2), (2, 1)):
         out = get_sampler("beam", num_beams=2, length_penalty=4.0)(
-            _table_next(table), prompt, cache=np.zeros((1, 1), "float32"),
-            index=1, mask=mask, stop_token_ids=stops)
+            _table_next(table),
+            prompt,
+            cache=np.zeros((1, 1), "float32"),
+            index=1,
+            mask=mask,
+            stop_token_ids=stops,
+        )
         assert ops.convert_to_numpy(out).tolist()[0][:2] == [3, 1], stops
 
 
 @pytest.mark.parametrize("stop_token_ids", [None, (2,)])
 def test_beam_search_of_a_longer_prompt_ignores_the_rest_of_the_batch(
-        stop_token_ids):
+    stop_token_ids,
+):
     """A bigram model; row 0's prompt is 5 tokens, row 1's one. The search
     starts at the shortest prompt's end; row 0's beams must not be ranked
     on tokens its prompt then overwrites."""
@@ -577,9 +679,13 @@ def test_beam_search_of_a_longer_prompt_ignores_the_rest_of_the_batch(
 
     def search(prompt, mask):
         out = get_sampler("beam", num_beams=3)(
-            _table_next(table), prompt, cache=np.zeros((len(prompt), 1)),
-            index=int(mask.sum(1).min()), mask=mask,
-            stop_token_ids=stop_token_ids)
+            _table_next(table),
+            prompt,
+            cache=np.zeros((len(prompt), 1)),
+            index=int(mask.sum(1).min()),
+            mask=mask,
+            stop_token_ids=stop_token_ids,
+        )
         return ops.convert_to_numpy(out)
 
     together = search(prompt, mask)
@@ -597,8 +703,8 @@ def test_k_above_the_vocabulary_samples_from_all_of_it(name):
     mask = np.zeros((2, 40), bool)
     mask[:, 0] = True
     out = get_sampler(name, k=10, seed=1)(
-        _table_next(table), prompt, cache=np.zeros((2, 1)), index=1,
-        mask=mask)
+        _table_next(table), prompt, cache=np.zeros((2, 1)), index=1, mask=mask
+    )
     drawn = ops.convert_to_numpy(out)[:, 1:]
     assert set(np.unique(drawn)) == set(range(6))
 
@@ -607,6 +713,7 @@ def test_compile_with_a_sampler_name_takes_the_zoo_sampler():
     gpt = make_gpt()
     gpt.compile(sampler="beam")
     from zoo.models.generation import BeamSampler
+
     assert isinstance(gpt.sampler, BeamSampler)
     gpt.compile(sampler="top_k")
     assert gpt.sampler.k == 10 and hasattr(gpt.sampler, "get_next_token")
@@ -616,26 +723,34 @@ def test_compile_with_a_sampler_name_takes_the_zoo_sampler():
 def test_beam_generate_of_a_prompt_does_not_depend_on_the_batch():
     gpt = make_gpt()
     prompts = ["to be or not", "o"]
-    together = gpt.generate(prompts, max_length=20, sampler="beam",
-                            num_beams=3)
-    alone = [gpt.generate([p], max_length=20, sampler="beam", num_beams=3)[0]
-             for p in prompts]
+    together = gpt.generate(prompts, max_length=20, sampler="beam", num_beams=3)
+    alone = [
+        gpt.generate([p], max_length=20, sampler="beam", num_beams=3)[0]
+        for p in prompts
+    ]
     assert together == alone
 
 
 def test_a_preprocessor_longer_than_the_context_is_refused_at_once():
     tokenizer = CharacterTokenizer.from_text(TEXT)
-    with pytest.raises(ValueError, match=r"GPTCausalLM: the preprocessor packs 64 "
-                       r"tokens but the backbone has 32 positions.*"
-                       r"backbone_sequence_length=64"):
+    with pytest.raises(
+        ValueError,
+        match=r"GPTCausalLM: the preprocessor packs 64 "
+        r"tokens but the backbone has 32 positions.*"
+        r"backbone_sequence_length=64",
+    ):
         GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 64))
-    gpt = GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 64),
-                          backbone_sequence_length=64)
+    gpt = GPT.from_preset(
+        "smoke", GPTPreprocessor(tokenizer, 64), backbone_sequence_length=64
+    )
     assert gpt.backbone.sequence_length == 64
 
 
 def test_a_prompt_outside_the_vocabulary_is_a_warning_naming_it():
     gpt = make_gpt()
-    with pytest.warns(UserWarning, match=r"prompt 1 has 2 token\(s\) outside "
-                      r"the vocabulary \('ü', '€'\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"prompt 1 has 2 token\(s\) outside "
+        r"the vocabulary \('ü', '€'\)",
+    ):
         gpt.generate(["to be", "to ü€"], max_length=12)

@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests.helpers import keras_round_trip
-from tests.helpers import np_softmax
-from tests.helpers import to_numpy
+from tests.helpers import keras_round_trip, np_softmax, to_numpy
 from zoo.data.multi30k import make_synthetic_pairs
-from zoo.data.tokenizers import SubwordTokenizer
-from zoo.data.tokenizers import train_subword_tokenizer
-from zoo.models import RNNSeq2SeqBackbone
-from zoo.models import SparseCategoricalCrossentropyWithSmoothing
-from zoo.models import TransformerSeq2SeqBackbone
-from zoo.models import TranslationPreprocessor
-from zoo.models import Translator
+from zoo.data.tokenizers import SubwordTokenizer, train_subword_tokenizer
+from zoo.models import (
+    RNNSeq2SeqBackbone,
+    SparseCategoricalCrossentropyWithSmoothing,
+    TransformerSeq2SeqBackbone,
+    TranslationPreprocessor,
+    Translator,
+)
 from zoo.models.quantization import quantize_matrices
 
 GERMAN, ENGLISH = make_synthetic_pairs(300, seed=0)
@@ -41,19 +40,34 @@ def tokenizer():
 def backbone(kind, vocabulary_size=100, dropout=0.0, **kwargs):
     if kind == "transformer":
         return TransformerSeq2SeqBackbone(
-            vocabulary_size, num_layers=2, num_heads=2, hidden_dim=16,
-            intermediate_dim=32, encoder_sequence_length=32,
-            decoder_sequence_length=32, dropout=dropout, **kwargs)
+            vocabulary_size,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=16,
+            intermediate_dim=32,
+            encoder_sequence_length=32,
+            decoder_sequence_length=32,
+            dropout=dropout,
+            **kwargs,
+        )
     return RNNSeq2SeqBackbone(
-        vocabulary_size, embedding_dim=8, encoder_units=8, decoder_units=16,
-        attention_units=8, dropout=dropout, encoder_sequence_length=32,
-        decoder_sequence_length=32, **kwargs)
+        vocabulary_size,
+        embedding_dim=8,
+        encoder_units=8,
+        decoder_units=16,
+        attention_units=8,
+        dropout=dropout,
+        encoder_sequence_length=32,
+        decoder_sequence_length=32,
+        **kwargs,
+    )
 
 
 def translator(kind, **kwargs):
     preprocessor = TranslationPreprocessor(tokenizer(), 32, 32)
-    return Translator(backbone(kind, tokenizer().vocabulary_size(), **kwargs),
-                      preprocessor)
+    return Translator(
+        backbone(kind, tokenizer().vocabulary_size(), **kwargs), preprocessor
+    )
 
 
 def ids_batch(rng_seed=0, source_length=9, target_length=7):
@@ -63,9 +77,12 @@ def ids_batch(rng_seed=0, source_length=9, target_length=7):
     source_mask = np.ones_like(source)
     source_mask[1, 6:] = 0
     source[1, 6:] = 0
-    return {"encoder_token_ids": source, "encoder_padding_mask": source_mask,
-            "decoder_token_ids": target,
-            "decoder_padding_mask": np.ones_like(target)}
+    return {
+        "encoder_token_ids": source,
+        "encoder_padding_mask": source_mask,
+        "decoder_token_ids": target,
+        "decoder_padding_mask": np.ones_like(target),
+    }
 
 
 def decoder_output(model, batch):
@@ -74,13 +91,18 @@ def decoder_output(model, batch):
 
 # ---- Preprocessor ------------------------------------------------------------
 
+
 def test_preprocessor_packs_sources_and_shifted_targets():
     pre = TranslationPreprocessor(tokenizer(), 24, 24)
     x, y, weights = pre(["Zwei Hunde spielen."], ["Two dogs play."])
     for key in ("encoder_token_ids", "encoder_padding_mask"):
         assert tuple(x[key].shape) == (1, 24)
-    assert TranslationPreprocessor.from_config(pre.get_config()
-                                               ).encoder_sequence_length == 24
+    assert (
+        TranslationPreprocessor.from_config(
+            pre.get_config()
+        ).encoder_sequence_length
+        == 24
+    )
     decoder = to_numpy(x["decoder_token_ids"])[0]
     assert decoder[0] == tokenizer().start_token_id
     np.testing.assert_array_equal(to_numpy(y)[0][:-1], decoder[1:])
@@ -101,21 +123,26 @@ def test_preprocessor_pads_batches_only_to_their_longest_sentence():
 
 # ---- Backbones ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_source_padding_never_changes_the_outputs(kind):
     model = backbone(kind)
     batch = ids_batch()
     padded = dict(batch)
     for key in ("encoder_token_ids", "encoder_padding_mask"):
-        padded[key] = np.concatenate([batch[key], np.zeros((2, 4), "int32")],
-                                     axis=1)
+        padded[key] = np.concatenate(
+            [batch[key], np.zeros((2, 4), "int32")], axis=1
+        )
     padded["encoder_token_ids"][1, 6:] = 5  # garbage under the mask
     full, more = model(batch), model(padded)
     np.testing.assert_allclose(
         to_numpy(more["encoder_sequence_output"])[0, :9],
-        to_numpy(full["encoder_sequence_output"])[0], atol=1e-5)
-    np.testing.assert_allclose(decoder_output(model, padded),
-                               decoder_output(model, batch), atol=1e-5)
+        to_numpy(full["encoder_sequence_output"])[0],
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        decoder_output(model, padded), decoder_output(model, batch), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -135,15 +162,20 @@ def test_cached_decoding_equals_the_full_pass_token_by_token(kind):
     model = backbone(kind)
     batch = ids_batch()
     full = to_numpy(model.token_logits(model(batch)["decoder_sequence_output"]))
-    encoder = model.encode(batch["encoder_token_ids"],
-                           batch["encoder_padding_mask"])
+    encoder = model.encode(
+        batch["encoder_token_ids"], batch["encoder_padding_mask"]
+    )
     cache = model.decoder_cache(encoder, batch["encoder_padding_mask"], 7)
     for t in range(7):
         hidden, cache, weights = model.decode_step(
-            batch["decoder_token_ids"][:, t:t + 1], cache, t,
-            return_attention_scores=True)
-        np.testing.assert_allclose(to_numpy(model.token_logits(hidden))[:, 0],
-                                   full[:, t], atol=1e-4)
+            batch["decoder_token_ids"][:, t : t + 1],
+            cache,
+            t,
+            return_attention_scores=True,
+        )
+        np.testing.assert_allclose(
+            to_numpy(model.token_logits(hidden))[:, 0], full[:, t], atol=1e-4
+        )
         # Cross-attention: a distribution over the real source tokens only.
         weights = to_numpy(weights)
         np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
@@ -156,11 +188,13 @@ def test_transformer_ties_and_shares_its_embeddings():
     untied = backbone("transformer", share_embeddings=False, tie_weights=False)
     assert untied.count_params() > tied.count_params()
     batch = ids_batch()
-    assert to_numpy(untied.token_logits(
-        untied(batch)["decoder_sequence_output"])).shape == (2, 7, 100)
+    assert to_numpy(
+        untied.token_logits(untied(batch)["decoder_sequence_output"])
+    ).shape == (2, 7, 100)
 
 
 # ---- Generation --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_greedy_with_the_cache_equals_greedy_without(kind):
@@ -171,13 +205,15 @@ def test_greedy_with_the_cache_equals_greedy_without(kind):
     assert isinstance(model.generate(sources[0], max_length=12), str)
     beams = model.generate(sources, max_length=12, sampler="beam", num_beams=3)
     assert len(beams) == 3 and all(isinstance(b, str) for b in beams)
-    assert beams == model.generate(sources, max_length=12, sampler="beam",
-                                   num_beams=3, use_cache=False)
+    assert beams == model.generate(
+        sources, max_length=12, sampler="beam", num_beams=3, use_cache=False
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_mixed_precision_generation_is_the_same_with_reused_casts(
-        kind, monkeypatch):
+    kind, monkeypatch
+):
     # Under PyTorch the decoding loop casts each weight once per call
     # (zoo.layers.sublayers.reused_casts); the translations must not move.
     import contextlib
@@ -190,23 +226,27 @@ def test_mixed_precision_generation_is_the_same_with_reused_casts(
     options = [{}, {"sampler": "beam", "num_beams": 3}]
     reused = [model.generate(sources, max_length=10, **o) for o in options]
     monkeypatch.setattr(generation, "reused_casts", contextlib.nullcontext)
-    assert reused == [model.generate(sources, max_length=10, **o)
-                      for o in options]
+    assert reused == [
+        model.generate(sources, max_length=10, **o) for o in options
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_training_on_raw_pairs_lowers_the_loss_and_survives_saving(
-        kind, tmp_path):
+    kind, tmp_path
+):
     model = translator(kind)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), label_smoothing=0.0)
-    history = model.fit(GERMAN[:64], ENGLISH[:64], batch_size=16, epochs=4,
-                        verbose=0)
+    history = model.fit(
+        GERMAN[:64], ENGLISH[:64], batch_size=16, epochs=4, verbose=0
+    )
     losses = history.history["loss"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     loaded = keras_round_trip(model, tmp_path)
     assert isinstance(loaded, Translator)
     assert loaded.generate(GERMAN[:2], max_length=12) == model.generate(
-        GERMAN[:2], max_length=12)
+        GERMAN[:2], max_length=12
+    )
 
 
 def test_alignments_are_distributions_over_the_source_tokens():
@@ -217,9 +257,12 @@ def test_alignments_are_distributions_over_the_source_tokens():
     assert source == len(out["source_tokens"])
     assert target == len(out["target_tokens"])
     # Row t predicts target token t: the sentence's pieces, then </s>.
-    pieces = [model.preprocessor.tokenizer.id_to_token(int(i)) for i in
-              np.asarray(model.preprocessor.tokenizer.tokenize(
-                  ENGLISH[0])).reshape(-1)]
+    pieces = [
+        model.preprocessor.tokenizer.id_to_token(int(i))
+        for i in np.asarray(
+            model.preprocessor.tokenizer.tokenize(ENGLISH[0])
+        ).reshape(-1)
+    ]
     assert out["target_tokens"] == pieces + ["</s>"]
     np.testing.assert_allclose(out["mean"].sum(-1), 1.0, atol=1e-5)
     rnn = translator("rnn").alignments(GERMAN[0], ENGLISH[0])
@@ -230,12 +273,12 @@ def stepwise_cross_attention(backbone, source, source_mask, target):
     """The reference: the decoder fed one target token at a time through its
     cache, each step's attention over the source kept."""
     encoder_output = backbone.encode(source, source_mask)
-    cache = backbone.decoder_cache(encoder_output, source_mask,
-                                   target.shape[1])
+    cache = backbone.decoder_cache(encoder_output, source_mask, target.shape[1])
     steps = []
     for i in range(target.shape[1]):
         _, cache, weights = backbone.decode_step(
-            target[:, i:i + 1], cache, i, return_attention_scores=True)
+            target[:, i : i + 1], cache, i, return_attention_scores=True
+        )
         steps.append(keras.ops.convert_to_numpy(weights)[:, :, :, 0])
     return np.stack(steps, axis=3)
 
@@ -248,7 +291,8 @@ def test_cross_attention_in_one_pass_equals_decoding_step_by_step(kind):
     mask = batch["encoder_padding_mask"]
     target = batch["decoder_token_ids"]
     one_pass = keras.ops.convert_to_numpy(
-        model.backbone.cross_attention(source, mask, target))
+        model.backbone.cross_attention(source, mask, target)
+    )
     expected = stepwise_cross_attention(model.backbone, source, mask, target)
     assert one_pass.shape == expected.shape
     assert one_pass.shape[3:] == (9, source.shape[1])
@@ -256,9 +300,13 @@ def test_cross_attention_in_one_pass_equals_decoding_step_by_step(kind):
     # Each target position sees the targets before it only: a longer target
     # leaves the first rows as they were.
     longer = np.concatenate([target, target[:, :4]], axis=1)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(
-        model.backbone.cross_attention(source, mask, longer))[:, :, :, :9],
-        one_pass, atol=2e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(
+            model.backbone.cross_attention(source, mask, longer)
+        )[:, :, :, :9],
+        one_pass,
+        atol=2e-6,
+    )
 
 
 def test_generation_errors_and_truncation_warning():
@@ -269,11 +317,15 @@ def test_generation_errors_and_truncation_warning():
         model.generate([""])
     with pytest.raises(ValueError, match=r"Source sentence 1 is empty \(blank"):
         model.generate([GERMAN[0], "   "])
-    with pytest.raises(ValueError, match=r"predict\(\) reads sources with "
-                       r"their target sentences.*generate\(sentences\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"predict\(\) reads sources with "
+        r"their target sentences.*generate\(sentences\)",
+    ):
         model.predict(GERMAN[:2], verbose=0)
-    logits = model.predict({"encoder_text": GERMAN[:2],
-                            "decoder_text": ENGLISH[:2]}, verbose=0)
+    logits = model.predict(
+        {"encoder_text": GERMAN[:2], "decoder_text": ENGLISH[:2]}, verbose=0
+    )
     assert logits.shape[:2] == (2, 32)
     with pytest.raises(ValueError, match="max_length"):
         model.generate(GERMAN[:1], max_length=33)
@@ -298,6 +350,7 @@ def test_generation_errors_and_truncation_warning():
 
 # ---- Loss, precision, presets ------------------------------------------------
 
+
 def test_label_smoothed_loss_matches_numpy():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 3, 5)).astype("float32")
@@ -306,12 +359,16 @@ def test_label_smoothed_loss_matches_numpy():
     true = -np.take_along_axis(log_p, targets[..., None], -1)[..., 0]
     expected = 0.9 * true - 0.1 * log_p.mean(-1)
     loss = SparseCategoricalCrossentropyWithSmoothing(0.1, reduction=None)
-    np.testing.assert_allclose(to_numpy(loss(targets, logits)), expected,
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(loss(targets, logits)), expected, rtol=1e-5
+    )
     plain = SparseCategoricalCrossentropyWithSmoothing(0.0)
     reference = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    np.testing.assert_allclose(to_numpy(plain(targets, logits)),
-                               to_numpy(reference(targets, logits)), rtol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(plain(targets, logits)),
+        to_numpy(reference(targets, logits)),
+        rtol=1e-5,
+    )
     with pytest.raises(ValueError, match="smoothing"):
         SparseCategoricalCrossentropyWithSmoothing(1.0)
 
@@ -326,16 +383,21 @@ def test_mixed_bfloat16_gives_finite_float32_logits(kind):
 
 
 def test_presets_and_configs():
-    pre = TranslationPreprocessor.from_preset("transformer_cpu_small",
-                                              tokenizer())
+    pre = TranslationPreprocessor.from_preset(
+        "transformer_cpu_small", tokenizer()
+    )
     assert pre.encoder_sequence_length == 64 and pre.pad_to_multiple_of == 16
     model = Translator.from_preset("smoke", pre)
     assert model.backbone.num_layers == 1 and model.backbone.hidden_dim == 32
-    rnn = Translator.from_preset("rnn_smoke", pre, backbone_attention="luong_general")
+    rnn = Translator.from_preset(
+        "rnn_smoke", pre, backbone_attention="luong_general"
+    )
     assert rnn.backbone.attention == "luong_general"
     for kind in KINDS:
         b = backbone(kind)
-        assert type(b).from_config(b.get_config()).get_config() == b.get_config()
+        assert (
+            type(b).from_config(b.get_config()).get_config() == b.get_config()
+        )
     with pytest.raises(ValueError, match="attention must be"):
         backbone("rnn", attention="luong_concat")
     with pytest.raises(ValueError, match="divisible"):
@@ -363,11 +425,11 @@ def test_sample_weight_and_beam_options_without_a_sampler_are_refused():
     model = translator("transformer")
     model.compile(sampler="beam")
     with pytest.raises(ValueError, match="sample_weight"):
-        model.fit(GERMAN[:4], ENGLISH[:4], sample_weight=np.zeros(4),
-                  verbose=0)
+        model.fit(GERMAN[:4], ENGLISH[:4], sample_weight=np.zeros(4), verbose=0)
     with pytest.raises(ValueError, match="sample_weight"):
-        model.evaluate(GERMAN[:4], ENGLISH[:4], sample_weight=np.zeros(4),
-                       verbose=0)
+        model.evaluate(
+            GERMAN[:4], ENGLISH[:4], sample_weight=np.zeros(4), verbose=0
+        )
     with pytest.raises(ValueError, match="num_beams need the sampler"):
         model.generate(GERMAN[:1], num_beams=3)
 
@@ -376,16 +438,30 @@ def test_the_loss_is_per_real_target_token_whatever_the_padding():
     losses = []
     for length in (32, 64):
         preprocessor = TranslationPreprocessor(tokenizer(), length, length)
-        model = Translator(TransformerSeq2SeqBackbone(
-            tokenizer().vocabulary_size(), num_layers=1, num_heads=2,
-            hidden_dim=16, intermediate_dim=32, encoder_sequence_length=64,
-            decoder_sequence_length=64), preprocessor)
+        model = Translator(
+            TransformerSeq2SeqBackbone(
+                tokenizer().vocabulary_size(),
+                num_layers=1,
+                num_heads=2,
+                hidden_dim=16,
+                intermediate_dim=32,
+                encoder_sequence_length=64,
+                decoder_sequence_length=64,
+            ),
+            preprocessor,
+        )
         model.backbone.set_weights(
-            [np.random.default_rng(i).normal(0, 0.1, w.shape)
-             for i, w in enumerate(model.backbone.get_weights())])
+            [
+                np.random.default_rng(i).normal(0, 0.1, w.shape)
+                for i, w in enumerate(model.backbone.get_weights())
+            ]
+        )
         model.compile()
-        losses.append(model.evaluate(GERMAN[:16], ENGLISH[:16], verbose=0,
-                                     return_dict=True)["loss"])
+        losses.append(
+            model.evaluate(
+                GERMAN[:16], ENGLISH[:16], verbose=0, return_dict=True
+            )["loss"]
+        )
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
 
 
@@ -396,17 +472,24 @@ def test_int8_matrices_load_int8_and_translate_as_before_saving(tmp_path):
     sources = GERMAN[:4]
     before = model.generate(sources, max_length=12)
     count = quantize_matrices(model)
-    quantized = [layer for layer in model.backbone._flatten_layers()
-                 if layer.quantization_mode == "int8"]
+    quantized = [
+        layer
+        for layer in model.backbone._flatten_layers()
+        if layer.quantization_mode == "int8"
+    ]
     assert count == len(quantized) > 0
-    assert any(isinstance(layer, keras.layers.Embedding)
-               for layer in quantized)
+    assert any(isinstance(layer, keras.layers.Embedding) for layer in quantized)
     after = model.generate(sources, max_length=12)
     assert len(after) == len(before)
     loaded = keras_round_trip(model, tmp_path)
-    assert sum(layer.quantization_mode == "int8" for layer in
-               loaded.backbone._flatten_layers()) == count
+    assert (
+        sum(
+            layer.quantization_mode == "int8"
+            for layer in loaded.backbone._flatten_layers()
+        )
+        == count
+    )
     assert loaded.generate(sources, max_length=12) == after
-    assert loaded.generate(sources, max_length=12, sampler="beam",
-                           num_beams=2) == model.generate(
-        sources, max_length=12, sampler="beam", num_beams=2)
+    assert loaded.generate(
+        sources, max_length=12, sampler="beam", num_beams=2
+    ) == model.generate(sources, max_length=12, sampler="beam", num_beams=2)

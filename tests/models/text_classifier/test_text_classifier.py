@@ -8,17 +8,17 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import keras_round_trip
-from tests.helpers import np_softmax
-from tests.helpers import to_numpy
-from zoo.models import AttentionPoolingBackbone
-from zoo.models import MeanPoolingBackbone
-from zoo.models import RecurrentAttentionBackbone
-from zoo.models import TextClassifier
-from zoo.models import TextClassifierBackbone
-from zoo.models import TextClassifierPreprocessor
-from zoo.models import TransformerEncoderBackbone
-from zoo.models import attention_model
+from tests.helpers import keras_round_trip, np_softmax, to_numpy
+from zoo.models import (
+    AttentionPoolingBackbone,
+    MeanPoolingBackbone,
+    RecurrentAttentionBackbone,
+    TextClassifier,
+    TextClassifierBackbone,
+    TextClassifierPreprocessor,
+    TransformerEncoderBackbone,
+    attention_model,
+)
 from zoo.models.text_classifier import QUERY_MAP_SCALE
 
 VOCAB, SEQ, DIM = 40, 12, 8
@@ -40,26 +40,36 @@ def _token_ids():
     return ids
 
 
-def _backbone(kind, vocabulary_size=VOCAB, sequence_length=SEQ, dim=DIM,
-              **kwargs):
+def _backbone(
+    kind, vocabulary_size=VOCAB, sequence_length=SEQ, dim=DIM, **kwargs
+):
     if kind == "mean":
         return MeanPoolingBackbone(vocabulary_size, dim, **kwargs)
     if kind in ("attention", "query"):
         query = "computed" if kind == "query" else "learned"
-        return AttentionPoolingBackbone(vocabulary_size, dim, query=query,
-                                        **kwargs)
+        return AttentionPoolingBackbone(
+            vocabulary_size, dim, query=query, **kwargs
+        )
     if kind == "rnn":
-        return RecurrentAttentionBackbone(vocabulary_size, dim, rnn_units=4,
-                                          **kwargs)
+        return RecurrentAttentionBackbone(
+            vocabulary_size, dim, rnn_units=4, **kwargs
+        )
     return TransformerEncoderBackbone(
-        vocabulary_size, sequence_length, dim, num_layers=1, num_heads=2,
-        intermediate_dim=8, **kwargs)
+        vocabulary_size,
+        sequence_length,
+        dim,
+        num_layers=1,
+        num_heads=2,
+        intermediate_dim=8,
+        **kwargs,
+    )
 
 
 def _model(kind, dropout=0.3, **kwargs):
     """The task on word ids (no preprocessor)."""
-    return TextClassifier(_backbone(kind, dropout=dropout, **kwargs),
-                          dropout=dropout)
+    return TextClassifier(
+        _backbone(kind, dropout=dropout, **kwargs), dropout=dropout
+    )
 
 
 def _weights(layer):
@@ -78,8 +88,12 @@ def test_prediction_matches_the_numpy_formula(kind):
         # It starts as `attention` (W = 0, W_v = I): randomise everything
         # so that every term of the formula shows.
         rng = np.random.default_rng(1)
-        backbone.set_weights([rng.normal(size=w.shape).astype("float32")
-                              for w in backbone.get_weights()])
+        backbone.set_weights(
+            [
+                rng.normal(size=w.shape).astype("float32")
+                for w in backbone.get_weights()
+            ]
+        )
     ids = _token_ids()
     (table,) = _weights(backbone.get_layer("embedding"))
     x = table[ids]
@@ -105,8 +119,8 @@ def test_prediction_matches_the_numpy_formula(kind):
         weights = np_softmax(np.where(real[..., 0], logits, -np.inf))
         pooled = np.einsum("bs,bsd->bd", weights, values)
     np.testing.assert_allclose(
-        to_numpy(backbone(ids)["pooled_output"]), pooled, rtol=1e-4,
-        atol=1e-6)
+        to_numpy(backbone(ids)["pooled_output"]), pooled, rtol=1e-4, atol=1e-6
+    )
     kernel, bias = _weights(model.get_layer("classifier"))
     expected = _np_sigmoid(pooled @ kernel + bias)
     np.testing.assert_allclose(
@@ -132,8 +146,10 @@ def test_padding_never_changes_a_prediction(kind):
     ids = _token_ids()
     padded = np.concatenate([ids, np.zeros_like(ids)], axis=1)
     np.testing.assert_allclose(
-        to_numpy(model(padded)), to_numpy(model(ids)),
-        rtol=1e-4, atol=1e-5,
+        to_numpy(model(padded)),
+        to_numpy(model(ids)),
+        rtol=1e-4,
+        atol=1e-5,
     )
 
 
@@ -156,9 +172,11 @@ def test_a_zero_query_starts_as_the_mean_baseline():
     attention = _model("attention", query_initializer="zeros")
     mean = _model("mean")
     mean.backbone.get_layer("embedding").set_weights(
-        attention.backbone.get_layer("embedding").get_weights())
+        attention.backbone.get_layer("embedding").get_weights()
+    )
     mean.get_layer("classifier").set_weights(
-        attention.get_layer("classifier").get_weights())
+        attention.get_layer("classifier").get_weights()
+    )
     ids = _token_ids()
     np.testing.assert_allclose(
         to_numpy(attention(ids)), to_numpy(mean(ids)), rtol=1e-5, atol=1e-6
@@ -169,12 +187,16 @@ def test_query_starts_as_the_attention_model():
     query = _model("query")
     attention = _model("attention")
     attention.backbone.get_layer("embedding").set_weights(
-        query.backbone.get_layer("embedding").get_weights())
+        query.backbone.get_layer("embedding").get_weights()
+    )
     attention.get_layer("classifier").set_weights(
-        query.get_layer("classifier").get_weights())
+        query.get_layer("classifier").get_weights()
+    )
     pooling = query.backbone.get_layer("attention_pooling")
-    (w_q, b_q), (w_v, b_v) = (_weights(pooling.query_dense),
-                              _weights(pooling.value_dense))
+    (w_q, b_q), (w_v, b_v) = (
+        _weights(pooling.query_dense),
+        _weights(pooling.value_dense),
+    )
     assert not w_q.any() and not b_v.any()
     np.testing.assert_allclose(pooling.map_scale * w_v, np.eye(DIM), atol=1e-6)
     assert np.abs(b_q).max() > 0.01  # random, as attention's learned query
@@ -186,14 +208,17 @@ def test_query_starts_as_the_attention_model():
 
 
 def test_query_map_scale_reaches_the_pooling():
-    assert _backbone("query").get_layer(
-        "attention_pooling").map_scale == QUERY_MAP_SCALE
-    pooling = _backbone("query", map_scale=0.5).get_layer(
-        "attention_pooling")
+    assert (
+        _backbone("query").get_layer("attention_pooling").map_scale
+        == QUERY_MAP_SCALE
+    )
+    pooling = _backbone("query", map_scale=0.5).get_layer("attention_pooling")
     assert pooling.map_scale == 0.5
     zeros = _backbone("query", query_initializer="zeros")
     # "zeros" zeroes b as well: the query model then starts as mean pooling.
-    assert not _weights(zeros.get_layer("attention_pooling").query_dense)[1].any()
+    assert not _weights(zeros.get_layer("attention_pooling").query_dense)[
+        1
+    ].any()
 
 
 def _embedding_table(backbone):
@@ -213,7 +238,9 @@ def test_word_embeddings_start_at_each_kinds_scale(kind):
 
 
 def _classifier(kind="attention"):
-    preprocessor = TextClassifierPreprocessor(max_tokens=VOCAB, sequence_length=SEQ)
+    preprocessor = TextClassifierPreprocessor(
+        max_tokens=VOCAB, sequence_length=SEQ
+    )
     preprocessor.adapt(TEXTS)
     backbone = _backbone(kind, preprocessor.vocabulary_size)
     classifier = TextClassifier(backbone, preprocessor)
@@ -222,7 +249,9 @@ def _classifier(kind="attention"):
 
 
 @pytest.mark.parametrize("kind", ["mean", "attention", "rnn"])
-def test_raw_strings_in_probabilities_out_through_a_keras_round_trip(kind, tmp_path):
+def test_raw_strings_in_probabilities_out_through_a_keras_round_trip(
+    kind, tmp_path
+):
     classifier = _classifier(kind)
     expected = np.asarray(classifier.predict(TEXTS, verbose=0))
     assert expected.shape == (4, 1)
@@ -233,7 +262,10 @@ def test_raw_strings_in_probabilities_out_through_a_keras_round_trip(kind, tmp_p
         classifier.preprocessor.get_vocabulary()
     )
     np.testing.assert_allclose(
-        np.asarray(loaded.predict(TEXTS, verbose=0)), expected, rtol=1e-5, atol=1e-6
+        np.asarray(loaded.predict(TEXTS, verbose=0)),
+        expected,
+        rtol=1e-5,
+        atol=1e-6,
     )
     weights, ids = loaded.attention_weights(TEXTS)
     assert ids.shape == (4, SEQ)
@@ -266,8 +298,10 @@ def test_entropy_penalty_is_added_to_the_training_loss():
     weights = to_numpy(attention_model(plain.backbone)(ids))
     safe = np.where(weights > 0, weights, 1.0)
     entropy = -(weights * np.log(safe)).sum(1).mean()
-    gap = (penalised.train_on_batch(ids, labels, return_dict=True)["loss"]
-           - plain.train_on_batch(ids, labels, return_dict=True)["loss"])
+    gap = (
+        penalised.train_on_batch(ids, labels, return_dict=True)["loss"]
+        - plain.train_on_batch(ids, labels, return_dict=True)["loss"]
+    )
     np.testing.assert_allclose(gap, entropy, rtol=1e-3, atol=1e-5)
 
 
@@ -298,25 +332,34 @@ def test_errors_name_the_problem():
         with pytest.raises(ValueError, match="no texts"):
             classifier.predict(empty)
     for bad in ([3], [None], ["a dull film", 3.5], np.array([1, 2])):
-        with pytest.raises(TypeError, match="predict\\(\\) reads text, but got"):
+        with pytest.raises(
+            TypeError, match="predict\\(\\) reads text, but got"
+        ):
             classifier.predict(bad)
     with pytest.raises(TypeError, match="fit\\(\\) reads text"):
         classifier.fit([1, 2], np.array([0, 1]))
     # A lone string is a batch of one.
-    assert np.asarray(classifier.predict("a dull film", verbose=0)).shape == (1, 1)
+    assert np.asarray(classifier.predict("a dull film", verbose=0)).shape == (
+        1,
+        1,
+    )
 
 
 def test_presets_build_their_backbones_for_the_preprocessor():
     preprocessor = TextClassifierPreprocessor.from_preset(
-        "imdb_transformer", max_tokens=VOCAB, sequence_length=SEQ)
+        "imdb_transformer", max_tokens=VOCAB, sequence_length=SEQ
+    )
     preprocessor.adapt(TEXTS)
-    expected = {"imdb_mean": MeanPoolingBackbone,
-                "imdb_query": AttentionPoolingBackbone,
-                "imdb_rnn": RecurrentAttentionBackbone,
-                "imdb_transformer": TransformerEncoderBackbone}
+    expected = {
+        "imdb_mean": MeanPoolingBackbone,
+        "imdb_query": AttentionPoolingBackbone,
+        "imdb_rnn": RecurrentAttentionBackbone,
+        "imdb_transformer": TransformerEncoderBackbone,
+    }
     for preset, cls in expected.items():
-        model = TextClassifier.from_preset(preset, preprocessor,
-                                           backbone_embedding_dim=DIM)
+        model = TextClassifier.from_preset(
+            preset, preprocessor, backbone_embedding_dim=DIM
+        )
         assert type(model.backbone) is cls, preset
         assert model.backbone.vocabulary_size == preprocessor.vocabulary_size
         assert model.dropout == 0.3
@@ -324,8 +367,12 @@ def test_presets_build_their_backbones_for_the_preprocessor():
     assert rnn.train_window == 128 and rnn.get_layer("train_window")
     transformer = TextClassifier.from_preset("imdb_transformer", preprocessor)
     assert transformer.backbone.sequence_length == SEQ
-    assert TextClassifierBackbone.from_preset(
-        "imdb_query", vocabulary_size=VOCAB).query == "computed"
+    assert (
+        TextClassifierBackbone.from_preset(
+            "imdb_query", vocabulary_size=VOCAB
+        ).query
+        == "computed"
+    )
     with pytest.raises(ValueError, match="not a MeanPoolingBackbone"):
         MeanPoolingBackbone.from_preset("imdb_query", vocabulary_size=VOCAB)
 
@@ -336,8 +383,9 @@ def test_more_classes_give_a_softmax_and_its_loss():
     assert probabilities.shape == (4, 3)
     np.testing.assert_allclose(probabilities.sum(1), 1.0, rtol=1e-5)
     model.compile(optimizer="sgd")
-    loss = model.train_on_batch(_token_ids(), np.array([0, 1, 2, 1]),
-                                return_dict=True)["loss"]
+    loss = model.train_on_batch(
+        _token_ids(), np.array([0, 1, 2, 1]), return_dict=True
+    )["loss"]
     assert np.isfinite(loss)
 
 
@@ -347,8 +395,10 @@ def test_a_training_window_reads_whole_texts_at_inference():
     assert model.backbone.get_layer("train_window").window == 4
     full = _model("rnn", dropout=0.0)
     full.set_weights(model.get_weights())
-    np.testing.assert_allclose(to_numpy(model(ids)), to_numpy(full(ids)),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(model(ids)), to_numpy(full(ids)), rtol=1e-5, atol=1e-6
+    )
     model.compile(optimizer="sgd", metrics=None)
-    assert np.isfinite(model.train_on_batch(ids, LABELS[:, None],
-                                            return_dict=True)["loss"])
+    assert np.isfinite(
+        model.train_on_batch(ids, LABELS[:, None], return_dict=True)["loss"]
+    )

@@ -5,10 +5,12 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.models import AttentionPoolingBackbone
-from zoo.models import MeanPoolingBackbone
-from zoo.models import TextClassifier
-from zoo.models import TextClassifierPreprocessor
+from zoo.models import (
+    AttentionPoolingBackbone,
+    MeanPoolingBackbone,
+    TextClassifier,
+    TextClassifierPreprocessor,
+)
 
 
 def test_preprocessor_lowercases_strips_br_and_punctuation():
@@ -16,16 +18,25 @@ def test_preprocessor_lowercases_strips_br_and_punctuation():
     pre.adapt(["Great film!<br />Great acting.", "bad, BAD film"])
     vocabulary = pre.get_vocabulary()
     assert vocabulary[:2] == ["", "[UNK]"]
-    assert "br" not in vocabulary and "great" in vocabulary and "film!" not in vocabulary
+    assert (
+        "br" not in vocabulary
+        and "great" in vocabulary
+        and "film!" not in vocabulary
+    )
     ids = np.asarray(pre(["GREAT film<br />unknownword"]))
     expected = [vocabulary.index("great"), vocabulary.index("film"), 1, 0, 0, 0]
     assert ids.tolist() == [expected]
 
 
-def test_vocabulary_survives_a_keras_round_trip_with_line_break_characters(tmp_path):
+def test_vocabulary_survives_a_keras_round_trip_with_line_break_characters(
+    tmp_path,
+):
     """IMDB writes "..." as \x85; a token holding it would be split in two by
     the vocabulary file that .keras saves one token per line."""
-    texts = ["Great film\x85 loved it\u2028really", "bad\x1cfilm\rawful\x0bmess"]
+    texts = [
+        "Great film\x85 loved it\u2028really",
+        "bad\x1cfilm\rawful\x0bmess",
+    ]
     pre = TextClassifierPreprocessor(max_tokens=50, sequence_length=8)
     pre.adapt(texts)
     assert all(len(token.splitlines()) <= 1 for token in pre.get_vocabulary())
@@ -55,15 +66,19 @@ def test_bigrams_follow_the_kept_words_and_survive_a_round_trip(tmp_path):
     assert words[0] == ["not", "good", "at", "not good", "good at"]
     assert words[1] == ["good", "", "", "", ""]
     model = TextClassifier(
-        AttentionPoolingBackbone(pre.vocabulary_size, 4), pre)
+        AttentionPoolingBackbone(pre.vocabulary_size, 4), pre
+    )
     model.save(tmp_path / "m.keras")
     loaded = keras.saving.load_model(tmp_path / "m.keras")
     assert loaded.preprocessor.ngrams == 2
     np.testing.assert_array_equal(
-        np.asarray(loaded.preprocessor(["not good at all"])), ids[:1])
+        np.asarray(loaded.preprocessor(["not good at all"])), ids[:1]
+    )
     np.testing.assert_allclose(
         loaded.predict(["not good at all"], verbose=0),
-        model.predict(["not good at all"], verbose=0), atol=1e-6)
+        model.predict(["not good at all"], verbose=0),
+        atol=1e-6,
+    )
 
 
 def test_preprocessor_rejects_bad_ngrams_and_lengths():
@@ -76,8 +91,9 @@ def test_preprocessor_rejects_bad_ngrams_and_lengths():
 def test_from_preset_gives_the_presets_sizes_and_overrides_win():
     pre = TextClassifierPreprocessor.from_preset("imdb_query_bigrams")
     assert (pre.max_tokens, pre.sequence_length, pre.ngrams) == (100000, 512, 2)
-    pre = TextClassifierPreprocessor.from_preset("imdb_transformer",
-                                                 max_tokens=50)
+    pre = TextClassifierPreprocessor.from_preset(
+        "imdb_transformer", max_tokens=50
+    )
     assert (pre.max_tokens, pre.sequence_length, pre.ngrams) == (50, 256, 1)
     with pytest.raises(ValueError, match="Unknown text classifier preset"):
         TextClassifierPreprocessor.from_preset("imdb_nope")
@@ -89,12 +105,16 @@ def test_a_given_vocabulary_is_saved_in_the_model_file(tmp_path):
     adapted = TextClassifierPreprocessor(max_tokens=20, sequence_length=6)
     adapted.adapt(["a good film", "a bad film"])
     pre = TextClassifierPreprocessor(
-        max_tokens=20, sequence_length=6,
-        vocabulary=adapted.get_vocabulary()[2:])
+        max_tokens=20,
+        sequence_length=6,
+        vocabulary=adapted.get_vocabulary()[2:],
+    )
     assert pre.get_vocabulary() == adapted.get_vocabulary()
     model = TextClassifier(MeanPoolingBackbone(pre.vocabulary_size, 4), pre)
     model.save(tmp_path / "m.keras")
     loaded = keras.saving.load_model(tmp_path / "m.keras")
     assert loaded.preprocessor.get_vocabulary() == pre.get_vocabulary()
-    np.testing.assert_allclose(loaded.predict(["a good film"], verbose=0),
-                               model.predict(["a good film"], verbose=0))
+    np.testing.assert_allclose(
+        loaded.predict(["a good film"], verbose=0),
+        model.predict(["a good film"], verbose=0),
+    )

@@ -10,19 +10,32 @@ import numpy as np
 import pytest
 
 import zoo  # noqa: F401  (registers the classes for loading)
-from tests.helpers import keras_round_trip
-from tests.helpers import to_numpy
+from tests.helpers import keras_round_trip, to_numpy
 from tests.layers.test_patches import np_patches
-from zoo.models.vit import ViTBackbone
-from zoo.models.vit import attention_rollout
+from zoo.models.vit import (
+    ViTBackbone,
+    ViTImageClassifier,
+    ViTImageClassifierPreprocessor,
+    attention_rollout,
+)
 
-SIZE = dict(image_size=(8, 12), num_channels=2, patch_size=4, num_layers=2,
-            num_heads=2, hidden_dim=8, intermediate_dim=16)
+SIZE = dict(
+    image_size=(8, 12),
+    num_channels=2,
+    patch_size=4,
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=8,
+    intermediate_dim=16,
+)
 
 
 def images(batch=2, seed=0, shape=(8, 12, 2)):
-    return np.random.default_rng(seed).uniform(
-        size=(batch, *shape)).astype("float32")
+    return (
+        np.random.default_rng(seed)
+        .uniform(size=(batch, *shape))
+        .astype("float32")
+    )
 
 
 def randomize(model, seed=0):
@@ -47,36 +60,47 @@ def test_input_stage_is_patches_projected_plus_class_token_plus_positions():
     randomize(backbone)
     x = images()
     w = {v.path: to_numpy(v) for v in backbone.weights}
-    patches = np_patches(x, 4) @ w[
-        "patch_embedding/projection/kernel"].reshape(-1, 8) + w[
-        "patch_embedding/projection/bias"]
+    patches = (
+        np_patches(x, 4) @ w["patch_embedding/projection/kernel"].reshape(-1, 8)
+        + w["patch_embedding/projection/bias"]
+    )
     token = np.broadcast_to(w["class_token/token"], (2, 1, 8))
-    expected = np.concatenate([token, patches], axis=1) + w[
-        "position_embedding/embeddings"]
-    np.testing.assert_allclose(to_numpy(backbone.embed(x)), expected,
-                               atol=1e-5)
+    expected = (
+        np.concatenate([token, patches], axis=1)
+        + w["position_embedding/embeddings"]
+    )
+    np.testing.assert_allclose(to_numpy(backbone.embed(x)), expected, atol=1e-5)
     out = backbone(x)
-    np.testing.assert_allclose(to_numpy(out["pooled_output"]),
-                               to_numpy(out["sequence_output"])[:, 0])
+    np.testing.assert_allclose(
+        to_numpy(out["pooled_output"]), to_numpy(out["sequence_output"])[:, 0]
+    )
 
 
 def _keras_hub_path(path, layers):
     """The keras-hub ViTBackbone weight that a zoo weight path maps to."""
     for pattern, replacement in (
-            (r"^patch_embedding/projection/",
-             "vit_patching_and_embedding/patch_embedding/"),
-            (r"^class_token/token$", "vit_patching_and_embedding/class_token"),
-            (r"^position_embedding/", "vit_patching_and_embedding/position_embedding/"),
-            (r"^layer_norm/", "vit_encoder/ln/"),
-            (r"/self_attention_layer/", "/mha/"),
-            (r"/self_attention_layer_norm/", "/ln_1/"),
-            (r"/feedforward_layer_norm/", "/ln_2/"),
-            (r"/feedforward_intermediate_dense/", "/mlp/dense_1/"),
-            (r"/feedforward_output_dense/", "/mlp/dense_2/")):
+        (
+            r"^patch_embedding/projection/",
+            "vit_patching_and_embedding/patch_embedding/",
+        ),
+        (r"^class_token/token$", "vit_patching_and_embedding/class_token"),
+        (
+            r"^position_embedding/",
+            "vit_patching_and_embedding/position_embedding/",
+        ),
+        (r"^layer_norm/", "vit_encoder/ln/"),
+        (r"/self_attention_layer/", "/mha/"),
+        (r"/self_attention_layer_norm/", "/ln_1/"),
+        (r"/feedforward_layer_norm/", "/ln_2/"),
+        (r"/feedforward_intermediate_dense/", "/mlp/dense_1/"),
+        (r"/feedforward_output_dense/", "/mlp/dense_2/"),
+    ):
         path = re.sub(pattern, replacement, path)
-    return re.sub(r"^transformer_layer_(\d+)/",
-                  lambda m: f"vit_encoder/transformer_block_{int(m[1]) + 1}/",
-                  path)
+    return re.sub(
+        r"^transformer_layer_(\d+)/",
+        lambda m: f"vit_encoder/transformer_block_{int(m[1]) + 1}/",
+        path,
+    )
 
 
 def test_backbone_equals_keras_hub_vit_with_copied_weights():
@@ -84,17 +108,24 @@ def test_backbone_equals_keras_hub_vit_with_copied_weights():
     class token, learned positions, exact-GELU MLP, final LayerNorm)."""
     ours = ViTBackbone(**SIZE)
     theirs = keras_hub.models.ViTBackbone(
-        image_shape=(8, 12, 2), patch_size=4, num_layers=2, num_heads=2,
-        hidden_dim=8, mlp_dim=16)
+        image_shape=(8, 12, 2),
+        patch_size=4,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        mlp_dim=16,
+    )
     randomize(theirs, seed=3)
     source = {w.path: to_numpy(w) for w in theirs.weights}
     assert len(ours.weights) == len(source)
     for weight in ours.weights:
-        weight.assign(source[_keras_hub_path(weight.path, source)].reshape(
-            weight.shape))
+        weight.assign(
+            source[_keras_hub_path(weight.path, source)].reshape(weight.shape)
+        )
     x = images(seed=4)
-    np.testing.assert_allclose(to_numpy(ours(x)["sequence_output"]),
-                               to_numpy(theirs(x)), atol=2e-5)
+    np.testing.assert_allclose(
+        to_numpy(ours(x)["sequence_output"]), to_numpy(theirs(x)), atol=2e-5
+    )
 
 
 def test_stochastic_depth_grows_linearly_with_depth(tmp_path):
@@ -105,8 +136,9 @@ def test_stochastic_depth_grows_linearly_with_depth(tmp_path):
     before = to_numpy(backbone(x)["pooled_output"])  # inference: no drop
     restored = keras_round_trip(backbone, tmp_path)
     assert restored.get_config()["drop_path_rate"] == 0.2
-    np.testing.assert_allclose(to_numpy(restored(x)["pooled_output"]),
-                               before, atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(restored(x)["pooled_output"]), before, atol=1e-6
+    )
     trained = to_numpy(backbone(x, training=True)["pooled_output"])
     assert not np.allclose(trained, before)
 
@@ -116,10 +148,13 @@ def _swap_patches(x, a, b, patch=4):
     x = x.copy()
     columns = x.shape[2] // patch
     (ra, ca), (rb, cb) = divmod(a, columns), divmod(b, columns)
-    pa = x[:, ra * patch:(ra + 1) * patch, ca * patch:(ca + 1) * patch].copy()
-    x[:, ra * patch:(ra + 1) * patch, ca * patch:(ca + 1) * patch] = x[
-        :, rb * patch:(rb + 1) * patch, cb * patch:(cb + 1) * patch]
-    x[:, rb * patch:(rb + 1) * patch, cb * patch:(cb + 1) * patch] = pa
+    pa = x[
+        :, ra * patch : (ra + 1) * patch, ca * patch : (ca + 1) * patch
+    ].copy()
+    x[:, ra * patch : (ra + 1) * patch, ca * patch : (ca + 1) * patch] = x[
+        :, rb * patch : (rb + 1) * patch, cb * patch : (cb + 1) * patch
+    ]
+    x[:, rb * patch : (rb + 1) * patch, cb * patch : (cb + 1) * patch] = pa
     return x
 
 
@@ -130,13 +165,16 @@ def test_without_positions_permuting_patches_permutes_the_outputs():
     swapped = _swap_patches(x, 0, 4)
     order = [4, 1, 2, 3, 0, 5]
     backbone.position_embedding.position_embeddings.assign(
-        np.zeros((6, 8), "float32"))
+        np.zeros((6, 8), "float32")
+    )
     a = to_numpy(backbone(x)["sequence_output"])
     b = to_numpy(backbone(swapped)["sequence_output"])
     np.testing.assert_allclose(b, a[:, order], atol=1e-5)  # equivariant
-    np.testing.assert_allclose(to_numpy(backbone(swapped)["pooled_output"]),
-                               to_numpy(backbone(x)["pooled_output"]),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(backbone(swapped)["pooled_output"]),
+        to_numpy(backbone(x)["pooled_output"]),
+        atol=1e-5,
+    )
     randomize(backbone.position_embedding, seed=3)  # positions tell apart
     a = to_numpy(backbone(x)["sequence_output"])
     b = to_numpy(backbone(swapped)["sequence_output"])
@@ -148,15 +186,17 @@ def test_rollout_equals_its_formula_on_a_hand_made_stack():
     stack = []
     for _ in range(3):
         weights = rng.uniform(size=(2, 2, 5, 5))
-        stack.append((weights / weights.sum(-1, keepdims=True)).astype(
-            "float32"))
+        stack.append(
+            (weights / weights.sum(-1, keepdims=True)).astype("float32")
+        )
     rollout = np.eye(5)[None].repeat(2, 0)
     for weights in stack:
         a = weights.mean(1) + np.eye(5)
         a /= a.sum(-1, keepdims=True)
         rollout = a @ rollout
-    np.testing.assert_allclose(to_numpy(attention_rollout(stack)),
-                               rollout[:, 0, 1:], atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(attention_rollout(stack)), rollout[:, 0, 1:], atol=1e-6
+    )
     with pytest.raises(ValueError, match="at least one"):
         attention_rollout([])
 
@@ -174,11 +214,14 @@ def test_save_load_and_mixed_precision(tmp_path):
     backbone = ViTBackbone(**SIZE)
     x = images()
     loaded = keras_round_trip(backbone, tmp_path)
-    np.testing.assert_allclose(to_numpy(loaded(x)["pooled_output"]),
-                               to_numpy(backbone(x)["pooled_output"]),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(loaded(x)["pooled_output"]),
+        to_numpy(backbone(x)["pooled_output"]),
+        atol=1e-6,
+    )
     assert ViTBackbone.from_config(backbone.get_config()).get_config() == (
-        backbone.get_config())
+        backbone.get_config()
+    )
     half = ViTBackbone(**SIZE, dtype="mixed_bfloat16")
     out = half(x)["pooled_output"]
     assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
@@ -196,9 +239,6 @@ def test_bad_configurations_are_clear_errors():
 
 
 # ---- the image classifier and its preprocessor ------------------------------
-
-from zoo.models.vit import ViTImageClassifier  # noqa: E402
-from zoo.models.vit import ViTImageClassifierPreprocessor  # noqa: E402
 
 
 def digits(count=64, seed=0):
@@ -227,16 +267,18 @@ def test_classifier_trains_saves_and_predicts_raw_images(tmp_path):
     x, y = digits()
     keras.utils.set_random_seed(0)
     classifier = ViTImageClassifier.from_preset("smoke", num_classes=2)
-    classifier.compile(optimizer=keras.optimizers.AdamW(3e-3),
-                       label_smoothing=0.1)
+    classifier.compile(
+        optimizer=keras.optimizers.AdamW(3e-3), label_smoothing=0.1
+    )
     history = classifier.fit(x, y, epochs=3, batch_size=16, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
     probabilities = classifier.predict(x[:3], verbose=0)
     assert probabilities.shape == (3, 2)
     np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
     loaded = keras_round_trip(classifier, tmp_path)
-    np.testing.assert_allclose(loaded.predict(x[:3], verbose=0),
-                               probabilities, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded.predict(x[:3], verbose=0), probabilities, atol=1e-6
+    )
     maps = classifier.rollout_maps(x[:2])
     assert maps.shape == (2, 2, 2)
     np.testing.assert_allclose(maps.sum((1, 2)), 1.0, atol=1e-5)
@@ -251,9 +293,11 @@ def test_bad_images_are_one_clear_error():
         (np.zeros((8, 8), "uint8"), "batch of images"),
         (np.zeros((8, 8, 1), "uint8"), "without a batch axis"),
         (np.zeros((8, 8, 3), "uint8"), "without a batch axis"),
-        (np.where(np.eye(8) > 0, np.nan, 9.0)[None].astype("float32"),
-         "NaN or infinite pixel values \\(the first in image 0, row 0, "
-         "column 0\\)"),
+        (
+            np.where(np.eye(8) > 0, np.nan, 9.0)[None].astype("float32"),
+            "NaN or infinite pixel values \\(the first in image 0, row 0, "
+            "column 0\\)",
+        ),
         (np.full((1, 8, 8), np.inf, "float32"), "NaN or infinite"),
     ]
     for images, message in cases:
@@ -267,14 +311,15 @@ def test_fit_holds_out_a_validation_split_and_checks_validation_images():
     x, y = digits()
     classifier = ViTImageClassifier.from_preset("smoke", num_classes=2)
     classifier.compile(optimizer=keras.optimizers.AdamW(3e-3))
-    history = classifier.fit(x, y, epochs=1, batch_size=16, verbose=0,
-                             validation_split=0.25)
+    history = classifier.fit(
+        x, y, epochs=1, batch_size=16, verbose=0, validation_split=0.25
+    )
     assert np.isfinite(history.history["val_loss"][0])
     bad = x[:8].astype("float32")
     bad[3, 2, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        classifier.fit(x, y, epochs=1, verbose=0,
-                       validation_data=(bad, y[:8]))
+        classifier.fit(x, y, epochs=1, verbose=0, validation_data=(bad, y[:8]))
     with pytest.raises(ValueError, match="scaled to"):
-        classifier.fit(x, y, epochs=1, verbose=0,
-                       validation_data=(x[:8] / 255.0, y[:8]))
+        classifier.fit(
+            x, y, epochs=1, verbose=0, validation_data=(x[:8] / 255.0, y[:8])
+        )

@@ -15,8 +15,7 @@ The token table is the `token_embedding` of a `zoo.layers.PositionalEmbedding`
 import keras
 import keras_hub
 
-from zoo.layers import PositionalEmbedding
-from zoo.layers import TransformerEncoder
+from zoo.layers import PositionalEmbedding, TransformerEncoder
 from zoo.layers.checks import check_token_ids
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_presets import PRESETS
@@ -127,7 +126,8 @@ class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             name="segment_embedding",
         )
         self.embeddings_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype,
+            epsilon=layer_norm_epsilon,
+            dtype=dtype,
             name="embeddings_layer_norm",
         )
         self.embeddings_dropout = keras.layers.Dropout(
@@ -148,9 +148,15 @@ class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             )
             for i in range(num_layers)
         ]
-        self.final_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="final_layer_norm",
-        ) if norm_first else None
+        self.final_layer_norm = (
+            keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon,
+                dtype=dtype,
+                name="final_layer_norm",
+            )
+            if norm_first
+            else None
+        )
         self.pooled_dense = keras.layers.Dense(
             hidden_dim,
             activation="tanh",
@@ -206,9 +212,13 @@ class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         # gather past the table gives NaN under JAX). Eager calls only:
         # inside a compiled step there is no value to check.
         if isinstance(inputs, dict) and "segment_ids" in inputs:
-            check_token_ids(inputs["segment_ids"], self.num_segments,
-                            "BertBackbone", what="segment id",
-                            limit="num_segments")
+            check_token_ids(
+                inputs["segment_ids"],
+                self.num_segments,
+                "BertBackbone",
+                what="segment id",
+                limit="num_segments",
+            )
         return super().call(inputs, training=training, mask=mask)
 
     def attention_scores(self, inputs, layer_index=-1):
@@ -228,12 +238,14 @@ class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         index = range(self.num_layers)[layer_index]  # IndexError if outside
         padding_mask = inputs["padding_mask"]
         x = self.embeddings(inputs["token_ids"]) + self.segment_embedding(
-            inputs["segment_ids"])
+            inputs["segment_ids"]
+        )
         x = self.embeddings_layer_norm(x)
         for block in self.transformer_layers[:index]:
             x = block(x, padding_mask=padding_mask)
         _, scores = self.transformer_layers[index](
-            x, padding_mask=padding_mask, return_attention_scores=True)
+            x, padding_mask=padding_mask, return_attention_scores=True
+        )
         return scores
 
     @classmethod

@@ -4,23 +4,27 @@
 import keras
 import keras_hub
 
-from zoo.models.arguments import check_model_kwargs
-from zoo.models.arguments import check_preprocessor_fits
-from zoo.models.arguments import check_vocabulary_fits
-from zoo.models.bert.bert_backbone import BertBackbone
-from zoo.models.bert.bert_backbone import bert_kernel_initializer
+from zoo.models.arguments import (
+    check_model_kwargs,
+    check_preprocessor_fits,
+    check_vocabulary_fits,
+)
+from zoo.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
-from zoo.saving import load_model
-from zoo.saving import register_alias
+from zoo.saving import load_model, register_alias
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertTextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
-                         keras_hub.models.TextClassifier):
+class BertTextClassifier(
+    KeepsWeightsOnError,
+    RawTextMixin,
+    PortableCompileConfig,
+    keras_hub.models.TextClassifier,
+):
     """Raw text in, class probabilities out: BERT preprocessor, backbone,
     dropout and a dense head on the pooled [CLS] vector.
 
@@ -53,8 +57,9 @@ class BertTextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfi
     backbone_cls = BertBackbone
     preprocessor_cls = BertClassifierPreprocessor
 
-    def __init__(self, backbone, preprocessor=None, num_classes=1,
-                 dropout=0.1, **kwargs):
+    def __init__(
+        self, backbone, preprocessor=None, num_classes=1, dropout=0.1, **kwargs
+    ):
         num_classes = int(num_classes)
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1; got {num_classes}.")
@@ -65,11 +70,13 @@ class BertTextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfi
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
-        check_preprocessor_fits(self, backbone.max_sequence_length,
-                                "max_sequence_length")
+        check_preprocessor_fits(
+            self, backbone.max_sequence_length, "max_sequence_length"
+        )
         check_vocabulary_fits(self, backbone.vocabulary_size)
         self.output_dropout = keras.layers.Dropout(
-            dropout, dtype=backbone.dtype_policy, name="pooled_dropout")
+            dropout, dtype=backbone.dtype_policy, name="pooled_dropout"
+        )
         # The head stays float32 under mixed precision.
         self.output_dense = keras.layers.Dense(
             num_classes,
@@ -85,26 +92,34 @@ class BertTextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfi
         outputs = self.output_dense(self.output_dropout(pooled))
         # keras_hub.models.TextClassifier.__init__ builds nothing itself.
         check_model_kwargs(self, kwargs)
-        keras_hub.models.Task.__init__(self, inputs=inputs, outputs=outputs,
-                                       **kwargs)
+        keras_hub.models.Task.__init__(
+            self, inputs=inputs, outputs=outputs, **kwargs
+        )
 
     @classmethod
     def from_preset(cls, preset, preprocessor, **kwargs):
         """A classifier of the preset (see `zoo.models.bert.PRESETS`) with
         fresh, random weights: the from-scratch baseline. `backbone_`
         arguments override the backbone's, the rest the task's."""
-        overrides = {k[len("backbone_"):]: kwargs.pop(k)
-                     for k in list(kwargs) if k.startswith("backbone_")}
+        overrides = {
+            k[len("backbone_") :]: kwargs.pop(k)
+            for k in list(kwargs)
+            if k.startswith("backbone_")
+        }
         backbone = BertBackbone.from_preset(
-            preset, vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            **overrides)
-        kwargs.setdefault("dropout",
-                          PRESETS.part(preset, "finetuning").get("dropout", 0.1))
+            preset,
+            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+            **overrides,
+        )
+        kwargs.setdefault(
+            "dropout", PRESETS.part(preset, "finetuning").get("dropout", 0.1)
+        )
         return cls(backbone, preprocessor, **kwargs)
 
     @classmethod
-    def from_pretrained(cls, masked_lm, sequence_length=None, dtype=None,
-                        **kwargs):
+    def from_pretrained(
+        cls, masked_lm, sequence_length=None, dtype=None, **kwargs
+    ):
         """A classifier on a pretrained masked LM's backbone, with a new
         head.
 
@@ -133,40 +148,52 @@ class BertTextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfi
         if not isinstance(backbone, BertBackbone):
             raise ValueError(
                 f"from_pretrained needs a BertMaskedLM (or its file); got "
-                f"{type(masked_lm).__name__}.")
+                f"{type(masked_lm).__name__}."
+            )
         if masked_lm.preprocessor is None:
-            raise ValueError("The masked LM has no preprocessor, so there is "
-                             "no tokenizer to classify text with.")
-        if dtype is not None and (keras.dtype_policies.get(dtype).name
-                                  != backbone.dtype_policy.name):
+            raise ValueError(
+                "The masked LM has no preprocessor, so there is "
+                "no tokenizer to classify text with."
+            )
+        if dtype is not None and (
+            keras.dtype_policies.get(dtype).name != backbone.dtype_policy.name
+        ):
             pretrained = backbone
             backbone = BertBackbone.from_config(
-                {**pretrained.get_config(), "dtype": dtype})
+                {**pretrained.get_config(), "dtype": dtype}
+            )
             backbone.set_weights(pretrained.get_weights())
         preprocessor = BertClassifierPreprocessor(
             masked_lm.preprocessor.tokenizer,
-            sequence_length=sequence_length or backbone.max_sequence_length)
+            sequence_length=sequence_length or backbone.max_sequence_length,
+        )
         return cls(backbone, preprocessor, **kwargs)
 
-    def compile(self, optimizer="auto", loss="auto", *, metrics="auto",
-                **kwargs):
+    def compile(
+        self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs
+    ):
         """Binary (one class) or sparse categorical cross-entropy on the
         probabilities, accuracy, and AdamW (5e-5, weight decay 0.01) by
         default."""
         if optimizer == "auto":
             optimizer = keras.optimizers.AdamW(5e-5, weight_decay=0.01)
         if loss == "auto":
-            loss = ("binary_crossentropy" if self.num_classes == 1
-                    else "sparse_categorical_crossentropy")
+            loss = (
+                "binary_crossentropy"
+                if self.num_classes == 1
+                else "sparse_categorical_crossentropy"
+            )
         if metrics == "auto":
             metrics = ["accuracy"]
-        keras_hub.models.Task.compile(self, optimizer=optimizer, loss=loss,
-                                      metrics=metrics, **kwargs)
+        keras_hub.models.Task.compile(
+            self, optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
+        )
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes,
-                       "dropout": self.dropout})
+        config.update(
+            {"num_classes": self.num_classes, "dropout": self.dropout}
+        )
         return config
 
 

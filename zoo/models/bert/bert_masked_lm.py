@@ -5,22 +5,29 @@ import keras_hub
 import numpy as np
 
 from zoo.data.text import text_batch
-from zoo.models.arguments import check_model_kwargs
-from zoo.models.arguments import check_preprocessor_fits
-from zoo.models.arguments import check_vocabulary_fits
-from zoo.models.bert.bert_backbone import BertBackbone
-from zoo.models.bert.bert_backbone import bert_kernel_initializer
+from zoo.models.arguments import (
+    check_model_kwargs,
+    check_preprocessor_fits,
+    check_vocabulary_fits,
+)
+from zoo.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from zoo.models.bert.bert_masked_lm_head import MaskedLMHead
-from zoo.models.bert.bert_preprocessor import BertMaskedLMPreprocessor
-from zoo.models.bert.bert_preprocessor import strip_markup
+from zoo.models.bert.bert_preprocessor import (
+    BertMaskedLMPreprocessor,
+    strip_markup,
+)
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertMaskedLM(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
-                   keras_hub.models.MaskedLM):
+class BertMaskedLM(
+    KeepsWeightsOnError,
+    RawTextMixin,
+    PortableCompileConfig,
+    keras_hub.models.MaskedLM,
+):
     """Predicts masked tokens from both sides: BERT's pretraining task.
 
     The head is keras-hub's `MaskedLMHead` (`bert_masked_lm_head`): the hidden state at each masked
@@ -60,8 +67,9 @@ class BertMaskedLM(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
-        check_preprocessor_fits(self, backbone.max_sequence_length,
-                                "max_sequence_length")
+        check_preprocessor_fits(
+            self, backbone.max_sequence_length, "max_sequence_length"
+        )
         check_vocabulary_fits(self, backbone.vocabulary_size)
         self.masked_lm_head = MaskedLMHead(
             vocabulary_size=backbone.vocabulary_size,
@@ -72,35 +80,48 @@ class BertMaskedLM(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
             name="mlm_head",
         )
         self.logits_dtype = keras.layers.Activation(
-            "linear", dtype="float32", name="logits")
+            "linear", dtype="float32", name="logits"
+        )
 
         # === Functional model ===
         inputs = {
             **backbone.input,
             "mask_positions": keras.Input(
-                (None,), dtype="int32", name="mask_positions"),
+                (None,), dtype="int32", name="mask_positions"
+            ),
         }
         sequence_output = backbone(backbone.input)["sequence_output"]
-        logits = self.masked_lm_head(sequence_output,
-                                     inputs["mask_positions"])
+        logits = self.masked_lm_head(sequence_output, inputs["mask_positions"])
         check_model_kwargs(self, kwargs)
-        super().__init__(inputs=inputs, outputs=self.logits_dtype(logits),
-                         **kwargs)
+        super().__init__(
+            inputs=inputs, outputs=self.logits_dtype(logits), **kwargs
+        )
 
     @classmethod
     def from_preset(cls, preset, preprocessor, **kwargs):
         """A fresh masked LM of the preset (see `zoo.models.bert.PRESETS`)
         for `preprocessor`'s vocabulary (`backbone_` arguments override the
         backbone's)."""
-        overrides = {k[len("backbone_"):]: kwargs.pop(k)
-                     for k in list(kwargs) if k.startswith("backbone_")}
+        overrides = {
+            k[len("backbone_") :]: kwargs.pop(k)
+            for k in list(kwargs)
+            if k.startswith("backbone_")
+        }
         backbone = BertBackbone.from_preset(
-            preset, vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            **overrides)
+            preset,
+            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+            **overrides,
+        )
         return cls(backbone, preprocessor, **kwargs)
 
-    def compile(self, optimizer="auto", loss="auto", *,
-                weighted_metrics="auto", **kwargs):
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        *,
+        weighted_metrics="auto",
+        **kwargs,
+    ):
         """keras-hub's `MaskedLM.compile`: cross-entropy on the logits and
         accuracy, both weighted to the real masked positions; AdamW (5e-4,
         weight decay 0.01) by default.
@@ -115,9 +136,14 @@ class BertMaskedLM(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
             optimizer = keras.optimizers.AdamW(5e-4, weight_decay=0.01)
         if loss == "auto":
             loss = keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, reduction="mean_with_sample_weight")
-        super().compile(optimizer=optimizer, loss=loss,
-                        weighted_metrics=weighted_metrics, **kwargs)
+                from_logits=True, reduction="mean_with_sample_weight"
+            )
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            weighted_metrics=weighted_metrics,
+            **kwargs,
+        )
 
     def fill_mask(self, texts, top_k=5):
         """The most likely tokens for each `[MASK]` in each text.
@@ -137,52 +163,68 @@ class BertMaskedLM(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
                 cut off by the length), or `top_k` out of range.
         """
         if self.preprocessor is None:
-            raise ValueError("This BertMaskedLM has no preprocessor, so it "
-                             "cannot read strings.")
+            raise ValueError(
+                "This BertMaskedLM has no preprocessor, so it "
+                "cannot read strings."
+            )
         scalar = isinstance(texts, (str, bytes))
         texts = [strip_markup(t) for t in text_batch(texts, "fill_mask")]
         tokenizer = self.preprocessor.tokenizer
         vocabulary_size = int(tokenizer.vocabulary_size())
         if not 1 <= int(top_k) <= vocabulary_size:
-            raise ValueError(f"top_k={top_k} must be in [1, "
-                             f"{vocabulary_size}].")
+            raise ValueError(
+                f"top_k={top_k} must be in [1, {vocabulary_size}]."
+            )
         length = int(self.preprocessor.sequence_length)
         mask_id = int(tokenizer.mask_token_id)
         rows, positions = [], []
         for text in texts:
             ids = [int(i) for i in np.asarray(tokenizer(text)).reshape(-1)]
-            ids = ids[:length - 2]
-            row = [int(tokenizer.cls_token_id), *ids,
-                   int(tokenizer.sep_token_id)]
+            ids = ids[: length - 2]
+            row = [
+                int(tokenizer.cls_token_id),
+                *ids,
+                int(tokenizer.sep_token_id),
+            ]
             where = [i for i, token in enumerate(row) if token == mask_id]
             if not where:
                 raise ValueError(
                     f"fill_mask: {text!r} has no [MASK] token within its "
-                    f"first {length - 2} tokens.")
-            rows.append(row + [int(tokenizer.pad_token_id)]
-                        * (length - len(row)))
+                    f"first {length - 2} tokens."
+                )
+            rows.append(
+                row + [int(tokenizer.pad_token_id)] * (length - len(row))
+            )
             positions.append(where)
         most = max(len(p) for p in positions)
         token_ids = np.array(rows, "int32")
-        mask_positions = np.array([p + [0] * (most - len(p))
-                                   for p in positions], "int32")
+        mask_positions = np.array(
+            [p + [0] * (most - len(p)) for p in positions], "int32"
+        )
         # The inputs are ids already: Keras' predict_on_batch, not the
         # Task's (which would run the masking preprocessor on them).
-        logits = keras.Model.predict_on_batch(self, {
-            "token_ids": token_ids,
-            "segment_ids": np.zeros_like(token_ids),
-            "padding_mask": token_ids != int(tokenizer.pad_token_id),
-            "mask_positions": mask_positions,
-        })
+        logits = keras.Model.predict_on_batch(
+            self,
+            {
+                "token_ids": token_ids,
+                "segment_ids": np.zeros_like(token_ids),
+                "padding_mask": token_ids != int(tokenizer.pad_token_id),
+                "mask_positions": mask_positions,
+            },
+        )
         logits = np.asarray(logits, "float64")
         probabilities = np.exp(logits - logits.max(-1, keepdims=True))
         probabilities /= probabilities.sum(-1, keepdims=True)
         out = []
         for row, where in zip(probabilities, positions):
             per_mask = []
-            for p in row[:len(where)]:
-                best = np.argsort(-p)[:int(top_k)]
-                per_mask.append([(str(tokenizer.id_to_token(int(i))),
-                                  float(p[i])) for i in best])
+            for p in row[: len(where)]:
+                best = np.argsort(-p)[: int(top_k)]
+                per_mask.append(
+                    [
+                        (str(tokenizer.id_to_token(int(i))), float(p[i]))
+                        for i in best
+                    ]
+                )
             out.append(per_mask)
         return out[0] if scalar else out

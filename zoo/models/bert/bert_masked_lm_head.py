@@ -47,7 +47,8 @@ class MaskedLMHead(keras_hub.layers.MaskedLMHead):
 
     def call(self, inputs, mask_positions):
         x = ops.take_along_axis(
-            inputs, ops.expand_dims(mask_positions, axis=-1), axis=1)
+            inputs, ops.expand_dims(mask_positions, axis=-1), axis=1
+        )
         x = self._intermediate_dense(x)
         x = self._intermediate_layer_norm(x)
         if self.token_embedding:

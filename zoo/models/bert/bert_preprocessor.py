@@ -11,9 +11,8 @@ import re
 import keras
 import keras_hub
 import numpy as np
-from zoo._tensorflow import is_tf_tensor
-from zoo._tensorflow import tf
 
+from zoo._tensorflow import is_tf_tensor, tf
 from zoo.data.masked_lm import unselectable_token_ids
 from zoo.models.bert.bert_presets import PRESETS
 
@@ -75,12 +74,20 @@ class BertMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
     ((1, 128), (1, 20))
     """
 
-    def __init__(self, tokenizer, sequence_length=256,
-                 mask_selection_rate=0.15, mask_selection_length=None,
-                 mask_token_rate=0.8, random_token_rate=0.1, **kwargs):
+    def __init__(
+        self,
+        tokenizer,
+        sequence_length=256,
+        mask_selection_rate=0.15,
+        mask_selection_length=None,
+        mask_token_rate=0.8,
+        random_token_rate=0.1,
+        **kwargs,
+    ):
         if mask_selection_length is None:
             mask_selection_length = int(
-                np.ceil(1.25 * mask_selection_rate * sequence_length))
+                np.ceil(1.25 * mask_selection_rate * sequence_length)
+            )
         super().__init__(
             tokenizer,
             sequence_length=sequence_length,
@@ -94,14 +101,17 @@ class BertMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
     @classmethod
     def from_preset(cls, preset, tokenizer, **kwargs):
         """Packs to the preset's pretraining length."""
-        kwargs.setdefault("sequence_length",
-                          PRESETS.part(preset, "pretraining")["sequence_length"])
+        kwargs.setdefault(
+            "sequence_length",
+            PRESETS.part(preset, "pretraining")["sequence_length"],
+        )
         return cls(tokenizer, **kwargs)
 
     def build(self, input_shape):
         super().build(input_shape)
         self.masker.unselectable_token_ids = unselectable_token_ids(
-            self.tokenizer)
+            self.tokenizer
+        )
 
     def call(self, x, y=None, sample_weight=None):
         return super().call(strip_markup(x), y, sample_weight)
@@ -137,8 +147,10 @@ class BertClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
     @classmethod
     def from_preset(cls, preset, tokenizer, **kwargs):
         """Packs to the preset's fine-tuning length."""
-        kwargs.setdefault("sequence_length",
-                          PRESETS.part(preset, "finetuning")["sequence_length"])
+        kwargs.setdefault(
+            "sequence_length",
+            PRESETS.part(preset, "finetuning")["sequence_length"],
+        )
         return cls(tokenizer, **kwargs)
 
     def call(self, x, y=None, sample_weight=None):

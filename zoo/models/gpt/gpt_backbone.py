@@ -14,8 +14,7 @@ import keras
 import keras_hub
 import numpy as np
 
-from zoo.layers import PositionalEmbedding
-from zoo.layers import TransformerDecoder
+from zoo.layers import PositionalEmbedding, TransformerDecoder
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.gpt.gpt_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
@@ -186,10 +185,14 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         71112960
         """
         context = self.sequence_length if context is None else int(context)
-        positions = sum(int(np.prod(w.shape)) for w in
-                        self.embeddings.position_embedding.weights)
-        return (6 * (self.count_params() - positions)
-                + 12 * self.num_layers * self.hidden_dim * context)
+        positions = sum(
+            int(np.prod(w.shape))
+            for w in self.embeddings.position_embedding.weights
+        )
+        return (
+            6 * (self.count_params() - positions)
+            + 12 * self.num_layers * self.hidden_dim * context
+        )
 
     @classmethod
     def from_preset(cls, preset, vocabulary_size, **kwargs):

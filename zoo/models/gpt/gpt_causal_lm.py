@@ -25,15 +25,18 @@ from keras import ops
 
 from zoo.data.text import texts_of
 from zoo.layers.checks import check_token_ids
-from zoo.layers.sublayers import call_sublayer
-from zoo.layers.sublayers import concrete_index
-from zoo.models.arguments import check_model_kwargs
-from zoo.models.arguments import check_preprocessor_fits
-from zoo.models.arguments import check_vocabulary_fits
-from zoo.models.generation import GenerationMixin
-from zoo.models.generation import finish_rows
-from zoo.models.generation import pad_rows
-from zoo.models.generation import resolve_sampler
+from zoo.layers.sublayers import call_sublayer, concrete_index
+from zoo.models.arguments import (
+    check_model_kwargs,
+    check_preprocessor_fits,
+    check_vocabulary_fits,
+)
+from zoo.models.generation import (
+    GenerationMixin,
+    finish_rows,
+    pad_rows,
+    resolve_sampler,
+)
 from zoo.models.gpt.gpt_backbone import GPTBackbone
 from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
 from zoo.models.jax_state import KeepsWeightsOnError
@@ -43,9 +46,13 @@ from zoo.saving import register_alias
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
-                  PortableCompileConfig,
-                  keras_hub.models.CausalLM):
+class GPTCausalLM(
+    KeepsWeightsOnError,
+    RawTextMixin,
+    GenerationMixin,
+    PortableCompileConfig,
+    keras_hub.models.CausalLM,
+):
     """GPT language model: next-token logits, and text generation.
 
     Args:
@@ -75,8 +82,9 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
-        check_preprocessor_fits(self, backbone.sequence_length,
-                                "sequence_length")
+        check_preprocessor_fits(
+            self, backbone.sequence_length, "sequence_length"
+        )
         check_vocabulary_fits(self, backbone.vocabulary_size)
         self._init_generation()
         self.logits_dtype = keras.layers.Activation(
@@ -96,8 +104,11 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
     def from_preset(cls, preset, preprocessor, **kwargs):
         """A fresh GPT of the preset's size for `preprocessor`'s tokenizer
         (`backbone_` arguments in `kwargs` override the preset's)."""
-        overrides = {k[len("backbone_"):]: kwargs.pop(k)
-                     for k in list(kwargs) if k.startswith("backbone_")}
+        overrides = {
+            k[len("backbone_") :]: kwargs.pop(k)
+            for k in list(kwargs)
+            if k.startswith("backbone_")
+        }
         backbone = GPTBackbone.from_preset(
             preset,
             vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
@@ -153,7 +164,8 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
         stacked = not isinstance(cache, (tuple, list))
         layer_caches = (
             [cache[:, i, ...] for i in range(backbone.num_layers)]
-            if stacked else list(cache)
+            if stacked
+            else list(cache)
         )
         # Generation never trains: no dropout; it made the ids itself.
         # Under PyTorch `call_sublayer` skips Keras' per-call work where it
@@ -173,7 +185,9 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
                 self_attention_cache=layer_caches[i],
                 self_attention_cache_update_index=cache_update_index,
             )
-        cache = ops.stack(layer_caches, axis=1) if stacked else tuple(layer_caches)
+        cache = (
+            ops.stack(layer_caches, axis=1) if stacked else tuple(layer_caches)
+        )
         hidden_states = call_sublayer(None, backbone.layer_norm, x)
         logits = call_sublayer(
             None, backbone.embeddings, hidden_states, reverse=True
@@ -184,7 +198,10 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
         """Empty per-block caches for `token_ids`, filled by one pass over
         the prompt."""
         backbone = self.backbone
-        batch_size, max_length = ops.shape(token_ids)[0], ops.shape(token_ids)[1]
+        batch_size, max_length = (
+            ops.shape(token_ids)[0],
+            ops.shape(token_ids)[1],
+        )
         head_dim = backbone.hidden_dim // backbone.num_heads
         shape = [batch_size, 2, max_length, backbone.num_heads, head_dim]
         cache = tuple(
@@ -315,7 +332,9 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
             max_length = width or context
         max_length = int(max_length)
         if max_length < 2:
-            raise ValueError(f"max_length must be at least 2; got {max_length}.")
+            raise ValueError(
+                f"max_length must be at least 2; got {max_length}."
+            )
         lengths = [len(p) for p in prompts]
         for length in lengths:
             if length == 0:
@@ -356,8 +375,9 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
             )
             earlier, _ = finish_rows(rows, lengths, stops, max_length)
             rows = [e if d else m for e, m, d in zip(earlier, more, done)]
-        return self._generated_outputs(rows, lengths, max_length, strip_prompt, scalar,
-                             as_ids)
+        return self._generated_outputs(
+            rows, lengths, max_length, strip_prompt, scalar, as_ids
+        )
 
     def _prompt_ids(self, inputs):
         """`(prompts as 1-D id arrays, scalar input?, id input?, id width)`."""
@@ -369,8 +389,11 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
                 )
             ids = np.asarray(ops.convert_to_numpy(inputs["token_ids"]))
             mask = inputs.get("padding_mask")
-            mask = (np.ones_like(ids, bool) if mask is None
-                    else np.asarray(ops.convert_to_numpy(mask)).astype(bool))
+            mask = (
+                np.ones_like(ids, bool)
+                if mask is None
+                else np.asarray(ops.convert_to_numpy(mask)).astype(bool)
+            )
             if ids.ndim != 2 or mask.shape != ids.shape:
                 raise ValueError(
                     "token_ids and padding_mask must both be (batch, n); got "
@@ -379,15 +402,23 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
             check_token_ids(ids[mask], self.backbone.vocabulary_size, self.name)
             if not len(ids):
                 raise ValueError("generate() needs at least one prompt.")
-            return [row[m] for row, m in zip(ids, mask)], False, True, ids.shape[1]
+            return (
+                [row[m] for row, m in zip(ids, mask)],
+                False,
+                True,
+                ids.shape[1],
+            )
         if self.preprocessor is None:
             raise ValueError(
                 "This GPT has no preprocessor, so it cannot read strings; "
                 "pass {'token_ids': ..., 'padding_mask': ...}."
             )
         texts, scalar = texts_of(
-            inputs, "generate", "prompt",
-            ", or token ids as {'token_ids': ..., 'padding_mask': ...}")
+            inputs,
+            "generate",
+            "prompt",
+            ", or token ids as {'token_ids': ..., 'padding_mask': ...}",
+        )
         tokenizer = self.preprocessor.tokenizer
         start = getattr(tokenizer, "start_token_id", None)
         prompts = []
@@ -397,12 +428,18 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
             unknowns = 0 if unknown is None else int(np.sum(ids == unknown))
             if unknowns:
                 _warn_unknown(tokenizer, text, i, unknowns)
-            if len(ids) and self.preprocessor.add_start_token and start is not None:
+            if (
+                len(ids)
+                and self.preprocessor.add_start_token
+                and start is not None
+            ):
                 ids = np.concatenate([[start], ids]).astype("int32")
             prompts.append(ids)
         return prompts, scalar, False, None
 
-    def _generated_outputs(self, rows, lengths, max_length, strip_prompt, scalar, as_ids):
+    def _generated_outputs(
+        self, rows, lengths, max_length, strip_prompt, scalar, as_ids
+    ):
         if strip_prompt:
             rows = [r[n:] for r, n in zip(rows, lengths)]
         token_ids, mask = pad_rows(rows, max_length)
@@ -411,8 +448,10 @@ class GPTCausalLM(KeepsWeightsOnError, RawTextMixin, GenerationMixin,
         texts = self.preprocessor.generate_postprocess(
             {"token_ids": token_ids, "padding_mask": mask}
         )
-        texts = [t.decode("utf-8") if isinstance(t, bytes) else str(t)
-                 for t in np.asarray(texts, dtype=object).reshape(-1)]
+        texts = [
+            t.decode("utf-8") if isinstance(t, bytes) else str(t)
+            for t in np.asarray(texts, dtype=object).reshape(-1)
+        ]
         return texts[0] if scalar else texts
 
 
@@ -423,14 +462,17 @@ def _warn_unknown(tokenizer, text, index, count):
     shown = ""
     if hasattr(tokenizer, "token_to_id") and len(text) < 10_000:
         unknown = tokenizer.unknown_token_id
-        chars = sorted({ch for ch in text
-                        if tokenizer.token_to_id(ch) == unknown})
+        chars = sorted(
+            {ch for ch in text if tokenizer.token_to_id(ch) == unknown}
+        )
         if chars and len(chars) <= 10:
             shown = " (" + ", ".join(repr(ch) for ch in chars) + ")"
     warnings.warn(
         f"generate(): prompt {index} has {count} token(s) outside the "
         f"vocabulary{shown}; the model reads them as the unknown token, "
-        "and the returned text leaves them out.", stacklevel=4)
+        "and the returned text leaves them out.",
+        stacklevel=4,
+    )
 
 
 # The zoo's earlier name: code that imports it and files saved with it.

@@ -22,14 +22,15 @@ import keras
 import keras_hub
 from keras import ops
 
-from zoo.layers import BahdanauAttention
-from zoo.layers import LuongAttention
-from zoo.layers import PositionalEmbedding
-from zoo.layers import TransformerDecoder
-from zoo.layers import TransformerEncoder
+from zoo.layers import (
+    BahdanauAttention,
+    LuongAttention,
+    PositionalEmbedding,
+    TransformerDecoder,
+    TransformerEncoder,
+)
 from zoo.layers.checks import check_token_ids
-from zoo.layers.sublayers import call_sublayer
-from zoo.layers.sublayers import without_keras_mask
+from zoo.layers.sublayers import call_sublayer, without_keras_mask
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.decoding import TransformerDecoding
 from zoo.models.jax_state import KeepsWeightsOnError
@@ -42,23 +43,31 @@ def _inputs():
     def ids(name):
         return keras.Input((None,), dtype="int32", name=name)
 
-    return {"encoder_token_ids": ids("encoder_token_ids"),
-            "encoder_padding_mask": ids("encoder_padding_mask"),
-            "decoder_token_ids": ids("decoder_token_ids"),
-            "decoder_padding_mask": ids("decoder_padding_mask")}
+    return {
+        "encoder_token_ids": ids("encoder_token_ids"),
+        "encoder_padding_mask": ids("encoder_padding_mask"),
+        "decoder_token_ids": ids("decoder_token_ids"),
+        "decoder_padding_mask": ids("decoder_padding_mask"),
+    }
 
 
 class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     """Base of the encoder-decoder backbones: `from_preset` and config."""
 
-    def _finish(self, inputs, encoder_output, decoder_output, dtype, config,
-                **kwargs):
+    def _finish(
+        self, inputs, encoder_output, decoder_output, dtype, config, **kwargs
+    ):
         check_model_kwargs(self, kwargs)
         keras_hub.models.Backbone.__init__(
-            self, inputs=inputs,
-            outputs={"encoder_sequence_output": encoder_output,
-                     "decoder_sequence_output": decoder_output},
-            dtype=dtype, **kwargs)
+            self,
+            inputs=inputs,
+            outputs={
+                "encoder_sequence_output": encoder_output,
+                "decoder_sequence_output": decoder_output,
+            },
+            dtype=dtype,
+            **kwargs,
+        )
         self._zoo_config = dict(config)
         for key, value in config.items():
             setattr(self, key, value)
@@ -70,15 +79,21 @@ class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         fresh weights. On this base class, the preset's own kind."""
         config = PRESETS.part(preset, "backbone")
         kind = config.pop("kind")
-        backbone_cls = {"transformer": TransformerSeq2SeqBackbone,
-                        "rnn": RNNSeq2SeqBackbone}[kind]
+        backbone_cls = {
+            "transformer": TransformerSeq2SeqBackbone,
+            "rnn": RNNSeq2SeqBackbone,
+        }[kind]
         if cls is not Seq2SeqBackbone and cls is not backbone_cls:
             raise ValueError(f"Preset {preset!r} is a {backbone_cls.__name__}.")
         sequence_lengths = PRESETS.part(preset, "preprocessor")
-        config.setdefault("encoder_sequence_length",
-                          sequence_lengths["encoder_sequence_length"])
-        config.setdefault("decoder_sequence_length",
-                          sequence_lengths["decoder_sequence_length"])
+        config.setdefault(
+            "encoder_sequence_length",
+            sequence_lengths["encoder_sequence_length"],
+        )
+        config.setdefault(
+            "decoder_sequence_length",
+            sequence_lengths["decoder_sequence_length"],
+        )
         config.update(kwargs)
         return backbone_cls(vocabulary_size=vocabulary_size, **config)
 
@@ -132,24 +147,46 @@ class TransformerSeq2SeqBackbone(TransformerDecoding, Seq2SeqBackbone):
     (1, 7, 256)
     """
 
-    def __init__(self, vocabulary_size, num_layers=3, num_heads=8,
-                 hidden_dim=256, intermediate_dim=512,
-                 encoder_sequence_length=64, decoder_sequence_length=64,
-                 positions="sinusoidal", dropout=0.1, norm_first=False,
-                 share_embeddings=True, tie_weights=True,
-                 layer_norm_epsilon=1e-5, attention_dropout=None, dtype=None,
-                 **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers=3,
+        num_heads=8,
+        hidden_dim=256,
+        intermediate_dim=512,
+        encoder_sequence_length=64,
+        decoder_sequence_length=64,
+        positions="sinusoidal",
+        dropout=0.1,
+        norm_first=False,
+        share_embeddings=True,
+        tie_weights=True,
+        layer_norm_epsilon=1e-5,
+        attention_dropout=None,
+        dtype=None,
+        **kwargs,
+    ):
         if hidden_dim % num_heads:
-            raise ValueError(f"hidden_dim={hidden_dim} must be divisible by "
-                             f"num_heads={num_heads}.")
+            raise ValueError(
+                f"hidden_dim={hidden_dim} must be divisible by "
+                f"num_heads={num_heads}."
+            )
 
         def embedding(length, name):
             return PositionalEmbedding(
-                vocabulary_size, length, hidden_dim, positions=positions,
-                mask_zero=False, tie_weights=tie_weights, scale_tokens=True,
+                vocabulary_size,
+                length,
+                hidden_dim,
+                positions=positions,
+                mask_zero=False,
+                tie_weights=tie_weights,
+                scale_tokens=True,
                 embeddings_initializer=keras.initializers.RandomNormal(
-                    stddev=hidden_dim ** -0.5),
-                dtype=dtype, name=name)
+                    stddev=hidden_dim**-0.5
+                ),
+                dtype=dtype,
+                name=name,
+            )
 
         # === Layers ===
         length = max(encoder_sequence_length, decoder_sequence_length)
@@ -157,69 +194,106 @@ class TransformerSeq2SeqBackbone(TransformerDecoding, Seq2SeqBackbone):
             self.encoder_embedding = embedding(length, "embedding")
             self.decoder_embedding = self.encoder_embedding
         else:
-            self.encoder_embedding = embedding(encoder_sequence_length,
-                                               "encoder_embedding")
-            self.decoder_embedding = embedding(decoder_sequence_length,
-                                               "decoder_embedding")
+            self.encoder_embedding = embedding(
+                encoder_sequence_length, "encoder_embedding"
+            )
+            self.decoder_embedding = embedding(
+                decoder_sequence_length, "decoder_embedding"
+            )
         self.token_embedding = self.decoder_embedding.token_embedding
         self.encoder_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="encoder_embedding_dropout")
+            dropout, dtype=dtype, name="encoder_embedding_dropout"
+        )
         self.decoder_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="decoder_embedding_dropout")
-        block = dict(num_heads=num_heads, intermediate_dim=intermediate_dim,
-                     dropout=dropout, attention_dropout=attention_dropout,
-                     norm_first=norm_first,
-                     layer_norm_epsilon=layer_norm_epsilon, dtype=dtype)
-        self.encoder_layers = [TransformerEncoder(name=f"encoder_{i}", **block)
-                               for i in range(num_layers)]
-        self.decoder_layers = [TransformerDecoder(name=f"decoder_{i}", **block)
-                               for i in range(num_layers)]
+            dropout, dtype=dtype, name="decoder_embedding_dropout"
+        )
+        block = dict(
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dtype=dtype,
+        )
+        self.encoder_layers = [
+            TransformerEncoder(name=f"encoder_{i}", **block)
+            for i in range(num_layers)
+        ]
+        self.decoder_layers = [
+            TransformerDecoder(name=f"decoder_{i}", **block)
+            for i in range(num_layers)
+        ]
         self.encoder_norm = self.decoder_norm = None
         if norm_first:
             self.encoder_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=dtype, name="encoder_norm")
+                epsilon=layer_norm_epsilon, dtype=dtype, name="encoder_norm"
+            )
             self.decoder_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=dtype, name="decoder_norm")
+                epsilon=layer_norm_epsilon, dtype=dtype, name="decoder_norm"
+            )
         if not tie_weights:
             self.output_projection = keras.layers.Dense(
-                vocabulary_size, dtype=dtype, name="output_projection")
+                vocabulary_size, dtype=dtype, name="output_projection"
+            )
 
         # === Functional model ===
         inputs = _inputs()
-        encoder_output = self.encode(inputs["encoder_token_ids"],
-                                     inputs["encoder_padding_mask"])
-        x = self.decoder_dropout(self.decoder_embedding(
-            inputs["decoder_token_ids"]))
+        encoder_output = self.encode(
+            inputs["encoder_token_ids"], inputs["encoder_padding_mask"]
+        )
+        x = self.decoder_dropout(
+            self.decoder_embedding(inputs["decoder_token_ids"])
+        )
         for layer in self.decoder_layers:
-            x = layer(x, encoder_output,
-                      decoder_padding_mask=inputs["decoder_padding_mask"],
-                      encoder_padding_mask=inputs["encoder_padding_mask"])
+            x = layer(
+                x,
+                encoder_output,
+                decoder_padding_mask=inputs["decoder_padding_mask"],
+                encoder_padding_mask=inputs["encoder_padding_mask"],
+            )
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        self._finish(inputs, encoder_output, x, dtype, dict(
-            vocabulary_size=vocabulary_size, num_layers=num_layers,
-            num_heads=num_heads, hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            encoder_sequence_length=encoder_sequence_length,
-            decoder_sequence_length=decoder_sequence_length,
-            positions=positions, dropout=dropout, norm_first=norm_first,
-            share_embeddings=share_embeddings, tie_weights=tie_weights,
-            layer_norm_epsilon=layer_norm_epsilon,
-            attention_dropout=dropout if attention_dropout is None
-            else attention_dropout), **kwargs)
+        self._finish(
+            inputs,
+            encoder_output,
+            x,
+            dtype,
+            dict(
+                vocabulary_size=vocabulary_size,
+                num_layers=num_layers,
+                num_heads=num_heads,
+                hidden_dim=hidden_dim,
+                intermediate_dim=intermediate_dim,
+                encoder_sequence_length=encoder_sequence_length,
+                decoder_sequence_length=decoder_sequence_length,
+                positions=positions,
+                dropout=dropout,
+                norm_first=norm_first,
+                share_embeddings=share_embeddings,
+                tie_weights=tie_weights,
+                layer_norm_epsilon=layer_norm_epsilon,
+                attention_dropout=dropout
+                if attention_dropout is None
+                else attention_dropout,
+            ),
+            **kwargs,
+        )
 
     def encode(self, token_ids, padding_mask, check_ids=True):
         """The encoder: `(batch, src_len, hidden_dim)`."""
         x = self.encoder_dropout(
-            self.encoder_embedding(token_ids, check_ids=check_ids))
+            self.encoder_embedding(token_ids, check_ids=check_ids)
+        )
         for layer in self.encoder_layers:
             x = layer(x, padding_mask=padding_mask)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
         return x
 
-    def cross_attention(self, encoder_token_ids, encoder_padding_mask,
-                        decoder_token_ids):
+    def cross_attention(
+        self, encoder_token_ids, encoder_padding_mask, decoder_token_ids
+    ):
         """Every decoder layer's attention over the source when the decoder
         reads `decoder_token_ids` (teacher forcing, inference mode), in one
         pass: `(batch, layers, heads, tgt_len, src_len)`.
@@ -238,12 +312,17 @@ class TransformerSeq2SeqBackbone(TransformerDecoding, Seq2SeqBackbone):
         if length is not None and length < self.decoder_sequence_length:
             decoder_token_ids = ops.pad(
                 decoder_token_ids,
-                [[0, 0], [0, self.decoder_sequence_length - length]])
+                [[0, 0], [0, self.decoder_sequence_length - length]],
+            )
         encoder_output = self.encode(encoder_token_ids, encoder_padding_mask)
-        cache = self.decoder_cache(encoder_output, encoder_padding_mask,
-                                   ops.shape(decoder_token_ids)[1])
-        weights = self.decode_step(decoder_token_ids, cache, 0,
-                                   return_attention_scores=True)[2]
+        cache = self.decoder_cache(
+            encoder_output,
+            encoder_padding_mask,
+            ops.shape(decoder_token_ids)[1],
+        )
+        weights = self.decode_step(
+            decoder_token_ids, cache, 0, return_attention_scores=True
+        )[2]
         return weights[:, :, :, :length]
 
 
@@ -287,69 +366,110 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
     (1, 7, 512)
     """
 
-    def __init__(self, vocabulary_size, embedding_dim=256, encoder_units=256,
-                 decoder_units=512, attention="bahdanau", attention_units=256,
-                 dropout=0.3, encoder_sequence_length=64,
-                 decoder_sequence_length=64, dtype=None, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=256,
+        encoder_units=256,
+        decoder_units=512,
+        attention="bahdanau",
+        attention_units=256,
+        dropout=0.3,
+        encoder_sequence_length=64,
+        decoder_sequence_length=64,
+        dtype=None,
+        **kwargs,
+    ):
         if attention not in ATTENTIONS:
             raise ValueError(
-                f"attention must be one of {ATTENTIONS}; got {attention!r}.")
+                f"attention must be one of {ATTENTIONS}; got {attention!r}."
+            )
         # === Layers ===
         self.embedding = keras.layers.Embedding(
-            vocabulary_size, embedding_dim, dtype=dtype, name="embedding")
+            vocabulary_size, embedding_dim, dtype=dtype, name="embedding"
+        )
         self.embedding_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="embedding_dropout")
+            dropout, dtype=dtype, name="embedding_dropout"
+        )
         self.encoder_rnn = keras.layers.Bidirectional(
-            keras.layers.GRU(encoder_units, return_sequences=True,
-                             dtype=dtype),
-            dtype=dtype, name="encoder_rnn")
+            keras.layers.GRU(encoder_units, return_sequences=True, dtype=dtype),
+            dtype=dtype,
+            name="encoder_rnn",
+        )
         self.initial_state_dense = keras.layers.Dense(
-            decoder_units, activation="tanh", dtype=dtype,
-            name="initial_state")
+            decoder_units, activation="tanh", dtype=dtype, name="initial_state"
+        )
         self.decoder_rnn = keras.layers.GRU(
-            decoder_units, return_sequences=True, dtype=dtype,
-            name="decoder_rnn")
+            decoder_units,
+            return_sequences=True,
+            dtype=dtype,
+            name="decoder_rnn",
+        )
         if attention == "bahdanau":
             self.attention_layer = BahdanauAttention(
-                attention_units, dtype=dtype, name="attention")
+                attention_units, dtype=dtype, name="attention"
+            )
         else:
             self.attention_layer = LuongAttention(
-                attention[len("luong_"):], dtype=dtype, name="attention")
+                attention[len("luong_") :], dtype=dtype, name="attention"
+            )
         self.attentional_dense = keras.layers.Dense(
-            decoder_units, activation="tanh", dtype=dtype,
-            name="attentional")
+            decoder_units, activation="tanh", dtype=dtype, name="attentional"
+        )
         self.output_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="output_dropout")
+            dropout, dtype=dtype, name="output_dropout"
+        )
         self.output_projection = keras.layers.Dense(
-            vocabulary_size, dtype=dtype, name="output_projection")
+            vocabulary_size, dtype=dtype, name="output_projection"
+        )
         # The task calls it (token_logits), not the graph below: build it
         # here, so the backbone holds no unbuilt layer.
         self.output_projection.build((None, None, decoder_units))
 
         # === Functional model ===
         inputs = _inputs()
-        encoder_output = self.encode(inputs["encoder_token_ids"],
-                                     inputs["encoder_padding_mask"])
-        initial_state = self._initial_state(encoder_output,
-                                            inputs["encoder_padding_mask"])
+        encoder_output = self.encode(
+            inputs["encoder_token_ids"], inputs["encoder_padding_mask"]
+        )
+        initial_state = self._initial_state(
+            encoder_output, inputs["encoder_padding_mask"]
+        )
         y = self.embedding_dropout(self.embedding(inputs["decoder_token_ids"]))
         states = self.decoder_rnn(
-            y, initial_state=initial_state,
-            mask=ops.cast(inputs["decoder_padding_mask"], "bool"))
-        x = self._attentional(states, encoder_output,
-                              inputs["encoder_padding_mask"])
-        self._finish(inputs, encoder_output, x, dtype, dict(
-            vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
-            encoder_units=encoder_units, decoder_units=decoder_units,
-            attention=attention, attention_units=attention_units,
-            dropout=dropout, encoder_sequence_length=encoder_sequence_length,
-            decoder_sequence_length=decoder_sequence_length), **kwargs)
+            y,
+            initial_state=initial_state,
+            mask=ops.cast(inputs["decoder_padding_mask"], "bool"),
+        )
+        x = self._attentional(
+            states, encoder_output, inputs["encoder_padding_mask"]
+        )
+        self._finish(
+            inputs,
+            encoder_output,
+            x,
+            dtype,
+            dict(
+                vocabulary_size=vocabulary_size,
+                embedding_dim=embedding_dim,
+                encoder_units=encoder_units,
+                decoder_units=decoder_units,
+                attention=attention,
+                attention_units=attention_units,
+                dropout=dropout,
+                encoder_sequence_length=encoder_sequence_length,
+                decoder_sequence_length=decoder_sequence_length,
+            ),
+            **kwargs,
+        )
 
     def encode(self, token_ids, padding_mask, check_ids=True):
         """The bidirectional GRU's states `(batch, src_len, 2 * units)`."""
         if check_ids:
-            check_token_ids(token_ids, self.embedding.input_dim,
-                            "RNNSeq2SeqBackbone encoder_token_ids")
+            check_token_ids(
+                token_ids,
+                self.embedding.input_dim,
+                "RNNSeq2SeqBackbone encoder_token_ids",
+            )
         x = self.embedding_dropout(self.embedding(token_ids))
         return self.encoder_rnn(x, mask=ops.cast(padding_mask, "bool"))
 
@@ -359,29 +479,46 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
         if isinstance(inputs, dict):
             for name in ("encoder_token_ids", "decoder_token_ids"):
                 if name in inputs:
-                    check_token_ids(inputs[name], self.embedding.input_dim,
-                                    f"RNNSeq2SeqBackbone {name}")
+                    check_token_ids(
+                        inputs[name],
+                        self.embedding.input_dim,
+                        f"RNNSeq2SeqBackbone {name}",
+                    )
         return super().call(inputs, training=training, mask=mask)
 
     def _initial_state(self, encoder_output, padding_mask):
         mask = ops.cast(padding_mask, encoder_output.dtype)[..., None]
         mean = ops.sum(encoder_output * mask, axis=1) / ops.maximum(
-            ops.sum(mask, axis=1), 1.0)
+            ops.sum(mask, axis=1), 1.0
+        )
         return self.initial_state_dense(mean)
 
-    def _attentional(self, states, encoder_output, padding_mask,
-                     keys=None, return_attention_scores=False, training=None):
+    def _attentional(
+        self,
+        states,
+        encoder_output,
+        padding_mask,
+        keys=None,
+        return_attention_scores=False,
+        training=None,
+    ):
         # call_sublayer: direct calls in the decoding step (PyTorch), the
         # layers themselves in the functional graph (see GPT.call_with_cache).
         context = call_sublayer(
-            None, self.attention_layer, states, encoder_output, keys=keys,
+            None,
+            self.attention_layer,
+            states,
+            encoder_output,
+            keys=keys,
             mask=ops.cast(padding_mask, "bool"),
-            return_attention_scores=return_attention_scores)
+            return_attention_scores=return_attention_scores,
+        )
         weights = None
         if return_attention_scores:
             context, weights = context
-        x = call_sublayer(None, self.attentional_dense,
-                          ops.concatenate([states, context], -1))
+        x = call_sublayer(
+            None, self.attentional_dense, ops.concatenate([states, context], -1)
+        )
         x = call_sublayer(None, self.output_dropout, x, training=training)
         return (x, weights) if return_attention_scores else x
 
@@ -397,28 +534,36 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
         keys = self.attention_layer.compute_keys(encoder_output)
         return state, encoder_output, keys, encoder_padding_mask
 
-    def decode_step(self, token_ids, cache, index,
-                    return_attention_scores=False):
+    def decode_step(
+        self, token_ids, cache, index, return_attention_scores=False
+    ):
         """One target position (`token_ids` `(batch, 1)`): `(hidden (batch,
         1, decoder_units), cache[, attention (batch, 1, 1, 1, src_len)])`."""
         state, encoder_output, keys, source_mask = cache
         y = call_sublayer(None, self.embedding, token_ids[:, 0])
         output, new_state = call_sublayer(
-            None, self.decoder_rnn.cell, y, [state], training=False)
-        x = self._attentional(output[:, None], encoder_output, source_mask,
-                              keys=keys,
-                              return_attention_scores=return_attention_scores,
-                              training=False)
-        new_state = new_state[0] if isinstance(new_state, (list, tuple)) \
-            else new_state
+            None, self.decoder_rnn.cell, y, [state], training=False
+        )
+        x = self._attentional(
+            output[:, None],
+            encoder_output,
+            source_mask,
+            keys=keys,
+            return_attention_scores=return_attention_scores,
+            training=False,
+        )
+        new_state = (
+            new_state[0] if isinstance(new_state, (list, tuple)) else new_state
+        )
         cache = (new_state, encoder_output, keys, source_mask)
         if return_attention_scores:
             x, weights = x
             return x, cache, weights[:, None, None]
         return x, cache
 
-    def cross_attention(self, encoder_token_ids, encoder_padding_mask,
-                        decoder_token_ids):
+    def cross_attention(
+        self, encoder_token_ids, encoder_padding_mask, decoder_token_ids
+    ):
         """The alignment a_ij of every target position i over the source
         tokens j when the decoder reads `decoder_token_ids` (teacher
         forcing, inference mode), in one pass: `(batch, 1, 1, tgt_len,
@@ -430,12 +575,18 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
         >>> weights.shape   # (1, 1, 1, tgt_len, src_len)
         """
         encoder_output = without_keras_mask(
-            self.encode(encoder_token_ids, encoder_padding_mask))
-        initial_state = self._initial_state(encoder_output,
-                                            encoder_padding_mask)
-        states = self.decoder_rnn(self.embedding(decoder_token_ids),
-                                  initial_state=initial_state)
-        _, weights = self._attentional(states, encoder_output,
-                                       encoder_padding_mask,
-                                       return_attention_scores=True)
+            self.encode(encoder_token_ids, encoder_padding_mask)
+        )
+        initial_state = self._initial_state(
+            encoder_output, encoder_padding_mask
+        )
+        states = self.decoder_rnn(
+            self.embedding(decoder_token_ids), initial_state=initial_state
+        )
+        _, weights = self._attentional(
+            states,
+            encoder_output,
+            encoder_padding_mask,
+            return_attention_scores=True,
+        )
         return weights[:, None, None]

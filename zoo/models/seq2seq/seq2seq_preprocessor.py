@@ -4,8 +4,8 @@ decoder ids, masks, next-token targets (keras-hub's
 
 import keras
 import keras_hub
-from zoo._tensorflow import tf
 
+from zoo._tensorflow import tf
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 
@@ -51,9 +51,14 @@ class TranslationPreprocessor(keras_hub.models.Seq2SeqLMPreprocessor):
     ((1, 64), (1, 64))
     """
 
-    def __init__(self, tokenizer, encoder_sequence_length=64,
-                 decoder_sequence_length=64, pad_to_multiple_of=None,
-                 **kwargs):
+    def __init__(
+        self,
+        tokenizer,
+        encoder_sequence_length=64,
+        decoder_sequence_length=64,
+        pad_to_multiple_of=None,
+        **kwargs,
+    ):
         super().__init__(
             tokenizer,
             encoder_sequence_length=encoder_sequence_length,
@@ -61,8 +66,10 @@ class TranslationPreprocessor(keras_hub.models.Seq2SeqLMPreprocessor):
             **kwargs,
         )
         if pad_to_multiple_of is not None and int(pad_to_multiple_of) < 1:
-            raise ValueError("pad_to_multiple_of must be a positive int or "
-                             f"None; got {pad_to_multiple_of}.")
+            raise ValueError(
+                "pad_to_multiple_of must be a positive int or "
+                f"None; got {pad_to_multiple_of}."
+            )
         self.pad_to_multiple_of = pad_to_multiple_of
 
     @classmethod
@@ -82,7 +89,8 @@ class TranslationPreprocessor(keras_hub.models.Seq2SeqLMPreprocessor):
                 )
             x = {"encoder_text": x, "decoder_text": y}
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(
-            super().call(x, **kwargs))
+            super().call(x, **kwargs)
+        )
         if self.pad_to_multiple_of:
             x, y, sample_weight = self._trim(x, y, sample_weight)
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
@@ -97,18 +105,26 @@ class TranslationPreprocessor(keras_hub.models.Seq2SeqLMPreprocessor):
             rounded = (longest + multiple - 1) // multiple * multiple
             return tf.minimum(tf.maximum(rounded, 1), limit)
 
-        source = length(x["encoder_padding_mask"],
-                        tf.shape(x["encoder_padding_mask"])[-1])
-        target = length(x["decoder_padding_mask"],
-                        tf.shape(x["decoder_padding_mask"])[-1])
-        x = {key: value[..., :source] if key.startswith("encoder")
-             else value[..., :target] for key, value in x.items()}
+        source = length(
+            x["encoder_padding_mask"], tf.shape(x["encoder_padding_mask"])[-1]
+        )
+        target = length(
+            x["decoder_padding_mask"], tf.shape(x["decoder_padding_mask"])[-1]
+        )
+        x = {
+            key: value[..., :source]
+            if key.startswith("encoder")
+            else value[..., :target]
+            for key, value in x.items()
+        }
         return x, y[..., :target], sample_weight[..., :target]
 
     def get_config(self):
         # keras-hub's Seq2SeqLMPreprocessor leaves its sequence lengths out
         # of its config; a loaded model must keep them.
-        return {**super().get_config(),
-                "encoder_sequence_length": self.encoder_sequence_length,
-                "decoder_sequence_length": self.decoder_sequence_length,
-                "pad_to_multiple_of": self.pad_to_multiple_of}
+        return {
+            **super().get_config(),
+            "encoder_sequence_length": self.encoder_sequence_length,
+            "decoder_sequence_length": self.decoder_sequence_length,
+            "pad_to_multiple_of": self.pad_to_multiple_of,
+        }

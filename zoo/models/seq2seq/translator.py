@@ -18,14 +18,10 @@ import keras_hub
 import numpy as np
 from keras import ops
 
-from zoo.data.text import fit_dataset
-from zoo.data.text import texts_of
-from zoo.models.arguments import check_model_kwargs
-from zoo.models.arguments import check_vocabulary_fits
+from zoo.data.text import fit_dataset, texts_of
+from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.decoding import EncoderDecoderGeneration
-from zoo.models.generation import GenerationMixin
-from zoo.models.generation import finish_rows
-from zoo.models.generation import resolve_sampler
+from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
@@ -34,9 +30,13 @@ from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(KeepsWeightsOnError, GenerationMixin,
-                 EncoderDecoderGeneration, PortableCompileConfig,
-                 keras_hub.models.Seq2SeqLM):
+class Translator(
+    KeepsWeightsOnError,
+    GenerationMixin,
+    EncoderDecoderGeneration,
+    PortableCompileConfig,
+    keras_hub.models.Seq2SeqLM,
+):
     """Sequence-to-sequence translation: a backbone, a preprocessor, and
     generation from raw strings.
 
@@ -70,7 +70,8 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
         check_vocabulary_fits(self, backbone.vocabulary_size)
         self._init_generation()
         self.logits_dtype = keras.layers.Activation(
-            "linear", dtype="float32", name="logits")
+            "linear", dtype="float32", name="logits"
+        )
         inputs = backbone.input
         hidden = backbone(inputs)["decoder_sequence_output"]
         logits = self.logits_dtype(backbone.token_logits(hidden))
@@ -81,20 +82,34 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
     def from_preset(cls, preset, preprocessor, **kwargs):
         """A fresh translator of the preset's architecture for
         `preprocessor`'s vocabulary (`backbone_` arguments override)."""
-        overrides = {k[len("backbone_"):]: kwargs.pop(k)
-                     for k in list(kwargs) if k.startswith("backbone_")}
-        overrides.setdefault("encoder_sequence_length",
-                             preprocessor.encoder_sequence_length)
-        overrides.setdefault("decoder_sequence_length",
-                             preprocessor.decoder_sequence_length)
+        overrides = {
+            k[len("backbone_") :]: kwargs.pop(k)
+            for k in list(kwargs)
+            if k.startswith("backbone_")
+        }
+        overrides.setdefault(
+            "encoder_sequence_length", preprocessor.encoder_sequence_length
+        )
+        overrides.setdefault(
+            "decoder_sequence_length", preprocessor.decoder_sequence_length
+        )
         backbone = Seq2SeqBackbone.from_preset(
-            preset, vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            **overrides)
+            preset,
+            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
+            **overrides,
+        )
         return cls(backbone, preprocessor, **kwargs)
 
-    def compile(self, optimizer="auto", loss="auto", *,
-                weighted_metrics="auto", sampler="greedy",
-                label_smoothing=0.1, **kwargs):
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        *,
+        weighted_metrics="auto",
+        sampler="greedy",
+        label_smoothing=0.1,
+        **kwargs,
+    ):
         """keras-hub's `Seq2SeqLM.compile`; `loss="auto"` is the
         cross-entropy with `label_smoothing`, averaged over the real target
         tokens (keras-hub's divides by every position, padding included, so
@@ -104,34 +119,60 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
             optimizer = keras.optimizers.Adam(5e-4)
         if loss == "auto":  # per real target token, padding left out
             loss = SparseCategoricalCrossentropyWithSmoothing(
-                label_smoothing, from_logits=True,
-                reduction="mean_with_sample_weight")
-        super().compile(optimizer=optimizer, loss=loss,
-                        weighted_metrics=weighted_metrics,
-                        sampler=resolve_sampler(sampler),
-                        **kwargs)
+                label_smoothing,
+                from_logits=True,
+                reduction="mean_with_sample_weight",
+            )
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            weighted_metrics=weighted_metrics,
+            sampler=resolve_sampler(sampler),
+            **kwargs,
+        )
         self._compiled_sampler_changed(kwargs.get("jit_compile", "auto"))
 
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, **kwargs):
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        sample_weight=None,
+        shuffle=True,
+        **kwargs,
+    ):
         """keras-hub's `fit` on `(sources, targets)` strings (or a dataset
         of them), arrays reshuffled every epoch. Every real target token
         weighs the same (`sample_weight` is refused: the preprocessor's
         padding weights would replace it)."""
         _refuse_sample_weight(sample_weight, "fit")
         x, y, sample_weight, batch_size = fit_dataset(
-            x, y, sample_weight, batch_size, shuffle)
-        return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=False,
-                           **kwargs)
+            x, y, sample_weight, batch_size, shuffle
+        )
+        return super().fit(
+            x,
+            y,
+            batch_size=batch_size,
+            sample_weight=sample_weight,
+            shuffle=False,
+            **kwargs,
+        )
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto",
-                 sample_weight=None, **kwargs):
+    def evaluate(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        verbose="auto",
+        sample_weight=None,
+        **kwargs,
+    ):
         """keras-hub's `evaluate`; every real target token weighs the same
         (`sample_weight` is refused, as in `fit`)."""
         _refuse_sample_weight(sample_weight, "evaluate")
-        return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
-                                **kwargs)
+        return super().evaluate(
+            x, y, batch_size=batch_size, verbose=verbose, **kwargs
+        )
 
     def predict(self, x, *args, **kwargs):
         """Keras' `predict`: next-token logits of target sentences given
@@ -141,9 +182,10 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
         if isinstance(x, (str, bytes, list, tuple, np.ndarray)):
             raise ValueError(
                 "Translator.predict() reads sources with their target "
-                "sentences (teacher forcing): pass {\"encoder_text\": ..., "
-                "\"decoder_text\": ...}. To translate sentences, call "
-                "generate(sentences).")
+                'sentences (teacher forcing): pass {"encoder_text": ..., '
+                '"decoder_text": ...}. To translate sentences, call '
+                "generate(sentences)."
+            )
         return super().predict(x, *args, **kwargs)
 
     # --- Compiled generation ------------------------------------------------
@@ -157,33 +199,61 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
         # arrays), so a compiled decoding step converts nothing.
         source_ids = ops.convert_to_tensor(inputs["encoder_token_ids"])
         source_mask = ops.convert_to_tensor(inputs["encoder_padding_mask"])
-        target_ids, target_mask = (inputs["decoder_token_ids"],
-                                   inputs["decoder_padding_mask"])
+        target_ids, target_mask = (
+            inputs["decoder_token_ids"],
+            inputs["decoder_padding_mask"],
+        )
         if self.generation_mode == "cache":
-            encoder_output = backbone.encode(source_ids, source_mask,
-                                             check_ids=False)
-            return {"decoder_token_ids": self.decode_with_cache(
-                encoder_output, source_mask, target_ids, target_mask,
-                stop_token_ids)}
+            encoder_output = backbone.encode(
+                source_ids, source_mask, check_ids=False
+            )
+            return {
+                "decoder_token_ids": self.decode_with_cache(
+                    encoder_output,
+                    source_mask,
+                    target_ids,
+                    target_mask,
+                    stop_token_ids,
+                )
+            }
 
         def next(prompt, cache, index):
             ids, mask = cache
-            features = backbone({
-                "encoder_token_ids": ids, "encoder_padding_mask": mask,
-                "decoder_token_ids": prompt,
-                "decoder_padding_mask": ops.ones_like(prompt)})
-            hidden = ops.take(features["decoder_sequence_output"],
-                              index - 1, axis=1)
+            features = backbone(
+                {
+                    "encoder_token_ids": ids,
+                    "encoder_padding_mask": mask,
+                    "decoder_token_ids": prompt,
+                    "decoder_padding_mask": ops.ones_like(prompt),
+                }
+            )
+            hidden = ops.take(
+                features["decoder_sequence_output"], index - 1, axis=1
+            )
             logits = backbone.token_logits(hidden)
             return ops.cast(logits, "float32"), hidden, cache
 
         token_ids = self.sampler(
-            next=next, prompt=target_ids, cache=(source_ids, source_mask),
-            index=1, mask=target_mask, stop_token_ids=stop_token_ids, model=self)
+            next=next,
+            prompt=target_ids,
+            cache=(source_ids, source_mask),
+            index=1,
+            mask=target_mask,
+            stop_token_ids=stop_token_ids,
+            model=self,
+        )
         return {"decoder_token_ids": token_ids}
 
-    def generate(self, inputs, max_length=None, sampler=None, temperature=1.0,
-                 seed=None, use_cache=True, **sampler_options):
+    def generate(
+        self,
+        inputs,
+        max_length=None,
+        sampler=None,
+        temperature=1.0,
+        seed=None,
+        use_cache=True,
+        **sampler_options,
+    ):
         """Translates each source sentence.
 
         Args:
@@ -206,14 +276,18 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
                 length is truncated, with a warning.
         """
         if self.preprocessor is None:
-            raise ValueError("This Translator has no preprocessor, so it "
-                             "cannot read strings.")
+            raise ValueError(
+                "This Translator has no preprocessor, so it "
+                "cannot read strings."
+            )
         texts, scalar = texts_of(inputs, "generate", "sentence")
         limit = self.preprocessor.decoder_sequence_length
         max_length = limit if max_length is None else int(max_length)
         if not 2 <= max_length <= limit:
-            raise ValueError(f"max_length={max_length} must be in [2, {limit}]"
-                             ": the decoder's sequence length.")
+            raise ValueError(
+                f"max_length={max_length} must be in [2, {limit}]"
+                ": the decoder's sequence length."
+            )
         source = self._source_ids(texts)
         tokenizer = self.preprocessor.tokenizer
         target_ids = np.zeros((len(texts), max_length), "int32")
@@ -223,17 +297,31 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
         stops = (int(tokenizer.end_token_id),)
         self.select_sampler(sampler, temperature, seed, **sampler_options)
         outputs = self.run_generate_step(
-            {**source, "decoder_token_ids": target_ids,
-             "decoder_padding_mask": target_mask},
-            stops, "cache" if use_cache else "full")
-        rows, _ = finish_rows(outputs["decoder_token_ids"], [1] * len(texts),
-                              stops, max_length)
-        translations = [tokenizer.detokenize(
-            [int(i) for i in row[1:] if i not in (stops[0],
-                                                  tokenizer.pad_token_id)])
-            for row in rows]
-        translations = [t.decode("utf-8") if isinstance(t, bytes) else str(t)
-                        for t in translations]
+            {
+                **source,
+                "decoder_token_ids": target_ids,
+                "decoder_padding_mask": target_mask,
+            },
+            stops,
+            "cache" if use_cache else "full",
+        )
+        rows, _ = finish_rows(
+            outputs["decoder_token_ids"], [1] * len(texts), stops, max_length
+        )
+        translations = [
+            tokenizer.detokenize(
+                [
+                    int(i)
+                    for i in row[1:]
+                    if i not in (stops[0], tokenizer.pad_token_id)
+                ]
+            )
+            for row in rows
+        ]
+        translations = [
+            t.decode("utf-8") if isinstance(t, bytes) else str(t)
+            for t in translations
+        ]
         return translations[0] if scalar else translations
 
     def _source_ids(self, texts):
@@ -246,19 +334,25 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
             if count == 0:
                 raise ValueError(
                     f"Source sentence {i} is empty"
-                    + (" (blank)." if text else "."))
+                    + (" (blank)." if text else ".")
+                )
             if count + 2 > length:
                 warnings.warn(
                     f"A source sentence has {count} tokens; the encoder "
                     f"reads {length - 2} (with <s> and </s>), so it is "
-                    "truncated.", stacklevel=3)
+                    "truncated.",
+                    stacklevel=3,
+                )
         packed = self.preprocessor.generate_preprocess(
-            {"encoder_text": texts, "decoder_text": [""] * len(texts)})
+            {"encoder_text": texts, "decoder_text": [""] * len(texts)}
+        )
         return {
-            "encoder_token_ids": np.asarray(ops.convert_to_numpy(
-                packed["encoder_token_ids"]), "int32"),
-            "encoder_padding_mask": np.asarray(ops.convert_to_numpy(
-                packed["encoder_padding_mask"])).astype(bool),
+            "encoder_token_ids": np.asarray(
+                ops.convert_to_numpy(packed["encoder_token_ids"]), "int32"
+            ),
+            "encoder_padding_mask": np.asarray(
+                ops.convert_to_numpy(packed["encoder_padding_mask"])
+            ).astype(bool),
         }
 
     # --- Attention pictures -------------------------------------------------
@@ -283,42 +377,53 @@ class Translator(KeepsWeightsOnError, GenerationMixin,
             TypeError, ValueError: `source` or `target` is not one string.
         """
         source = _one_sentence(source, "source")
-        target = (self.generate(source) if target is None
-                  else _one_sentence(target, "target"))
+        target = (
+            self.generate(source)
+            if target is None
+            else _one_sentence(target, "target")
+        )
         tokenizer = self.preprocessor.tokenizer
         source_ids = self._source_ids([source])
         real = int(source_ids["encoder_padding_mask"][0].sum())
         length = self.preprocessor.decoder_sequence_length
-        pieces_of_target = [int(i) for i in np.asarray(
-            tokenizer.tokenize(target)).reshape(-1)]
+        pieces_of_target = [
+            int(i) for i in np.asarray(tokenizer.tokenize(target)).reshape(-1)
+        ]
         # Row t is the decoder step that reads token t (from <s>) and
         # predicts token t + 1, so it is labelled with what it predicts.
         end = getattr(tokenizer, "end_token_id", None)
-        predicted = (pieces_of_target + ([] if end is None else [end]))[
-            :length]
-        target_ids = np.asarray([tokenizer.start_token_id]
-                                + pieces_of_target, "int32")[:len(predicted)]
+        predicted = (pieces_of_target + ([] if end is None else [end]))[:length]
+        target_ids = np.asarray(
+            [tokenizer.start_token_id] + pieces_of_target, "int32"
+        )[: len(predicted)]
         weights = self.backbone.cross_attention(
             source_ids["encoder_token_ids"],
-            source_ids["encoder_padding_mask"], target_ids[None])
-        weights = np.asarray(ops.convert_to_numpy(ops.cast(
-            weights, "float32")))[0, :, :, :, :real]
+            source_ids["encoder_padding_mask"],
+            target_ids[None],
+        )
+        weights = np.asarray(
+            ops.convert_to_numpy(ops.cast(weights, "float32"))
+        )[0, :, :, :, :real]
         ids = source_ids["encoder_token_ids"][0, :real]
 
         def pieces(ids):
             return [tokenizer.id_to_token(int(i)) for i in ids]
 
-        return {"source_tokens": pieces(ids),
-                "target_tokens": pieces(predicted),
-                "weights": weights, "mean": weights.mean(axis=(0, 1))}
+        return {
+            "source_tokens": pieces(ids),
+            "target_tokens": pieces(predicted),
+            "weights": weights,
+            "mean": weights.mean(axis=(0, 1)),
+        }
 
 
 def _one_sentence(text, name):
     """`text`, a single sentence, as `str` (`alignments` reads one pair)."""
     texts, _ = texts_of(text, "alignments", f"{name} sentence")
     if len(texts) != 1:
-        raise ValueError(f"alignments() reads one {name} sentence; got "
-                         f"{len(texts)}.")
+        raise ValueError(
+            f"alignments() reads one {name} sentence; got {len(texts)}."
+        )
     return texts[0]
 
 
@@ -328,4 +433,5 @@ def _refuse_sample_weight(sample_weight, method):
             f"Translator.{method}() weighs every real target token the same "
             "and cannot take sample_weight (the preprocessor's padding "
             "weights would replace it silently): leave it out, or repeat "
-            "or drop sentence pairs instead.")
+            "or drop sentence pairs instead."
+        )

@@ -11,8 +11,6 @@ from zoo.models.portable import PortableCompileConfig
 from zoo.models.raw_text import RawTextMixin
 from zoo.models.text_classifier.text_classifier_backbones import (
     TextClassifierBackbone,
-)
-from zoo.models.text_classifier.text_classifier_backbones import (
     attention_model,
 )
 from zoo.models.text_classifier.text_classifier_preprocessor import (
@@ -22,8 +20,12 @@ from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
-                     keras_hub.models.Task):
+class TextClassifier(
+    KeepsWeightsOnError,
+    RawTextMixin,
+    PortableCompileConfig,
+    keras_hub.models.Task,
+):
     """Raw text in, class probabilities out: preprocessor, backbone, head.
 
     A keras-hub `Task`: `fit`, `evaluate` and `predict` run the preprocessor
@@ -63,8 +65,9 @@ class TextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
     backbone_cls = TextClassifierBackbone
     preprocessor_cls = TextClassifierPreprocessor
 
-    def __init__(self, backbone, preprocessor=None, num_classes=1,
-                 dropout=0.3, **kwargs):
+    def __init__(
+        self, backbone, preprocessor=None, num_classes=1, dropout=0.3, **kwargs
+    ):
         num_classes = int(num_classes)
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1; got {num_classes}.")
@@ -100,10 +103,14 @@ class TextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
         the backbone's vocabulary (and positions) follow it. Arguments
         starting with `backbone_` override the backbone's, the others the
         task's."""
-        overrides = {k[len("backbone_"):]: kwargs.pop(k)
-                     for k in list(kwargs) if k.startswith("backbone_")}
+        overrides = {
+            k[len("backbone_") :]: kwargs.pop(k)
+            for k in list(kwargs)
+            if k.startswith("backbone_")
+        }
         if PRESETS.part(preset, "backbone")["class"] == (
-                "TransformerEncoderBackbone"):
+            "TransformerEncoderBackbone"
+        ):
             overrides.setdefault("sequence_length", preprocessor.output_length)
         backbone = TextClassifierBackbone.from_preset(
             preset, vocabulary_size=preprocessor.vocabulary_size, **overrides
@@ -111,13 +118,17 @@ class TextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
         task = {**PRESETS.part(preset, "task"), **kwargs}
         return cls(backbone, preprocessor, **task)
 
-    def compile(self, optimizer="adam", loss="auto", metrics=("accuracy",),
-                **kwargs):
+    def compile(
+        self, optimizer="adam", loss="auto", metrics=("accuracy",), **kwargs
+    ):
         """Keras' `compile`; `loss="auto"` is binary cross-entropy for one
         class and sparse categorical cross-entropy for more."""
         if loss == "auto":
-            loss = ("binary_crossentropy" if self.num_classes == 1
-                    else "sparse_categorical_crossentropy")
+            loss = (
+                "binary_crossentropy"
+                if self.num_classes == 1
+                else "sparse_categorical_crossentropy"
+            )
         metrics = None if metrics is None else list(metrics)
         super().compile(
             optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
@@ -126,7 +137,9 @@ class TextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
     def attention_weights(self, texts, batch_size=64):
         """Attention weights `(n, seq)` and word ids `(n, seq)` for `texts`;
         `(None, ids)` for a backbone without attention pooling."""
-        token_ids = self.preprocessor(list(text_batch(texts, "attention_weights")))
+        token_ids = self.preprocessor(
+            list(text_batch(texts, "attention_weights"))
+        )
         token_ids = keras.ops.convert_to_numpy(token_ids)
         model = attention_model(self.backbone)
         if model is None:
@@ -136,6 +149,7 @@ class TextClassifier(KeepsWeightsOnError, RawTextMixin, PortableCompileConfig,
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes,
-                       "dropout": self.dropout})
+        config.update(
+            {"num_classes": self.num_classes, "dropout": self.dropout}
+        )
         return config

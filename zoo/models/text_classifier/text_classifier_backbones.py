@@ -22,13 +22,15 @@ the task, `TextClassifier`. Attention backbones call their pooling layer
 import keras
 import keras_hub
 
-from zoo.layers import AttentionPooling
-from zoo.layers import PackedBidirectional
-from zoo.layers import PositionalEmbedding
-from zoo.layers import RandomTokenWindow
-from zoo.layers import TokenEmbedding
-from zoo.layers import TransformerEncoder
-from zoo.layers import WordDropout
+from zoo.layers import (
+    AttentionPooling,
+    PackedBidirectional,
+    PositionalEmbedding,
+    RandomTokenWindow,
+    TokenEmbedding,
+    TransformerEncoder,
+    WordDropout,
+)
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
@@ -50,18 +52,31 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     Subclasses build the rest in their `__init__`.
     """
 
-    def _stem(self, token_ids, vocabulary_size, embedding_dim, dropout,
-              word_dropout, train_window, embeddings_initializer,
-              embedding_dtype, dtype, sequence_length=None,
-              positions="learned"):
+    def _stem(
+        self,
+        token_ids,
+        vocabulary_size,
+        embedding_dim,
+        dropout,
+        word_dropout,
+        train_window,
+        embeddings_initializer,
+        embedding_dtype,
+        dtype,
+        sequence_length=None,
+        positions="learned",
+    ):
         """The word-id stem; token + position embeddings when
         `sequence_length` is given. Records the stem's config."""
         self._zoo_config = dict(
-            vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
-            dropout=dropout, word_dropout=word_dropout,
+            vocabulary_size=vocabulary_size,
+            embedding_dim=embedding_dim,
+            dropout=dropout,
+            word_dropout=word_dropout,
             train_window=train_window,
             embeddings_initializer=keras.initializers.serialize(
-                keras.initializers.get(embeddings_initializer)),
+                keras.initializers.get(embeddings_initializer)
+            ),
             embedding_dtype=embedding_dtype,
         )
         x = token_ids
@@ -78,15 +93,22 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         initializer = keras.initializers.get(embeddings_initializer)
         if sequence_length is None:
             self.embedding = TokenEmbedding(
-                vocabulary_size, embedding_dim, mask_zero=True,
+                vocabulary_size,
+                embedding_dim,
+                mask_zero=True,
                 embeddings_initializer=initializer,
-                dtype=embedding_dtype or dtype, name="embedding",
+                dtype=embedding_dtype or dtype,
+                name="embedding",
             )
         else:
             self.embedding = PositionalEmbedding(
-                vocabulary_size, sequence_length, embedding_dim,
-                positions=positions, embeddings_initializer=initializer,
-                dtype=embedding_dtype or dtype, name="embedding",
+                vocabulary_size,
+                sequence_length,
+                embedding_dim,
+                positions=positions,
+                embeddings_initializer=initializer,
+                dtype=embedding_dtype or dtype,
+                name="embedding",
             )
         self.embedding_dropout = keras.layers.Dropout(
             dropout, dtype=dtype, name="embedding_dropout"
@@ -102,8 +124,9 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         )
         return self.pooling
 
-    def _finish(self, token_ids, sequence_output, pooled_output, dtype,
-                config, **kwargs):
+    def _finish(
+        self, token_ids, sequence_output, pooled_output, dtype, config, **kwargs
+    ):
         """The functional model; `config` (the architecture's own
         arguments) joins the stem's in `get_config`."""
         check_model_kwargs(self, kwargs)
@@ -177,14 +200,30 @@ class MeanPoolingBackbone(TextClassifierBackbone):
     (1, 64)
     """
 
-    def __init__(self, vocabulary_size, embedding_dim=64, dropout=0.3,
-                 word_dropout=0.0, train_window=None,
-                 embeddings_initializer="uniform", embedding_dtype=None,
-                 dtype=None, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=64,
+        dropout=0.3,
+        word_dropout=0.0,
+        train_window=None,
+        embeddings_initializer="uniform",
+        embedding_dtype=None,
+        dtype=None,
+        **kwargs,
+    ):
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
-                       word_dropout, train_window, embeddings_initializer,
-                       embedding_dtype, dtype)
+        x = self._stem(
+            token_ids,
+            vocabulary_size,
+            embedding_dim,
+            dropout,
+            word_dropout,
+            train_window,
+            embeddings_initializer,
+            embedding_dtype,
+            dtype,
+        )
         self.pooling = keras.layers.GlobalAveragePooling1D(
             dtype=dtype, name="mean_pooling"
         )
@@ -232,15 +271,34 @@ class AttentionPoolingBackbone(TextClassifierBackbone):
     (1, 4)
     """
 
-    def __init__(self, vocabulary_size, embedding_dim=64, dropout=0.3,
-                 word_dropout=0.0, train_window=None, query="learned",
-                 query_initializer=None, map_scale=QUERY_MAP_SCALE,
-                 entropy_weight=0.0, embeddings_initializer="uniform",
-                 embedding_dtype=None, dtype=None, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=64,
+        dropout=0.3,
+        word_dropout=0.0,
+        train_window=None,
+        query="learned",
+        query_initializer=None,
+        map_scale=QUERY_MAP_SCALE,
+        entropy_weight=0.0,
+        embeddings_initializer="uniform",
+        embedding_dtype=None,
+        dtype=None,
+        **kwargs,
+    ):
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
-                       word_dropout, train_window, embeddings_initializer,
-                       embedding_dtype, dtype)
+        x = self._stem(
+            token_ids,
+            vocabulary_size,
+            embedding_dim,
+            dropout,
+            word_dropout,
+            train_window,
+            embeddings_initializer,
+            embedding_dtype,
+            dtype,
+        )
         if query == "computed":
             # Starts as the learned-query model: q = b, v(x_i) = x_i.
             options = dict(
@@ -260,10 +318,19 @@ class AttentionPoolingBackbone(TextClassifierBackbone):
         pooled, _ = self._attention_pooling(entropy_weight, dtype, **options)(
             x, return_attention_scores=True
         )
-        self._finish(token_ids, x, pooled, dtype, dict(
-            query=query, query_initializer=query_initializer,
-            map_scale=map_scale, entropy_weight=entropy_weight,
-        ), **kwargs)
+        self._finish(
+            token_ids,
+            x,
+            pooled,
+            dtype,
+            dict(
+                query=query,
+                query_initializer=query_initializer,
+                map_scale=map_scale,
+                entropy_weight=entropy_weight,
+            ),
+            **kwargs,
+        )
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -301,23 +368,42 @@ class RecurrentAttentionBackbone(TextClassifierBackbone):
     (1, 128)
     """
 
-    def __init__(self, vocabulary_size, embedding_dim=64, dropout=0.3,
-                 word_dropout=0.0, train_window=None, rnn_units=64,
-                 rnn_cell="gru", rnn_skip=False, query_initializer=None,
-                 entropy_weight=0.0, embeddings_initializer=None,
-                 embedding_dtype=None, dtype=None, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=64,
+        dropout=0.3,
+        word_dropout=0.0,
+        train_window=None,
+        rnn_units=64,
+        rnn_cell="gru",
+        rnn_skip=False,
+        query_initializer=None,
+        entropy_weight=0.0,
+        embeddings_initializer=None,
+        embedding_dtype=None,
+        dtype=None,
+        **kwargs,
+    ):
         if embeddings_initializer is None:
-            embeddings_initializer = keras.initializers.RandomNormal(
-                stddev=1.0)
+            embeddings_initializer = keras.initializers.RandomNormal(stddev=1.0)
         cells = {"gru": keras.layers.GRU, "lstm": keras.layers.LSTM}
         if rnn_cell not in cells:
             raise ValueError(
                 f"rnn_cell must be 'gru' or 'lstm'; got {rnn_cell!r}."
             )
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
-                       word_dropout, train_window, embeddings_initializer,
-                       embedding_dtype, dtype)
+        x = self._stem(
+            token_ids,
+            vocabulary_size,
+            embedding_dim,
+            dropout,
+            word_dropout,
+            train_window,
+            embeddings_initializer,
+            embedding_dtype,
+            dtype,
+        )
         self.rnn = PackedBidirectional(
             cells[rnn_cell](rnn_units, return_sequences=True, dtype=dtype),
             dtype=dtype,
@@ -331,11 +417,20 @@ class RecurrentAttentionBackbone(TextClassifierBackbone):
         pooled, _ = self._attention_pooling(
             entropy_weight, dtype, query_initializer=query_initializer
         )(states, return_attention_scores=True)
-        self._finish(token_ids, states, pooled, dtype, dict(
-            rnn_units=rnn_units, rnn_cell=rnn_cell, rnn_skip=rnn_skip,
-            query_initializer=query_initializer,
-            entropy_weight=entropy_weight,
-        ), **kwargs)
+        self._finish(
+            token_ids,
+            states,
+            pooled,
+            dtype,
+            dict(
+                rnn_units=rnn_units,
+                rnn_cell=rnn_cell,
+                rnn_skip=rnn_skip,
+                query_initializer=query_initializer,
+                entropy_weight=entropy_weight,
+            ),
+            **kwargs,
+        )
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -368,17 +463,40 @@ class TransformerEncoderBackbone(TextClassifierBackbone):
     (1, 4, 64)
     """
 
-    def __init__(self, vocabulary_size, sequence_length, embedding_dim=64,
-                 num_layers=2, num_heads=4, intermediate_dim=128,
-                 positions="learned", norm_first=False, dropout=0.3,
-                 word_dropout=0.0, train_window=None, query_initializer=None,
-                 entropy_weight=0.0, embeddings_initializer="uniform",
-                 embedding_dtype=None, dtype=None, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        embedding_dim=64,
+        num_layers=2,
+        num_heads=4,
+        intermediate_dim=128,
+        positions="learned",
+        norm_first=False,
+        dropout=0.3,
+        word_dropout=0.0,
+        train_window=None,
+        query_initializer=None,
+        entropy_weight=0.0,
+        embeddings_initializer="uniform",
+        embedding_dtype=None,
+        dtype=None,
+        **kwargs,
+    ):
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        x = self._stem(token_ids, vocabulary_size, embedding_dim, dropout,
-                       word_dropout, train_window, embeddings_initializer,
-                       embedding_dtype, dtype,
-                       sequence_length=sequence_length, positions=positions)
+        x = self._stem(
+            token_ids,
+            vocabulary_size,
+            embedding_dim,
+            dropout,
+            word_dropout,
+            train_window,
+            embeddings_initializer,
+            embedding_dtype,
+            dtype,
+            sequence_length=sequence_length,
+            positions=positions,
+        )
         self.encoder_layers = [
             TransformerEncoder(
                 num_heads,
@@ -395,19 +513,33 @@ class TransformerEncoderBackbone(TextClassifierBackbone):
         pooled, _ = self._attention_pooling(
             entropy_weight, dtype, query_initializer=query_initializer
         )(x, return_attention_scores=True)
-        self._finish(token_ids, x, pooled, dtype, dict(
-            sequence_length=sequence_length, num_layers=num_layers,
-            num_heads=num_heads, intermediate_dim=intermediate_dim,
-            positions=positions, norm_first=norm_first,
-            query_initializer=query_initializer,
-            entropy_weight=entropy_weight,
-        ), **kwargs)
+        self._finish(
+            token_ids,
+            x,
+            pooled,
+            dtype,
+            dict(
+                sequence_length=sequence_length,
+                num_layers=num_layers,
+                num_heads=num_heads,
+                intermediate_dim=intermediate_dim,
+                positions=positions,
+                norm_first=norm_first,
+                query_initializer=query_initializer,
+                entropy_weight=entropy_weight,
+            ),
+            **kwargs,
+        )
 
 
 BACKBONES = {
     cls.__name__: cls
-    for cls in (MeanPoolingBackbone, AttentionPoolingBackbone,
-                RecurrentAttentionBackbone, TransformerEncoderBackbone)
+    for cls in (
+        MeanPoolingBackbone,
+        AttentionPoolingBackbone,
+        RecurrentAttentionBackbone,
+        TransformerEncoderBackbone,
+    )
 }
 
 

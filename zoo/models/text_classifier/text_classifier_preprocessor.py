@@ -15,9 +15,8 @@ import string
 
 import keras
 import keras_hub
-from zoo._tensorflow import is_dataset
-from zoo._tensorflow import tf
 
+from zoo._tensorflow import is_dataset, tf
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 _PUNCTUATION = "[" + re.escape(string.punctuation) + "]"
@@ -72,8 +71,14 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
     (1, 8)
     """
 
-    def __init__(self, max_tokens=20000, sequence_length=256, vocabulary=None,
-                 ngrams=1, **kwargs):
+    def __init__(
+        self,
+        max_tokens=20000,
+        sequence_length=256,
+        vocabulary=None,
+        ngrams=1,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.max_tokens = int(max_tokens)
         self.sequence_length = int(sequence_length)
@@ -82,7 +87,8 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
             raise ValueError(f"ngrams must be >= 1, got {ngrams}.")
         if self.sequence_length < 1:
             raise ValueError(
-                f"sequence_length must be >= 1, got {sequence_length}.")
+                f"sequence_length must be >= 1, got {sequence_length}."
+            )
         # Every n in 1..ngrams adds (sequence_length - n + 1) positions.
         self.output_length = sum(
             max(self.sequence_length - n + 1, 0)

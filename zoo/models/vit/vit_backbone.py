@@ -13,10 +13,12 @@ import keras
 import keras_hub
 from keras import ops
 
-from zoo.layers import ClassToken
-from zoo.layers import LearnedPositionEmbedding
-from zoo.layers import PatchEmbedding
-from zoo.layers import TransformerEncoder
+from zoo.layers import (
+    ClassToken,
+    LearnedPositionEmbedding,
+    PatchEmbedding,
+    TransformerEncoder,
+)
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.vit.vit_presets import PRESETS
@@ -90,43 +92,60 @@ class ViTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         if height % patch_size or width % patch_size:
             raise ValueError(
                 f"image_size {height}x{width} is not divisible by the patch "
-                f"size {patch_size}.")
+                f"size {patch_size}."
+            )
         if hidden_dim % num_heads:
-            raise ValueError(f"hidden_dim={hidden_dim} must be divisible by "
-                             f"num_heads={num_heads}.")
+            raise ValueError(
+                f"hidden_dim={hidden_dim} must be divisible by "
+                f"num_heads={num_heads}."
+            )
         if not 0.0 <= drop_path_rate < 1.0:
-            raise ValueError(f"drop_path_rate must be in [0, 1); got "
-                             f"{drop_path_rate}.")
+            raise ValueError(
+                f"drop_path_rate must be in [0, 1); got {drop_path_rate}."
+            )
         if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}; got "
-                             f"{pooling!r}.")
+            raise ValueError(
+                f"pooling must be one of {POOLINGS}; got {pooling!r}."
+            )
         grid = (height // patch_size, width // patch_size)
         num_tokens = grid[0] * grid[1] + (pooling == "class_token")
 
         # === Layers ===
         self.patch_embedding = PatchEmbedding(
-            patch_size, hidden_dim, dtype=dtype, name="patch_embedding")
-        self.class_token = ClassToken(dtype=dtype, name="class_token") if (
-            pooling == "class_token") else None
+            patch_size, hidden_dim, dtype=dtype, name="patch_embedding"
+        )
+        self.class_token = (
+            ClassToken(dtype=dtype, name="class_token")
+            if (pooling == "class_token")
+            else None
+        )
         self.position_embedding = LearnedPositionEmbedding(
             num_tokens,
             initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            dtype=dtype, name="position_embedding")
+            dtype=dtype,
+            name="position_embedding",
+        )
         self.embeddings_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="embeddings_dropout")
+            dropout, dtype=dtype, name="embeddings_dropout"
+        )
         self.transformer_layers = [
             TransformerEncoder(
-                num_heads=num_heads, intermediate_dim=intermediate_dim,
-                dropout=dropout, attention_dropout=attention_dropout,
-                activation="gelu", norm_first=True,
+                num_heads=num_heads,
+                intermediate_dim=intermediate_dim,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                activation="gelu",
+                norm_first=True,
                 layer_norm_epsilon=layer_norm_epsilon,
                 drop_path_rate=drop_path_rate * i / max(num_layers - 1, 1),
                 dtype=dtype,
-                name=f"transformer_layer_{i}")
+                name=f"transformer_layer_{i}",
+            )
             for i in range(num_layers)
         ]
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm")
+            epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm"
+        )
 
         # === Functional model ===
         images = keras.Input((height, width, num_channels), name="images")
@@ -140,8 +159,10 @@ class ViTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             pooled_output = ops.mean(sequence_output, axis=1)
         super().__init__(
             inputs=images,
-            outputs={"sequence_output": sequence_output,
-                     "pooled_output": pooled_output},
+            outputs={
+                "sequence_output": sequence_output,
+                "pooled_output": pooled_output,
+            },
             dtype=dtype,
             **kwargs,
         )
@@ -159,7 +180,8 @@ class ViTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         self.pooling = pooling
         self.layer_norm_epsilon = layer_norm_epsilon
         self.attention_dropout = (
-            dropout if attention_dropout is None else attention_dropout)
+            dropout if attention_dropout is None else attention_dropout
+        )
         self.grid_size = grid
 
     def embed(self, images):
@@ -197,20 +219,22 @@ class ViTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "image_size": list(self.image_size),
-            "num_channels": self.num_channels,
-            "patch_size": self.patch_size,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "hidden_dim": self.hidden_dim,
-            "intermediate_dim": self.intermediate_dim,
-            "dropout": self.dropout,
-            "drop_path_rate": self.drop_path_rate,
-            "pooling": self.pooling,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "attention_dropout": self.attention_dropout,
-        })
+        config.update(
+            {
+                "image_size": list(self.image_size),
+                "num_channels": self.num_channels,
+                "patch_size": self.patch_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "drop_path_rate": self.drop_path_rate,
+                "pooling": self.pooling,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
+            }
+        )
         return config
 
 

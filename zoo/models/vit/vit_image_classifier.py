@@ -3,20 +3,19 @@
 import keras
 import keras_hub
 
-from zoo.data.text import fit_dataset
-from zoo.data.text import split_validation_arrays
+from zoo.data.text import fit_dataset, split_validation_arrays
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
-from zoo.models.vit.vit_backbone import ViTBackbone
-from zoo.models.vit.vit_backbone import attention_rollout
+from zoo.models.vit.vit_backbone import ViTBackbone, attention_rollout
 from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
-                         keras_hub.models.Task):
+class ViTImageClassifier(
+    KeepsWeightsOnError, PortableCompileConfig, keras_hub.models.Task
+):
     """Raw images in, class probabilities out: preprocessor, `ViTBackbone`,
     dropout and a dense softmax head on the pooled vector.
 
@@ -46,8 +45,9 @@ class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
     backbone_cls = ViTBackbone
     preprocessor_cls = ViTImageClassifierPreprocessor
 
-    def __init__(self, backbone, preprocessor=None, num_classes=10,
-                 dropout=0.0, **kwargs):
+    def __init__(
+        self, backbone, preprocessor=None, num_classes=10, dropout=0.0, **kwargs
+    ):
         num_classes = int(num_classes)
         if num_classes < 2:
             raise ValueError(f"num_classes must be >= 2; got {num_classes}.")
@@ -56,10 +56,14 @@ class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
         self.backbone = backbone
         self.preprocessor = preprocessor
         self.output_dropout = keras.layers.Dropout(
-            dropout, dtype=backbone.dtype_policy, name="pooled_dropout")
+            dropout, dtype=backbone.dtype_policy, name="pooled_dropout"
+        )
         self.output_dense = keras.layers.Dense(
-            num_classes, activation="softmax", dtype="float32",
-            name="predictions")
+            num_classes,
+            activation="softmax",
+            dtype="float32",
+            name="predictions",
+        )
         inputs = backbone.input
         pooled = backbone(inputs)["pooled_output"]
         outputs = self.output_dense(self.output_dropout(pooled))
@@ -67,20 +71,30 @@ class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
     @classmethod
-    def from_preset(cls, preset, num_classes=10, preprocessor="auto",
-                    **kwargs):
+    def from_preset(cls, preset, num_classes=10, preprocessor="auto", **kwargs):
         """A fresh classifier of the preset (`zoo.models.vit.PRESETS`);
         `backbone_` arguments override the backbone's."""
-        overrides = {k[len("backbone_"):]: kwargs.pop(k)
-                     for k in list(kwargs) if k.startswith("backbone_")}
+        overrides = {
+            k[len("backbone_") :]: kwargs.pop(k)
+            for k in list(kwargs)
+            if k.startswith("backbone_")
+        }
         backbone = ViTBackbone.from_preset(preset, **overrides)
         if preprocessor == "auto":
             preprocessor = ViTImageClassifierPreprocessor(
-                backbone.image_size, backbone.num_channels)
+                backbone.image_size, backbone.num_channels
+            )
         return cls(backbone, preprocessor, num_classes=num_classes, **kwargs)
 
-    def compile(self, optimizer="auto", loss="auto", *, metrics="auto",
-                label_smoothing=0.0, **kwargs):
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        *,
+        metrics="auto",
+        label_smoothing=0.0,
+        **kwargs,
+    ):
         """Sparse categorical cross-entropy on the probabilities (with
         `label_smoothing`), accuracy, AdamW (1e-3, weight decay 0.05) by
         default."""
@@ -88,11 +102,13 @@ class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
             optimizer = keras.optimizers.AdamW(1e-3, weight_decay=0.05)
         if loss == "auto":
             loss = SparseCategoricalCrossentropyWithSmoothing(
-                label_smoothing, from_logits=False)
+                label_smoothing, from_logits=False
+            )
         if metrics == "auto":
             metrics = ["sparse_categorical_accuracy"]
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
-                        **kwargs)
+        super().compile(
+            optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
+        )
 
     # Raw images in: a bad batch is one clear error before tf.data sees it.
 
@@ -101,23 +117,39 @@ class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
             self.preprocessor.check_images(x)
         return x
 
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None,
-            shuffle=True, validation_split=None, validation_data=None,
-            **kwargs):
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        sample_weight=None,
+        shuffle=True,
+        validation_split=None,
+        validation_data=None,
+        **kwargs,
+    ):
         """keras-hub's `fit` on raw images (or a dataset of them), arrays
         reshuffled every epoch and `validation_split` held out as
         `keras.Model.fit` does; validation images are checked as the
         training ones are."""
         if validation_data is None:
             (x, y, sample_weight), validation_data = split_validation_arrays(
-                x, y, sample_weight, validation_split)
+                x, y, sample_weight, validation_split
+            )
         if isinstance(validation_data, (tuple, list)) and validation_data:
             self._checked(validation_data[0])
         x, y, sample_weight, batch_size = fit_dataset(
-            self._checked(x), y, sample_weight, batch_size, shuffle)
-        return super().fit(x, y, batch_size=batch_size,
-                           sample_weight=sample_weight, shuffle=False,
-                           validation_data=validation_data, **kwargs)
+            self._checked(x), y, sample_weight, batch_size, shuffle
+        )
+        return super().fit(
+            x,
+            y,
+            batch_size=batch_size,
+            sample_weight=sample_weight,
+            shuffle=False,
+            validation_data=validation_data,
+            **kwargs,
+        )
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         return super().evaluate(self._checked(x), y, *args, **kwargs)
@@ -130,18 +162,20 @@ class ViTImageClassifier(KeepsWeightsOnError, PortableCompileConfig,
         `(batch, grid_rows, grid_columns)` maps summing to 1 (images are raw,
         as `predict` takes them)."""
         if self.backbone.class_token is None:
-            raise ValueError("rollout reads the class token; this backbone "
-                             "pools by averaging.")
+            raise ValueError(
+                "rollout reads the class token; this backbone "
+                "pools by averaging."
+            )
         x = self.preprocessor(images) if self.preprocessor else images
-        maps = keras.ops.convert_to_numpy(attention_rollout(
-            self.backbone.attention_scores(x)))
+        maps = keras.ops.convert_to_numpy(
+            attention_rollout(self.backbone.attention_scores(x))
+        )
         maps = maps / maps.sum(-1, keepdims=True)
         return maps.reshape((-1,) + tuple(self.backbone.grid_size))
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes,
-                       "dropout": self.dropout})
+        config.update(
+            {"num_classes": self.num_classes, "dropout": self.dropout}
+        )
         return config
-
-

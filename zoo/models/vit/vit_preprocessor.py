@@ -10,15 +10,15 @@ grey channel for a colour model, resizes to the model's size (keras-hub's
 import keras
 import keras_hub
 import numpy as np
-from zoo._tensorflow import is_tf_tensor
-from zoo._tensorflow import tf
 
+from zoo._tensorflow import is_tf_tensor, tf
 from zoo.models.vit.vit_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ViTImageClassifierPreprocessor(
-        keras_hub.models.ImageClassifierPreprocessor):
+    keras_hub.models.ImageClassifierPreprocessor
+):
     """Raw images (and labels) -> `(batch, height, width, num_channels)`
     float images in [0, 1].
 
@@ -53,14 +53,19 @@ class ViTImageClassifierPreprocessor(
     (2, 28, 28, 1)
     """
 
-    def __init__(self, image_size=(28, 28), num_channels=1, scale=1 / 255,
-                 **kwargs):
+    def __init__(
+        self, image_size=(28, 28), num_channels=1, scale=1 / 255, **kwargs
+    ):
         kwargs.pop("image_converter", None)  # built from the arguments
         super().__init__(
             image_converter=keras_hub.layers.ImageConverter(
-                image_size=tuple(int(n) for n in image_size), scale=scale,
-                crop_to_aspect_ratio=False, name="image_converter"),
-            **kwargs)
+                image_size=tuple(int(n) for n in image_size),
+                scale=scale,
+                crop_to_aspect_ratio=False,
+                name="image_converter",
+            ),
+            **kwargs,
+        )
         # (`image_size` is keras-hub's property: the converter's.)
         self.num_channels = int(num_channels)
         self.scale = scale
@@ -80,8 +85,11 @@ class ViTImageClassifierPreprocessor(
         if not graph:
             images = np.asarray(keras.ops.convert_to_numpy(images))
         rank = len(images.shape)
-        if rank == 3 and images.shape[-1] in (1, 3, 4) \
-                and images.shape[-1] < (images.shape[-2] or 0):
+        if (
+            rank == 3
+            and images.shape[-1] in (1, 3, 4)
+            and images.shape[-1] < (images.shape[-2] or 0)
+        ):
             # A grey batch of 1-, 3- or 4-pixel-wide images is no image
             # batch; an (H, W, C) image without its batch axis is.
             raise ValueError(
@@ -89,24 +97,29 @@ class ViTImageClassifierPreprocessor(
                 f"width, channels) without a batch axis? Pass a batch, "
                 f"(1, {images.shape[0]}, {images.shape[1]}, "
                 f"{images.shape[2]}) (e.g. `images[None]`); grey images "
-                f"batch as (batch, height, width).")
+                f"batch as (batch, height, width)."
+            )
         if rank == 3:
-            images = (tf.expand_dims(images, -1) if graph
-                      else images[..., None])
+            images = tf.expand_dims(images, -1) if graph else images[..., None]
         elif rank != 4:
             raise ValueError(
                 f"expected a batch of images, (batch, height, width) or "
                 f"(batch, height, width, channels); got shape "
-                f"{tuple(images.shape)}.")
+                f"{tuple(images.shape)}."
+            )
         channels = images.shape[-1]
         if channels == self.num_channels:
             return images
         if channels == 1:
-            return (tf.repeat(images, self.num_channels, axis=-1) if graph
-                    else np.repeat(images, self.num_channels, axis=-1))
+            return (
+                tf.repeat(images, self.num_channels, axis=-1)
+                if graph
+                else np.repeat(images, self.num_channels, axis=-1)
+            )
         raise ValueError(
             f"images have {channels} channels; this model reads "
-            f"{self.num_channels}.")
+            f"{self.num_channels}."
+        )
 
     def _check_values(self, images):
         if is_tf_tensor(images):
@@ -119,15 +132,20 @@ class ViTImageClassifierPreprocessor(
             raise ValueError(
                 "images hold NaN or infinite pixel values (the first in "
                 f"image {int(where[0])}, row {int(where[1])}, column "
-                f"{int(where[2])}).")
-        if floating and self.scale is not None \
-                and abs(self.scale - 1 / 255) < 1e-12:
+                f"{int(where[2])})."
+            )
+        if (
+            floating
+            and self.scale is not None
+            and abs(self.scale - 1 / 255) < 1e-12
+        ):
             top = float(images.max())
             if 0.0 < top <= 1.0:
                 raise ValueError(
                     "these float images look scaled to [0, 1] already; the "
                     "model expects pixel values in [0, 255] (uint8 images, "
-                    "or floats before any scaling).")
+                    "or floats before any scaling)."
+                )
 
     def check_images(self, images):
         """The eager checks on an array of raw images (what `fit`, `predict`
@@ -148,7 +166,11 @@ class ViTImageClassifierPreprocessor(
     def get_config(self):
         config = super().get_config()
         config.pop("image_converter", None)
-        config.update({"image_size": list(self.image_converter.image_size),
-                       "num_channels": self.num_channels,
-                       "scale": self.scale})
+        config.update(
+            {
+                "image_size": list(self.image_converter.image_size),
+                "num_channels": self.num_channels,
+                "scale": self.scale,
+            }
+        )
         return config

@@ -3,31 +3,56 @@
 
 from zoo.models.presets import Presets
 
-PRESETS = Presets("vit", {
-    "mnist": {
-        "description": "28x28 grey images in 4x4 patches (49 + 1 tokens), "
-                       "6 pre-LN layers, 4 heads, 128 wide, MLP 256; sized "
-                       "for 2 CPU cores",
-        "backbone": dict(image_size=(28, 28), num_channels=1, patch_size=4,
-                         num_layers=6, num_heads=4, hidden_dim=128,
-                         intermediate_dim=256, dropout=0.1,
-                         pooling="class_token"),
+PRESETS = Presets(
+    "vit",
+    {
+        "mnist": {
+            "description": "28x28 grey images in 4x4 patches (49 + 1 tokens), "
+            "6 pre-LN layers, 4 heads, 128 wide, MLP 256; sized "
+            "for 2 CPU cores",
+            "backbone": dict(
+                image_size=(28, 28),
+                num_channels=1,
+                patch_size=4,
+                num_layers=6,
+                num_heads=4,
+                hidden_dim=128,
+                intermediate_dim=256,
+                dropout=0.1,
+                pooling="class_token",
+            ),
+        },
+        "cifar": {
+            "description": "32x32 colour images in 4x4 patches (64 + 1 tokens), "
+            "7 pre-LN layers, 12 heads, 384 wide, MLP 384 "
+            "(omihub777/ViT-CIFAR's size); for a GPU",
+            "backbone": dict(
+                image_size=(32, 32),
+                num_channels=3,
+                patch_size=4,
+                num_layers=7,
+                num_heads=12,
+                hidden_dim=384,
+                intermediate_dim=384,
+                dropout=0.0,
+                drop_path_rate=0.1,
+                pooling="class_token",
+            ),
+        },
+        "smoke": {
+            "description": "2 layers, 32 wide, 8x8 images: the same code path "
+            "in seconds",
+            "backbone": dict(
+                image_size=(8, 8),
+                num_channels=1,
+                patch_size=4,
+                num_layers=2,
+                num_heads=2,
+                hidden_dim=32,
+                intermediate_dim=64,
+                dropout=0.0,
+                pooling="class_token",
+            ),
+        },
     },
-    "cifar": {
-        "description": "32x32 colour images in 4x4 patches (64 + 1 tokens), "
-                       "7 pre-LN layers, 12 heads, 384 wide, MLP 384 "
-                       "(omihub777/ViT-CIFAR's size); for a GPU",
-        "backbone": dict(image_size=(32, 32), num_channels=3, patch_size=4,
-                         num_layers=7, num_heads=12, hidden_dim=384,
-                         intermediate_dim=384, dropout=0.0,
-                         drop_path_rate=0.1, pooling="class_token"),
-    },
-    "smoke": {
-        "description": "2 layers, 32 wide, 8x8 images: the same code path "
-                       "in seconds",
-        "backbone": dict(image_size=(8, 8), num_channels=1, patch_size=4,
-                         num_layers=2, num_heads=2, hidden_dim=32,
-                         intermediate_dim=64, dropout=0.0,
-                         pooling="class_token"),
-    },
-})
+)
