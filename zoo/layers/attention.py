@@ -427,36 +427,45 @@ def merge_padding_and_attention_mask(
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(keras.layers.MultiHeadAttention):
     """Multi-head attention: Concat(head_1, ..., head_h) W^O.
 
-    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V). The call signature and the
-    weight layout follow `keras.layers.MultiHeadAttention`, so its weights can
-    be copied in with `set_weights`. On top of it, this layer supports
-    incremental decoding with a key/value cache (the keras-hub convention):
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V). This is
+    `keras.layers.MultiHeadAttention` (same arguments, weights, call
+    signature, LoRA, quantisation, gating, sliding windows, higher-rank
+    inputs with `attention_axes`), with three additions:
 
-    * `cache` of shape `(batch, 2, max_len, num_heads, key_dim)` holding
-      projected keys (`cache[:, 0]`) and values (`cache[:, 1]`);
-    * with `cache_update_index=i`, only the new tokens are projected and
-      written at positions `i, i+1, ...`; attention runs over the whole cache
-      and, with `use_causal_mask=True`, query `t` sees cache slots `<= i + t`;
-    * with `cache_update_index=None` the cache is used as it is (e.g. encoder
-      keys/values for cross-attention, computed once by `compute_cache`).
+    * **a key/value cache** for incremental decoding (the keras-hub
+      convention): `cache` of shape `(batch, 2, max_len, num_heads,
+      key_dim)` holds projected keys (`cache[:, 0]`) and values
+      (`cache[:, 1]`). With `cache_update_index=i`, only the new tokens are
+      projected and written at positions `i, i+1, ...`; attention runs over
+      the whole cache and, with `use_causal_mask=True`, query `t` sees cache
+      slots `<= i + t`. With `cache_update_index=None` the cache is used as
+      it is (e.g. encoder keys/values for cross-attention, computed once by
+      `compute_cache`);
+    * **a query whose mask allows no key gives zeros** (and zero weights) on
+      every backend and kernel, never NaN and never the mean of the values;
+    * **the fused kernel is chosen per backend** (`_attend` in this module),
+      causal attention included, also for subclasses of this class.
 
     Args:
         num_heads: number of attention heads.
         key_dim: size of each head for query and key.
         value_dim: size of each head for value; defaults to `key_dim`.
-        dropout: dropout rate on the attention weights (training only).
+        dropout: dropout rate on the attention weights (training only), in
+            [0, 1).
         use_bias: whether the projections have biases.
-        output_shape: size of the output's last axis; defaults to the query's.
+        output_shape: size (or shape) of the output's trailing axes;
+            defaults to the query's last axis.
+        attention_axes, sliding_window, flash_attention, use_gate,
         kernel_initializer, bias_initializer, kernel_regularizer,
-        bias_regularizer, kernel_constraint, bias_constraint: as in
-            `keras.layers.Dense`.
-        seed: seed of the attention dropout.
+        bias_regularizer, activity_regularizer, kernel_constraint,
+        bias_constraint, seed: as in `keras.layers.MultiHeadAttention`.
 
     Call arguments:
-        query: `(batch, q_len, query_dim)`.
+        query: `(batch, q_len, query_dim)` (or higher rank, see
+            `attention_axes`).
         value: `(batch, k_len, value_dim_in)`; may be None with a
             precomputed cache.
         key: optional `(batch, k_len, key_dim_in)`; defaults to `value`.
@@ -467,7 +476,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores: also return the weights
             `(batch, num_heads, q_len, k_len)`.
         training: enables dropout.
-        cache, cache_update_index: see above.
+        cache, cache_update_index: see above (rank-3 inputs only).
 
     Returns:
         `outputs` of shape `(batch, q_len, output_dim)`, then the scores if
@@ -481,121 +490,129 @@ class MultiHeadAttention(keras.layers.Layer):
     ...                 return_attention_scores=True)
     >>> y.shape, scores.shape
     ((2, 10, 64), (2, 4, 10, 10))
+
+    Incremental decoding, one token at a time into an 8-slot cache:
+
+    >>> cache = keras.ops.zeros((2, 2, 8, 4, 16))
+    >>> y, cache = mha(x[:, :1], x[:, :1], use_causal_mask=True,
+    ...                cache=cache, cache_update_index=0)
+    >>> y.shape, cache.shape
+    ((2, 1, 64), (2, 2, 8, 4, 16))
     """
 
     # `call_sublayer` may run `call` directly: nothing here needs more
     # from `Layer.__call__` than what it checks (zoo.layers.sublayers).
     _same_when_called_directly = True
 
-    def __init__(
-        self,
-        num_heads,
-        key_dim,
-        value_dim=None,
-        dropout=0.0,
-        use_bias=True,
-        output_shape=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        kernel_regularizer=None,
-        bias_regularizer=None,
-        kernel_constraint=None,
-        bias_constraint=None,
-        seed=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if int(num_heads) < 1 or int(key_dim) < 1:
-            raise ValueError(
-                "num_heads and key_dim must be positive; got "
-                f"num_heads={num_heads}, key_dim={key_dim}."
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout}.")
-        self.supports_masking = True
-        self.num_heads = int(num_heads)
-        self.key_dim = int(key_dim)
-        self.value_dim = int(value_dim) if value_dim else self.key_dim
-        self.dropout = float(dropout)
-        self.use_bias = use_bias
-        self._output_dim = output_shape
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.kernel_constraint = keras.constraints.get(kernel_constraint)
-        self.bias_constraint = keras.constraints.get(bias_constraint)
-        self.seed = seed
-        self._dropout_layer = keras.layers.Dropout(
-            self.dropout, seed=seed, dtype=self.dtype_policy
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, **kw):
+        if (
+            isinstance(dropout, bool)
+            or not isinstance(dropout, (int, float))
+            or not 0.0 <= dropout < 1.0
+        ):
+            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
+        super().__init__(
+            num_heads,
+            key_dim,
+            value_dim=value_dim,
+            dropout=float(dropout),
+            **kw,
         )
-
-    def _dense(self, equation, output_shape, bias_axes, name):
-        dense = keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            bias_regularizer=self.bias_regularizer,
-            kernel_constraint=self.kernel_constraint,
-            bias_constraint=self.bias_constraint,
-            dtype=self.dtype_policy,
-            name=name,
-        )
-        # Each position is projected on its own, so a padding mask on the
-        # input still describes the output: pass it on instead of warning.
-        dense.supports_masking = True
-        return dense
 
     def build(self, query_shape, value_shape, key_shape=None):
+        super().build(query_shape, value_shape, key_shape)
         key_shape = value_shape if key_shape is None else key_shape
         for name, shape in (
             ("query", query_shape),
             ("value", value_shape),
             ("key", key_shape),
         ):
-            if len(shape) != 3:
+            if len(shape) < 3:
                 raise ValueError(
-                    f"MultiHeadAttention expects {name} of rank 3 "
-                    f"(batch, seq, dim); got shape {tuple(shape)}."
+                    f"MultiHeadAttention expects {name} of rank 3 (batch, "
+                    f"seq, dim) or more; got shape {tuple(shape)}."
                 )
-        output_dim = self._output_dim or query_shape[-1]
-        heads = self.num_heads
-        self._query_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.key_dim), "de", "query"
-        )
-        self._query_dense.build(query_shape)
-        self._key_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.key_dim), "de", "key"
-        )
-        self._key_dense.build(key_shape)
-        self._value_dense = self._dense(
-            "abc,cde->abde", (None, heads, self.value_dim), "de", "value"
-        )
-        self._value_dense.build(value_shape)
-        self._output_dense = self._dense(
-            "abcd,cde->abe", (None, output_dim), "e", "attention_output"
-        )
-        self._output_dense.build((None, None, heads, self.value_dim))
-        self.built = True
+        for dense in (
+            self._query_dense,
+            self._key_dense,
+            self._value_dense,
+            self._output_dense,
+        ):
+            # Each position is projected on its own, so a padding mask on
+            # the input still describes the output: pass it on instead of
+            # warning.
+            dense.supports_masking = True
 
-    @property
-    def query_dense(self):
-        return self._query_dense
+    def _uses_zoo_kernels(self, projected_query):
+        """Rank-4 projections attending over one axis, no forced flash
+        kernel: the zoo's `_attend` serves them. Anything else is Keras'."""
+        return (
+            len(projected_query.shape) == 4
+            and tuple(self._attention_axes) == (1,)
+            and not self._flash_attention
+        )
 
-    @property
-    def key_dense(self):
-        return self._key_dense
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        """Keras' override point: attention on projected `(batch, seq,
+        heads, dim)` tensors, returning `(outputs, scores or None)`."""
+        if not self._uses_zoo_kernels(query):
+            return super()._compute_attention(
+                query,
+                key,
+                value,
+                attention_mask,
+                training,
+                return_attention_scores,
+                use_causal_mask=use_causal_mask,
+            )
+        mask = attention_mask
+        if mask is not None:
+            mask = ops.cast(mask, "bool")
+        return self._attend_projected(
+            query,
+            key,
+            value,
+            mask=mask,
+            is_causal=use_causal_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
 
-    @property
-    def value_dense(self):
-        return self._value_dense
-
-    @property
-    def output_dense(self):
-        return self._output_dense
+    def _attend_projected(
+        self,
+        query,
+        key,
+        value,
+        mask,
+        is_causal,
+        training,
+        return_attention_scores,
+        rows_have_keys=False,
+    ):
+        dropout = None
+        if self._dropout > 0 and training:
+            dropout = lambda w: self._dropout_layer(w, training=training)
+        outputs, scores = _attend(
+            query,
+            key,
+            value,
+            mask=mask,
+            is_causal=is_causal,
+            scale=self._inverse_sqrt_key_dim,
+            return_weights=return_attention_scores,
+            weights_dropout=dropout,
+            rows_have_keys=rows_have_keys,
+        )
+        return outputs, scores
 
     def compute_cache(self, value, key=None):
         """Projects keys and values once: `(batch, 2, k_len, heads, key_dim)`.
@@ -617,9 +634,9 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         key_mask=None,
         attention_mask=None,
-        use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        use_causal_mask=False,
         cache=None,
         cache_update_index=None,
     ):
@@ -631,16 +648,24 @@ class MultiHeadAttention(keras.layers.Layer):
                 "value may be None only when a precomputed cache is given "
                 "(cache=..., cache_update_index=None)."
             )
+        if cache is not None and len(query.shape) != 3:
+            raise ValueError(
+                "A key/value cache needs rank-3 (batch, seq, dim) inputs; "
+                f"got a query of shape {tuple(query.shape)}."
+            )
 
+        gate = None
+        if self._use_gate:
+            gate = call_sublayer(self, self._gate_dense, query)
         projected_query = call_sublayer(self, self._query_dense, query)
         if cache is None:
             projected_key = call_sublayer(self, self._key_dense, key)
             projected_value = call_sublayer(self, self._value_dense, value)
         else:
-            if self.value_dim != self.key_dim:
+            if self._value_dim != self._key_dim:
                 raise ValueError(
                     "A key/value cache needs value_dim == key_dim; got "
-                    f"value_dim={self.value_dim}, key_dim={self.key_dim}."
+                    f"value_dim={self._value_dim}, key_dim={self._key_dim}."
                 )
             # Keras masks of the new tokens do not describe the whole cache;
             # padding inside the cache is expressed with attention_mask.
@@ -663,44 +688,43 @@ class MultiHeadAttention(keras.layers.Layer):
                 )
                 projected_key, projected_value = cache[:, 0], cache[:, 1]
 
-        mask = merge_padding_and_attention_mask(
-            query_mask, value_mask, attention_mask
-        )
-        if key_mask is not None:
-            mask = merge_padding_and_attention_mask(None, key_mask, mask)
-        if mask is not None:  # before the causal mask is combined with it
-            _check_mask_fits(
-                mask,
-                _static_dim(projected_query.shape, 1),
-                _static_dim(projected_key.shape, 1),
+        if not self._uses_zoo_kernels(projected_query):
+            # Higher-rank inputs, other attention axes, a forced flash
+            # kernel: Keras' masks and attention.
+            mask = self._compute_attention_mask(
+                query,
+                value,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                key_mask=key_mask,
+                attention_mask=attention_mask,
+                use_causal_mask=use_causal_mask,
             )
-        is_causal = use_causal_mask
-        rows_have_keys = False
-        if use_causal_mask and cache is not None:
-            # Absolute positions: the new queries start at cache_update_index.
-            offset = 0 if cache_update_index is None else cache_update_index
-            causal = causal_mask(
-                ops.shape(query)[1], ops.shape(projected_key)[1], offset
-            )[None, :, :]
-            # Causal alone (a decoding step): every query sees key 0.
-            rows_have_keys = mask is None
-            mask = causal if mask is None else mask & causal
-            is_causal = False
-
-        dropout = None
-        if self.dropout > 0 and training:
-            dropout = lambda w: self._dropout_layer(w, training=training)
-        attended, scores = _attend(
-            projected_query,
-            projected_key,
-            projected_value,
-            mask=mask,
-            is_causal=is_causal,
-            scale=1.0 / math.sqrt(self.key_dim),
-            return_weights=return_attention_scores,
-            weights_dropout=dropout,
-            rows_have_keys=rows_have_keys,
-        )
+            attended, scores = self._compute_attention(
+                projected_query,
+                projected_key,
+                projected_value,
+                mask,
+                training,
+                return_attention_scores,
+            )
+        else:
+            attended, scores = self._zoo_attention(
+                projected_query,
+                projected_key,
+                projected_value,
+                query_mask,
+                value_mask,
+                key_mask,
+                attention_mask,
+                use_causal_mask,
+                cache is not None,
+                cache_update_index,
+                training,
+                return_attention_scores,
+            )
+        if gate is not None:
+            attended = ops.multiply(attended, gate)
         outputs = call_sublayer(self, self._output_dense, attended)
 
         results = (outputs,)
@@ -710,29 +734,112 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
-    def compute_output_shape(
-        self, query_shape, value_shape=None, key_shape=None
+    def _zoo_attention(
+        self,
+        query,
+        key,
+        value,
+        query_mask,
+        value_mask,
+        key_mask,
+        attention_mask,
+        use_causal_mask,
+        cached,
+        cache_update_index,
+        training,
+        return_attention_scores,
     ):
-        output_dim = self._output_dim or query_shape[-1]
-        return tuple(query_shape[:-1]) + (output_dim,)
+        """Masks merged, then attention on the projected tensors: causal
+        attention stays a fused kernel's flag where nothing else masks."""
+        per_head = None
+        if attention_mask is not None:
+            attention_mask = ops.cast(attention_mask, "bool")
+            if len(attention_mask.shape) == 2:  # (q_len, k_len), as in Keras
+                attention_mask = attention_mask[None]
+            elif len(attention_mask.shape) == 4:  # (batch, heads, q, k)
+                per_head, attention_mask = attention_mask, None
+        mask = merge_padding_and_attention_mask(
+            query_mask, value_mask, attention_mask
+        )
+        if key_mask is not None:
+            mask = merge_padding_and_attention_mask(None, key_mask, mask)
+        if per_head is not None:
+            mask = per_head if mask is None else per_head & mask[:, None]
+        if mask is not None:  # before the causal mask is combined with it
+            _check_mask_fits(
+                mask, _static_dim(query.shape, 1), _static_dim(key.shape, 1)
+            )
+        # Absolute positions: new queries start at cache_update_index.
+        offset = 0
+        if cached and cache_update_index is not None:
+            offset = cache_update_index
+        if self._sliding_window is not None:
+            window = _sliding_window_mask(
+                ops.shape(query)[1],
+                ops.shape(key)[1],
+                offset,
+                self._sliding_window,
+            )[None]
+            mask = window if mask is None else mask & window
+        q_len, k_len = _static_dim(query.shape, 1), _static_dim(key.shape, 1)
+        is_causal = use_causal_mask
+        rows_have_keys = False
+        if use_causal_mask and (cached or q_len is None or q_len != k_len):
+            # Query i sees keys j <= offset + i (Keras' convention where
+            # there are more or fewer keys than queries): an explicit mask.
+            causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1], offset)
+            # Causal alone from slot 0: every query sees key 0.
+            rows_have_keys = mask is None
+            mask = causal[None] if mask is None else mask & causal[None]
+            is_causal = False
+        overridden = (
+            type(self)._compute_attention
+            is not MultiHeadAttention._compute_attention
+        )
+        if overridden:
+            # A subclass's attention sees one explicit mask, as in Keras.
+            if is_causal:
+                causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
+                mask = causal[None] if mask is None else mask & causal[None]
+            return self._compute_attention(
+                query, key, value, mask, training, return_attention_scores
+            )
+        return self._attend_projected(
+            query,
+            key,
+            value,
+            mask=mask,
+            is_causal=is_causal,
+            training=training,
+            return_attention_scores=return_attention_scores,
+            rows_have_keys=rows_have_keys,
+        )
 
     def compute_output_spec(
         self,
         query,
-        value,
+        value=None,
         key=None,
         return_attention_scores=False,
         cache=None,
         **kwargs,
     ):
-        shape = self.compute_output_shape(query.shape, None)
-        outputs = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        if cache is None:
+            if value is None:
+                raise ValueError(
+                    "value may be None only when a precomputed cache is "
+                    "given (cache=..., cache_update_index=None)."
+                )
+            outputs = super().compute_output_spec(query, value, key)
+        else:
+            shape = self.compute_output_shape(query.shape, query.shape)
+            outputs = keras.KerasTensor(shape, dtype=self.compute_dtype)
         results = (outputs,)
         if return_attention_scores:
             k_len = cache.shape[2] if cache is not None else value.shape[1]
             scores_shape = (
                 query.shape[0],
-                self.num_heads,
+                self._num_heads,
                 query.shape[1],
                 k_len,
             )
@@ -741,35 +848,9 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (keras.KerasTensor(cache.shape, self.compute_dtype),)
         return results[0] if len(results) == 1 else results
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-                "output_shape": self._output_dim,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
-                "kernel_regularizer": keras.regularizers.serialize(
-                    self.kernel_regularizer
-                ),
-                "bias_regularizer": keras.regularizers.serialize(
-                    self.bias_regularizer
-                ),
-                "kernel_constraint": keras.constraints.serialize(
-                    self.kernel_constraint
-                ),
-                "bias_constraint": keras.constraints.serialize(
-                    self.bias_constraint
-                ),
-                "seed": self.seed,
-            }
-        )
-        return config
+
+def _sliding_window_mask(q_len, k_len, offset, window):
+    """`(q_len, k_len)`, True where |(offset + i) - j| < window."""
+    rows = ops.arange(q_len, dtype="int32")[:, None] + offset
+    cols = ops.arange(k_len, dtype="int32")[None, :]
+    return ops.less(ops.abs(rows - cols), window)
