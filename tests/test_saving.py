@@ -164,3 +164,20 @@ def test_docstring_examples(monkeypatch):
     monkeypatch.chdir(pathlib.Path(__file__).resolve().parent.parent)
     failures, tried = doctest.testmod(zoo.saving, extraglobs={"zoo": zoo})
     assert tried and not failures
+
+
+def test_atomic_directory_replaces_a_folder_whole_or_not_at_all(tmp_path):
+    from zoo.saving import atomic_directory
+
+    path = tmp_path / "export"
+    with atomic_directory(path) as tmp:
+        (tmp_path / tmp / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_directory(path) as tmp:
+            (tmp_path / tmp / "new.txt").write_text("half")
+            raise RuntimeError("killed mid-write")
+    assert sorted(p.name for p in path.iterdir()) == ["old.txt"]
+    with atomic_directory(path) as tmp:
+        (tmp_path / tmp / "new.txt").write_text("new")
+    assert sorted(p.name for p in path.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]

@@ -5,6 +5,7 @@ with a missing, truncated or foreign model file."""
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 import zlib
@@ -65,6 +66,42 @@ def atomic_path(path, suffix=None):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+    """Yields a temporary folder beside `path`: when the block ends without
+    an error it replaces `path` (an earlier folder there is removed after
+    the swap), and otherwise it is removed, so `path` is the old folder or
+    the whole new one (a SavedModel, say).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "export")
+    >>> with atomic_directory(path) as tmp:
+    ...     with open(os.path.join(tmp, "a.txt"), "w") as f:
+    ...         _ = f.write("whole")
+    >>> os.listdir(path)
+    ['a.txt']
+    """
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-")
+    try:
+        yield tmp
+        old = None
+        if os.path.exists(path):
+            old = tempfile.mkdtemp(dir=parent, prefix=".old-")
+            os.rmdir(old)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _publish(tmp, path):

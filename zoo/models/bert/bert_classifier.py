@@ -4,6 +4,7 @@
 import keras
 import keras_hub
 
+from zoo.export import ServingExportMixin
 from zoo.models.arguments import (
     check_model_kwargs,
     check_preprocessor_fits,
@@ -20,6 +21,7 @@ from zoo.saving import load_model, register_alias
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BertTextClassifier(
+    ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
     PortableCompileConfig,

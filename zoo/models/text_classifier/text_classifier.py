@@ -5,6 +5,7 @@ import keras
 import keras_hub
 
 from zoo.data.text import text_batch
+from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
@@ -21,6 +22,7 @@ from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 @keras.saving.register_keras_serializable(package="zoo")
 class TextClassifier(
+    ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
     PortableCompileConfig,

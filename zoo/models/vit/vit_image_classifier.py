@@ -4,6 +4,7 @@ import keras
 import keras_hub
 
 from zoo.data.text import fit_dataset, split_validation_arrays
+from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
@@ -14,7 +15,10 @@ from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ViTImageClassifier(
-    KeepsWeightsOnError, PortableCompileConfig, keras_hub.models.Task
+    ServingExportMixin,
+    KeepsWeightsOnError,
+    PortableCompileConfig,
+    keras_hub.models.Task,
 ):
     """Raw images in, class probabilities out: preprocessor, `ViTBackbone`,
     dropout and a dense softmax head on the pooled vector.

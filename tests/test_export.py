@@ -1,0 +1,70 @@
+"""`zoo.export`: a SavedModel on raw input that answers as `predict` does,
+checked in a process that imports TensorFlow only. The export is traced by
+TensorFlow, so under JAX and PyTorch these tests also cover the hand-off
+to a TensorFlow process."""
+
+import types
+
+import keras
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from tests.models.vit.test_vit import digits
+from zoo import export
+from zoo.models.text_classifier import (
+    TextClassifier,
+    TextClassifierPreprocessor,
+)
+from zoo.models.vit import ViTImageClassifier
+
+TEXTS = np.array(
+    [
+        "a wonderful film with a wonderful cast",
+        "a dull and boring film",
+        "zzzz qqqq",
+        "",
+    ]
+)
+
+
+def test_text_classifier_exports_raw_strings(tmp_path):
+    preprocessor = TextClassifierPreprocessor(max_tokens=40, sequence_length=8)
+    preprocessor.adapt(TEXTS[:2])
+    keras.utils.set_random_seed(0)
+    task = TextClassifier.from_preset(
+        "imdb_query", preprocessor, backbone_embedding_dim=8
+    )
+    path = tmp_path / "served"
+    assert task.export(path) == str(path)
+    result = export.check_export(path, TEXTS, task.predict(TEXTS, verbose=0))
+    assert result["shape"] == [4, 1]
+    assert result["max_abs_diff"] < 1e-5
+    assert not result["zoo_imported"]
+
+
+def test_image_classifier_exports_uint8_images(tmp_path):
+    images = digits(6)[0][..., None]
+    keras.utils.set_random_seed(0)
+    task = ViTImageClassifier.from_preset("smoke", num_classes=2)
+    assert export.serving_input_shape(task) == images.shape[1:]
+    path = tmp_path / "served"
+    export.export_for_serving(task, path)
+    # A second export replaces the first as a whole.
+    export.export_for_serving(task, path)
+    result = export.check_export(path, images, task.predict(images, verbose=0))
+    assert result["shape"] == [6, 2]
+    assert result["max_abs_diff"] < 1e-5
+
+
+def test_what_cannot_be_exported_is_one_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no preprocessor"):
+        export.export_for_serving(
+            types.SimpleNamespace(preprocessor=None), tmp_path / "a"
+        )
+    with pytest.raises(NotImplementedError, match="cannot be exported"):
+        export.export_for_serving(
+            types.SimpleNamespace(preprocessor=object()), tmp_path / "b"
+        )
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -1,0 +1,260 @@
+"""Export a task for serving: a TensorFlow SavedModel that takes raw input.
+
+`export_for_serving(task, path)` writes a SavedModel whose
+`serving_default` signature takes what `task.predict` takes, raw: a
+`(batch,)` string tensor for text tasks, a `(batch, height, width,
+channels)` uint8 tensor for image tasks. The task's preprocessor runs
+inside the graph, so a server needs no Python preprocessing, no zoo and no
+Keras: TensorFlow loads it (`tf.saved_model.load`), and so do TF Serving and
+every SavedModel runtime. It returns what `predict` returns.
+
+The SavedModel is traced under TensorFlow. A task in memory under JAX or
+PyTorch is saved to a temporary `.keras` file and exported by a TensorFlow
+process (`.keras` files load under every backend), so a model trained
+under any backend exports the same way.
+
+`check_export(path, inputs, expected)` loads the export in a fresh process
+that imports TensorFlow only and compares its answers with `expected`.
+
+Example:
+
+>>> import zoo
+>>> task = zoo.saving.load_model("saved_models/imdb_attention.keras")
+>>> export_for_serving(task, "/tmp/imdb_serving")  # doctest: +SKIP
+>>> texts = ["a wonderful film", "boring"]
+>>> check_export("/tmp/imdb_serving", texts, task.predict(texts))  # doctest: +SKIP
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import keras
+import numpy as np
+
+from zoo.saving import atomic_directory
+
+# Text tasks whose tokenizer runs TensorFlow Text ops (keras-hub's
+# WordPiece): their exports need `import tensorflow_text` in the serving
+# process to register those ops.
+_NEEDS_TF_TEXT = ("WordPiece", "Bert")
+
+
+def raw_input_kind(task):
+    """`"text"` or `"image"`: what `serving_default` takes for `task`."""
+    preprocessor = getattr(task, "preprocessor", None)
+    if preprocessor is None:
+        raise ValueError(
+            f"{type(task).__name__} has no preprocessor: export its "
+            "numeric model with `model.export(path)` (Keras' own) instead."
+        )
+    if getattr(preprocessor, "image_converter", None) is not None:
+        return "image"
+    if getattr(preprocessor, "image_size", None) is not None:
+        return "image"
+    return "text"
+
+
+def needs_tensorflow_text(task):
+    """Whether the export's graph holds TensorFlow Text ops (a serving
+    process then runs `import tensorflow_text` before loading)."""
+    tokenizer = getattr(task.preprocessor, "tokenizer", None)
+    name = type(tokenizer).__name__ if tokenizer is not None else ""
+    return any(part in name for part in _NEEDS_TF_TEXT)
+
+
+def serving_input_shape(task):
+    """`(height, width, channels)` of an image task's raw input."""
+    preprocessor = task.preprocessor
+    converter = getattr(preprocessor, "image_converter", None)
+    size = getattr(converter, "image_size", None) or preprocessor.image_size
+    channels = getattr(preprocessor, "num_channels", 3)
+    return int(size[0]), int(size[1]), int(channels)
+
+
+def _image_spec(tf, task):
+    shape = [None, *serving_input_shape(task)]
+    return tf.TensorSpec(shape, tf.uint8, name="images")
+
+
+def _check_exportable(task):
+    if not getattr(task, "exports_predict", False):
+        raise NotImplementedError(
+            f"{type(task).__name__} cannot be exported for serving yet. "
+            "Exported today: TextClassifier, BertTextClassifier, "
+            "ViTImageClassifier (their `predict` on raw input)."
+        )
+
+
+def _serving_default(tf, task):
+    """(function, input signature) of `serving_default`."""
+    _check_exportable(task)
+    preprocessor = task.preprocessor
+    if raw_input_kind(task) == "image":
+        spec = _image_spec(tf, task)
+
+        def serve(images):
+            features = preprocessor(tf.cast(images, "float32"))
+            features = keras.utils.unpack_x_y_sample_weight(features)[0]
+            return task(features, training=False)
+
+    else:
+        spec = tf.TensorSpec([None], tf.string, name="texts")
+
+        def serve(texts):
+            features = preprocessor(texts)
+            features = keras.utils.unpack_x_y_sample_weight(features)[0]
+            return task(features, training=False)
+
+    return serve, [spec]
+
+
+def _export_in_tensorflow(task, path):
+    from zoo._tensorflow import tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(task)
+    preprocessor = task.preprocessor
+    if not preprocessor.built:
+        preprocessor.build(None)  # keras-hub's make their packers here
+    archive.track(preprocessor)
+    serve, signature = _serving_default(tf, task)
+    archive.add_endpoint("serving_default", serve, input_signature=signature)
+    with atomic_directory(path) as tmp:
+        archive.write_out(tmp, verbose=False)
+
+
+def export_for_serving(task, path):
+    """Writes `task` to `path` as a TensorFlow SavedModel on raw input.
+
+    Args:
+        task: a zoo task with a preprocessor (text or image classifier).
+        path: the SavedModel folder to write (replaced atomically).
+
+    Returns:
+        `path`.
+    """
+    raw_input_kind(task)  # a clear error for tasks without a preprocessor
+    _check_exportable(task)
+    path = os.fspath(path)
+    if keras.backend.backend() == "tensorflow":
+        _export_in_tensorflow(task, path)
+        return path
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.path.join(tmp, "task.keras")
+        task.save(saved)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys, zoo, zoo.export\n"
+                "task = zoo.saving.load_model(sys.argv[1])\n"
+                "zoo.export.export_for_serving(task, sys.argv[2])\n",
+                saved,
+                path,
+            ],
+            env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+            capture_output=True,
+            text=True,
+        )
+    if result.returncode != 0:
+        raise RuntimeError(
+            "exporting under TensorFlow failed: "
+            + result.stderr.strip().splitlines()[-1]
+        )
+    return path
+
+
+_CHECK = """
+import json, sys
+import numpy as np
+{imports}
+assert "zoo" not in sys.modules
+served = tf.saved_model.load(sys.argv[1])
+serve = served.signatures["serving_default"]
+inputs = np.load(sys.argv[2])
+outputs = serve(tf.constant(inputs))
+got = np.asarray(next(iter(outputs.values())))
+expected = np.load(sys.argv[3])
+print(json.dumps({{
+    "max_abs_diff": float(np.max(np.abs(got - expected))),
+    "shape": list(got.shape),
+    "zoo_imported": "zoo" in sys.modules,
+}}))
+"""
+
+
+class ServingExportMixin:
+    """`export(path)` on raw input for tasks with `exports_predict`.
+
+    `task.export(path)` writes `export_for_serving`'s SavedModel (raw
+    strings or uint8 images in, `predict`'s output out). Any other format,
+    or an explicit `input_signature`, is Keras' own `Model.export` of the
+    numeric model (e.g. `format="onnx"`).
+    """
+
+    exports_predict = True
+
+    def export(
+        self,
+        filepath,
+        format="tf_saved_model",
+        verbose=None,
+        input_signature=None,
+        **kwargs,
+    ):
+        if (
+            format == "tf_saved_model"
+            and input_signature is None
+            and not kwargs
+        ):
+            return export_for_serving(self, filepath)
+        return super().export(
+            filepath,
+            format=format,
+            verbose=verbose,
+            input_signature=input_signature,
+            **kwargs,
+        )
+
+
+def check_export(path, inputs, expected, tensorflow_text=False):
+    """Runs `serving_default` on `inputs` in a fresh process that imports
+    TensorFlow only (and TensorFlow Text when `tensorflow_text`), and
+    compares its output with `expected` (what `predict` returned).
+
+    Returns:
+        dict: `max_abs_diff`, the output `shape`, and `zoo_imported`
+        (False: the serving process runs `import tensorflow` and
+        `tf.saved_model.load` only).
+    """
+    imports = "import tensorflow as tf"
+    if tensorflow_text:
+        imports += "\nimport tensorflow_text"
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for name, array in (("inputs", inputs), ("expected", expected)):
+            files.append(os.path.join(tmp, f"{name}.npy"))
+            np.save(files[-1], np.asarray(array), allow_pickle=False)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _CHECK.format(imports=imports),
+                os.fspath(path),
+                *files,
+            ],
+            capture_output=True,
+            text=True,
+            # TensorFlow imports Keras (for `tf.keras`) by itself; let it
+            # pick TensorFlow rather than start another framework.
+            env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        )
+    if result.returncode != 0:
+        raise RuntimeError(
+            "the TensorFlow-only check failed: "
+            + result.stderr.strip().splitlines()[-1]
+        )
+    return json.loads(result.stdout.strip().splitlines()[-1])
