@@ -2,13 +2,15 @@
 
     python recipes/export.py saved_models/imdb_attention.keras exports/imdb
     python recipes/export.py saved_models/vit_mnist.keras exports/vit_mnist
+    python recipes/export.py saved_models/gpt_shakespeare.keras exports/gpt
     python recipes/export.py saved_models/imdb_bert.keras exports/imdb_bert \\
         --text "a wonderful film" --text "two hours I will not get back"
 
 Writes a TensorFlow SavedModel whose `serving_default` signature takes raw
 input (a `(batch,)` string tensor for text tasks, `(batch, height, width,
 channels)` uint8 images for image tasks), with the preprocessor inside the
-graph, and returns what the task's `predict` returns. Then it runs the
+graph, and returns what the task's `predict` returns; a GPT also gets a
+`generate` signature (prompts in, greedy texts out, as `generate`). Then it runs the
 export in a fresh process that imports only TensorFlow and prints the
 largest difference from `predict` on sample inputs. Works under every
 backend (the SavedModel is traced by a TensorFlow process).
@@ -73,16 +75,26 @@ def main(argv=None):
     if args.no_check:
         return None
     inputs = sample_inputs(task, args)
+    generated = None
+    if getattr(task, "exports_generate", False):
+        generated = task.generate(list(inputs))
     result = export.check_export(
         args.output,
         inputs,
         task.predict(inputs, verbose=0),
         tensorflow_text=export.needs_tensorflow_text(task),
+        generated=generated,
     )
+    same = ""
+    if generated is not None:
+        same = (
+            f" generate_identical={result['generate_identical']}"
+            f"/{len(generated)}"
+        )
     print(
         f"RESULT export model={args.model} inputs={len(inputs)} "
         f"max_abs_diff={result['max_abs_diff']:.2e} "
-        f"output_shape={tuple(result['shape'])} "
+        f"output_shape={tuple(result['shape'])}{same} "
         f"zoo_imported={result['zoo_imported']}"
     )
     return result

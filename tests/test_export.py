@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+from tests.models.gpt.test_gpt import make_gpt
 from tests.models.vit.test_vit import digits
 from zoo import export
 from zoo.models.text_classifier import (
@@ -56,6 +57,25 @@ def test_image_classifier_exports_uint8_images(tmp_path):
     result = export.check_export(path, images, task.predict(images, verbose=0))
     assert result["shape"] == [6, 2]
     assert result["max_abs_diff"] < 1e-5
+
+
+def test_gpt_exports_greedy_generate_on_raw_prompts(tmp_path):
+    """`generate`: prompts in, `gpt.generate(prompts)`'s texts out."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    gpt = make_gpt()
+    prompts = ["to be", "whether 'tis", "t"]
+    path = gpt.export(tmp_path / "served")
+    served = tf.saved_model.load(path)  # in this process: TensorFlow only
+    texts = served.signatures["generate"](tf.constant(prompts))["texts"]
+    assert [t.decode() for t in texts.numpy()] == gpt.generate(prompts)
+    logits = served.signatures["serving_default"](tf.constant(prompts))
+    np.testing.assert_allclose(
+        next(iter(logits.values())).numpy(),
+        gpt.predict(prompts, verbose=0),
+        atol=1e-5,
+    )
 
 
 def test_what_cannot_be_exported_is_one_clear_error(tmp_path):

@@ -84,7 +84,8 @@ def _check_exportable(task):
         raise NotImplementedError(
             f"{type(task).__name__} cannot be exported for serving yet. "
             "Exported today: TextClassifier, BertTextClassifier, "
-            "ViTImageClassifier (their `predict` on raw input)."
+            "ViTImageClassifier (their `predict` on raw input), and "
+            "GPTCausalLM (also greedy `generate`)."
         )
 
 
@@ -111,6 +112,75 @@ def _serving_default(tf, task):
     return serve, [spec]
 
 
+def _causal_lm_generate(tf, task):
+    """(function, input signature) of a causal LM's `generate` signature:
+    prompts `(batch,)` in, `(batch,)` texts out, greedy, up to the context
+    length: what `task.generate(prompts)` returns."""
+    from zoo.models.generation import get_sampler
+
+    preprocessor = task.preprocessor
+    tokenizer = preprocessor.tokenizer
+    context = int(task.backbone.sequence_length)
+    stops = task.resolve_stop_token_ids("auto")
+    start = getattr(tokenizer, "start_token_id", None)
+    if not preprocessor.add_start_token:
+        start = None
+    sampler = get_sampler("greedy")
+
+    def generate(prompts):
+        ids = tokenizer(prompts)
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(ids)
+        ids = tf.cast(ids, "int32")
+        if start is not None:
+            starts = tf.fill([ids.nrows(), 1], tf.constant(start, "int32"))
+            ids = tf.concat([starts, ids], axis=1)
+        lengths = tf.cast(ids.row_lengths(), "int32")
+        checks = [
+            tf.debugging.assert_positive(
+                lengths, message="generate: a prompt is empty"
+            ),
+            tf.debugging.assert_less(
+                lengths,
+                context,
+                message=f"generate: a prompt leaves no room below the "
+                f"context length {context}",
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            token_ids = ids.to_tensor(default_value=0, shape=[None, context])
+        padding_mask = tf.sequence_mask(lengths, context)
+        task.sampler = sampler
+        task.generation_mode = "cache"
+        out = task.generate_step(
+            {"token_ids": token_ids, "padding_mask": padding_mask},
+            stop_token_ids=stops,
+        )["token_ids"]
+        # Each row: its prompt, then its tokens up to and including the
+        # first stop token (`zoo.models.generation.finish_rows`).
+        positions = tf.range(context)[None, :]
+        keep = tf.ones_like(padding_mask)
+        if stops:
+            hit = tf.reduce_any(
+                tf.equal(out[..., None], tf.constant(stops, out.dtype)),
+                axis=-1,
+            ) & (positions >= lengths[:, None])
+            first = tf.where(
+                tf.reduce_any(hit, axis=1),
+                tf.argmax(tf.cast(hit, "int32"), axis=1, output_type="int32"),
+                context,
+            )
+            keep = positions <= first[:, None]
+        # keras-hub's generate_postprocess, in the graph: padding and
+        # special tokens dropped, then the tokenizer's detokenize.
+        for special in getattr(tokenizer, "special_token_ids", None) or ():
+            keep = keep & tf.not_equal(out, special)
+        texts = tokenizer.detokenize(tf.ragged.boolean_mask(out, keep))
+        return {"texts": texts}
+
+    return generate, [tf.TensorSpec([None], tf.string, name="prompts")]
+
+
 def _export_in_tensorflow(task, path):
     from zoo._tensorflow import tf
 
@@ -122,6 +192,9 @@ def _export_in_tensorflow(task, path):
     archive.track(preprocessor)
     serve, signature = _serving_default(tf, task)
     archive.add_endpoint("serving_default", serve, input_signature=signature)
+    if getattr(task, "exports_generate", False):
+        generate, signature = _causal_lm_generate(tf, task)
+        archive.add_endpoint("generate", generate, input_signature=signature)
     with atomic_directory(path) as tmp:
         archive.write_out(tmp, verbose=False)
 
@@ -178,11 +251,17 @@ inputs = np.load(sys.argv[2])
 outputs = serve(tf.constant(inputs))
 got = np.asarray(next(iter(outputs.values())))
 expected = np.load(sys.argv[3])
-print(json.dumps({{
+result = {{
     "max_abs_diff": float(np.max(np.abs(got - expected))),
     "shape": list(got.shape),
-    "zoo_imported": "zoo" in sys.modules,
-}}))
+}}
+if len(sys.argv) > 4:
+    texts = served.signatures["generate"](tf.constant(inputs))["texts"]
+    texts = [t.decode("utf-8") for t in texts.numpy()]
+    wanted = json.load(open(sys.argv[4]))
+    result["generate_identical"] = sum(a == b for a, b in zip(texts, wanted))
+result["zoo_imported"] = "zoo" in sys.modules
+print(json.dumps(result))
 """
 
 
@@ -220,10 +299,13 @@ class ServingExportMixin:
         )
 
 
-def check_export(path, inputs, expected, tensorflow_text=False):
+def check_export(path, inputs, expected, tensorflow_text=False, generated=None):
     """Runs `serving_default` on `inputs` in a fresh process that imports
     TensorFlow only (and TensorFlow Text when `tensorflow_text`), and
-    compares its output with `expected` (what `predict` returned).
+    compares its output with `expected` (what `predict` returned). With
+    `generated` (what `generate(inputs)` returned), also runs the
+    `generate` signature on `inputs` and counts identical texts
+    (`generate_identical`).
 
     Returns:
         dict: `max_abs_diff`, the output `shape`, and `zoo_imported`
@@ -238,6 +320,10 @@ def check_export(path, inputs, expected, tensorflow_text=False):
         for name, array in (("inputs", inputs), ("expected", expected)):
             files.append(os.path.join(tmp, f"{name}.npy"))
             np.save(files[-1], np.asarray(array), allow_pickle=False)
+        if generated is not None:
+            files.append(os.path.join(tmp, "generated.json"))
+            with open(files[-1], "w") as f:
+                json.dump(list(generated), f)
         result = subprocess.run(
             [
                 sys.executable,

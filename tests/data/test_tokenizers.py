@@ -67,6 +67,26 @@ def test_tf_data_path_gives_the_python_ids():
         tf.data.Dataset.from_tensors([texts]).map(tokenizer)
 
 
+def test_detokenize_in_a_tf_function_gives_the_python_text():
+    """Inside `tf.function` (an exported `generate` signature) detokenize
+    uses TensorFlow ops: the Python path's text, padding and end tokens
+    dropped, the unknown token as U+FFFD."""
+    import tensorflow as tf
+
+    tokenizer = CharacterTokenizer.from_text(TEXT, end_token="<eos>")
+    rows = [
+        tokenizer("hear me") + [tokenizer.end_token_id, 0, 0],
+        tokenizer("zé speak"),
+        [],
+    ]
+    graph = tf.function(tokenizer.detokenize)
+    ragged = graph(tf.ragged.constant(rows, dtype=tf.int32))
+    assert [t.decode() for t in ragged.numpy()] == tokenizer.detokenize(rows)
+    assert tokenizer.detokenize(rows)[1].endswith("\ufffd speak")  # é
+    dense = graph(tf.constant([rows[0], rows[0]]))
+    assert [t.decode() for t in dense.numpy()] == ["hear me"] * 2
+
+
 def test_bad_ids_and_vocabularies_are_errors():
     tokenizer = CharacterTokenizer.from_text("abc")
     with pytest.raises(ValueError, match="outside the vocabulary"):

@@ -182,6 +182,8 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
 
     def detokenize(self, inputs):
         self._check_vocabulary()
+        if self._use_tf_workflow():
+            return self._detokenize_in_graph(inputs)
         sequences, batched = _as_python_ids(inputs)
         size = len(self.vocabulary)
         texts = []
@@ -202,6 +204,28 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
                     chars.append(self.vocabulary[i])
             texts.append("".join(chars))
         return texts if batched else texts[0]
+
+    def _detokenize_in_graph(self, inputs):
+        """`detokenize` with TensorFlow ops (inside `tf.function`, e.g. an
+        exported `generate` signature): `(batch, None)` ids (ragged or
+        dense) -> `(batch,)` strings; `(None,)` -> one string. Padding and
+        end tokens give nothing, the unknown token U+FFFD."""
+        import tensorflow as tf  # data pipelines may use tf (zoo/data only)
+
+        pieces = list(self.vocabulary)
+        for token_id in (self.pad_token_id, self.end_token_id):
+            if token_id is not None:
+                pieces[token_id] = ""
+        pieces[self.unknown_token_id] = "\ufffd"
+        table = tf.constant(pieces)
+        if isinstance(inputs, (list, tuple)):
+            inputs = tf.ragged.constant(inputs)
+        inputs = tf.cast(inputs, tf.int32)
+        if isinstance(inputs, tf.RaggedTensor):
+            strings = tf.ragged.map_flat_values(tf.gather, table, inputs)
+        else:
+            strings = tf.gather(table, inputs)
+        return tf.strings.reduce_join(strings, axis=-1)
 
     def call(self, inputs, *args, training=None, **kwargs):
         return self.tokenize(inputs)

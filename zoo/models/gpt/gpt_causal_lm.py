@@ -24,6 +24,7 @@ import numpy as np
 from keras import ops
 
 from zoo.data.text import texts_of
+from zoo.export import ServingExportMixin
 from zoo.layers.checks import check_token_ids
 from zoo.layers.sublayers import call_sublayer, concrete_index
 from zoo.models.arguments import (
@@ -47,6 +48,7 @@ from zoo.saving import register_alias
 
 @keras.saving.register_keras_serializable(package="zoo")
 class GPTCausalLM(
+    ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
     GenerationMixin,
@@ -74,6 +76,9 @@ class GPTCausalLM(
     >>> gpt.fit(["some training text", ...], epochs=1)
     >>> gpt.generate(["ROMEO:"], max_length=64, sampler="top_k", seed=1)
     """
+
+    # `zoo.export`: a `generate` signature besides `serving_default`.
+    exports_generate = True
 
     backbone_cls = GPTBackbone
     preprocessor_cls = GPTPreprocessor
