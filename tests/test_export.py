@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from tests.models.gpt.test_gpt import make_gpt
+from tests.models.seq2seq.test_translator import GERMAN, translator
 from tests.models.vit.test_vit import digits
 from zoo import export
 from zoo.models.text_classifier import (
@@ -76,6 +77,29 @@ def test_gpt_exports_greedy_generate_on_raw_prompts(tmp_path):
         gpt.predict(prompts, verbose=0),
         atol=1e-5,
     )
+
+
+@pytest.mark.parametrize(
+    "kind", ["transformer", pytest.param("rnn", marks=pytest.mark.one_backend)]
+)
+def test_translator_exports_greedy_generate(kind, tmp_path):
+    """`generate`, also the default signature: sources in, the texts of
+    `translator.generate(sources)` out, checked in a TensorFlow-only
+    process (with TensorFlow Text, for SentencePiece)."""
+    keras.utils.set_random_seed(0)
+    model = translator(kind)
+    sources = np.array(GERMAN[:3])
+    export.export_for_serving(model, tmp_path / "served")
+    assert export.needs_tensorflow_text(model)
+    result = export.check_export(
+        tmp_path / "served",
+        sources,
+        None,
+        tensorflow_text=True,
+        generated=model.generate(list(sources)),
+    )
+    assert result["generate_identical"] == 3
+    assert result["shape"] == [3]
 
 
 def test_what_cannot_be_exported_is_one_clear_error(tmp_path):

@@ -36,11 +36,6 @@ import numpy as np
 
 from zoo.saving import atomic_directory
 
-# Text tasks whose tokenizer runs TensorFlow Text ops (keras-hub's
-# WordPiece): their exports need `import tensorflow_text` in the serving
-# process to register those ops.
-_NEEDS_TF_TEXT = ("WordPiece", "Bert")
-
 
 def raw_input_kind(task):
     """`"text"` or `"image"`: what `serving_default` takes for `task`."""
@@ -58,11 +53,19 @@ def raw_input_kind(task):
 
 
 def needs_tensorflow_text(task):
-    """Whether the export's graph holds TensorFlow Text ops (a serving
-    process then runs `import tensorflow_text` before loading)."""
+    """Whether the export's graph holds TensorFlow Text ops (keras-hub's
+    WordPiece and SentencePiece tokenizers): a serving process then runs
+    `import tensorflow_text` before loading."""
+    import keras_hub
+
     tokenizer = getattr(task.preprocessor, "tokenizer", None)
-    name = type(tokenizer).__name__ if tokenizer is not None else ""
-    return any(part in name for part in _NEEDS_TF_TEXT)
+    return isinstance(
+        tokenizer,
+        (
+            keras_hub.tokenizers.WordPieceTokenizer,
+            keras_hub.tokenizers.SentencePieceTokenizer,
+        ),
+    )
 
 
 def serving_input_shape(task):
@@ -80,12 +83,16 @@ def _image_spec(tf, task):
 
 
 def _check_exportable(task):
-    if not getattr(task, "exports_predict", False):
+    if not (
+        getattr(task, "exports_predict", False)
+        or getattr(task, "exports_generate", None)
+    ):
         raise NotImplementedError(
             f"{type(task).__name__} cannot be exported for serving yet. "
             "Exported today: TextClassifier, BertTextClassifier, "
-            "ViTImageClassifier (their `predict` on raw input), and "
-            "GPTCausalLM (also greedy `generate`)."
+            "ViTImageClassifier (their `predict` on raw input), "
+            "GPTCausalLM (also greedy `generate`), Translator (greedy "
+            "`generate`)."
         )
 
 
@@ -181,6 +188,69 @@ def _causal_lm_generate(tf, task):
     return generate, [tf.TensorSpec([None], tf.string, name="prompts")]
 
 
+def _translator_generate(tf, task):
+    """(function, input signature) of a translator's `generate` signature:
+    source sentences `(batch,)` in, greedy translations `(batch,)` out,
+    what `task.generate(sources)` returns."""
+    from zoo.models.generation import get_sampler
+
+    preprocessor = task.preprocessor
+    tokenizer = preprocessor.tokenizer
+    length = int(preprocessor.decoder_sequence_length)
+    start, stop = int(tokenizer.start_token_id), int(tokenizer.end_token_id)
+    pad = tokenizer.pad_token_id
+    sampler = get_sampler("greedy")
+
+    def generate(sources):
+        packed = preprocessor.generate_preprocess(
+            {
+                "encoder_text": sources,
+                "decoder_text": tf.fill(tf.shape(sources), ""),
+            }
+        )
+        rows = tf.shape(sources)[0]
+        first_column = tf.range(length)[None, :] < 1
+        target_ids = tf.where(first_column, start, 0) + tf.zeros(
+            [rows, length], "int32"
+        )
+        target_mask = first_column & tf.ones([rows, length], "bool")
+        task.sampler = sampler
+        task.generation_mode = "cache"
+        out = task.generate_step(
+            {
+                "encoder_token_ids": packed["encoder_token_ids"],
+                "encoder_padding_mask": tf.cast(
+                    packed["encoder_padding_mask"], "bool"
+                ),
+                "decoder_token_ids": target_ids,
+                "decoder_padding_mask": target_mask,
+            },
+            stop_token_ids=(stop,),
+        )["decoder_token_ids"]
+        out = tf.cast(out, "int32")
+        # The words after <s>, up to the first </s>, padding dropped.
+        positions = tf.range(length)[None, :]
+        hit = tf.equal(out, stop) & (positions >= 1)
+        first = tf.where(
+            tf.reduce_any(hit, axis=1),
+            tf.argmax(tf.cast(hit, "int32"), axis=1, output_type="int32"),
+            length,
+        )
+        keep = (positions >= 1) & (positions < first[:, None])
+        if pad is not None:
+            keep = keep & tf.not_equal(out, pad)
+        texts = tokenizer.detokenize(tf.ragged.boolean_mask(out, keep))
+        return {"texts": texts}
+
+    return generate, [tf.TensorSpec([None], tf.string, name="sources")]
+
+
+_GENERATE = {
+    "causal_lm": _causal_lm_generate,
+    "translator": _translator_generate,
+}
+
+
 def _export_in_tensorflow(task, path):
     from zoo._tensorflow import tf
 
@@ -190,11 +260,17 @@ def _export_in_tensorflow(task, path):
     if not preprocessor.built:
         preprocessor.build(None)  # keras-hub's make their packers here
     archive.track(preprocessor)
-    serve, signature = _serving_default(tf, task)
-    archive.add_endpoint("serving_default", serve, input_signature=signature)
-    if getattr(task, "exports_generate", False):
-        generate, signature = _causal_lm_generate(tf, task)
+    kind = getattr(task, "exports_generate", None)
+    if kind:
+        generate, signature = _GENERATE[kind](tf, task)
         archive.add_endpoint("generate", generate, input_signature=signature)
+    if getattr(task, "exports_predict", False):
+        serve, signature = _serving_default(tf, task)
+    else:
+        # No raw-input `predict` (a translator's reads sources with their
+        # targets, teacher forcing): the server's default is `generate`.
+        serve = generate
+    archive.add_endpoint("serving_default", serve, input_signature=signature)
     with atomic_directory(path) as tmp:
         archive.write_out(tmp, verbose=False)
 
@@ -203,12 +279,20 @@ def export_for_serving(task, path):
     """Writes `task` to `path` as a TensorFlow SavedModel on raw input.
 
     Args:
-        task: a zoo task with a preprocessor (text or image classifier).
+        task: a zoo task with a preprocessor (text or image classifier,
+            GPT, translator), or the path of its `.keras` file (exported
+            from the file as it is, without saving it again).
         path: the SavedModel folder to write (replaced atomically).
 
     Returns:
         `path`.
     """
+    from zoo.saving import load_model
+
+    if isinstance(task, (str, os.PathLike)):
+        source, task = os.fspath(task), load_model(task)
+    else:
+        source = None
     raw_input_kind(task)  # a clear error for tasks without a preprocessor
     _check_exportable(task)
     path = os.fspath(path)
@@ -216,16 +300,16 @@ def export_for_serving(task, path):
         _export_in_tensorflow(task, path)
         return path
     with tempfile.TemporaryDirectory() as tmp:
-        saved = os.path.join(tmp, "task.keras")
-        task.save(saved)
+        if source is None:
+            source = os.path.join(tmp, "task.keras")
+            task.save(source)
         result = subprocess.run(
             [
                 sys.executable,
                 "-c",
-                "import sys, zoo, zoo.export\n"
-                "task = zoo.saving.load_model(sys.argv[1])\n"
-                "zoo.export.export_for_serving(task, sys.argv[2])\n",
-                saved,
+                "import sys, zoo.export\n"
+                "zoo.export.export_for_serving(sys.argv[1], sys.argv[2])\n",
+                source,
                 path,
             ],
             env=dict(os.environ, KERAS_BACKEND="tensorflow"),
@@ -250,12 +334,11 @@ serve = served.signatures["serving_default"]
 inputs = np.load(sys.argv[2])
 outputs = serve(tf.constant(inputs))
 got = np.asarray(next(iter(outputs.values())))
-expected = np.load(sys.argv[3])
-result = {{
-    "max_abs_diff": float(np.max(np.abs(got - expected))),
-    "shape": list(got.shape),
-}}
-if len(sys.argv) > 4:
+result = {{"shape": list(got.shape)}}
+if sys.argv[3] != "-":
+    expected = np.load(sys.argv[3])
+    result["max_abs_diff"] = float(np.max(np.abs(got - expected)))
+if sys.argv[4] != "-":
     texts = served.signatures["generate"](tf.constant(inputs))["texts"]
     texts = [t.decode("utf-8") for t in texts.numpy()]
     wanted = json.load(open(sys.argv[4]))
@@ -302,13 +385,14 @@ class ServingExportMixin:
 def check_export(path, inputs, expected, tensorflow_text=False, generated=None):
     """Runs `serving_default` on `inputs` in a fresh process that imports
     TensorFlow only (and TensorFlow Text when `tensorflow_text`), and
-    compares its output with `expected` (what `predict` returned). With
-    `generated` (what `generate(inputs)` returned), also runs the
-    `generate` signature on `inputs` and counts identical texts
-    (`generate_identical`).
+    compares its output with `expected` (what `predict` returned; None
+    skips the comparison). With `generated` (what `generate(inputs)`
+    returned), also runs the `generate` signature on `inputs` and counts
+    identical texts (`generate_identical`).
 
     Returns:
-        dict: `max_abs_diff`, the output `shape`, and `zoo_imported`
+        dict: `max_abs_diff` (with `expected`), `generate_identical` (with
+        `generated`), `serving_default`'s output `shape`, and `zoo_imported`
         (False: the serving process runs `import tensorflow` and
         `tf.saved_model.load` only).
     """
@@ -318,10 +402,13 @@ def check_export(path, inputs, expected, tensorflow_text=False, generated=None):
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         for name, array in (("inputs", inputs), ("expected", expected)):
-            files.append(os.path.join(tmp, f"{name}.npy"))
-            np.save(files[-1], np.asarray(array), allow_pickle=False)
+            files.append("-")
+            if array is not None:
+                files[-1] = os.path.join(tmp, f"{name}.npy")
+                np.save(files[-1], np.asarray(array), allow_pickle=False)
+        files.append("-")
         if generated is not None:
-            files.append(os.path.join(tmp, "generated.json"))
+            files[-1] = os.path.join(tmp, "generated.json")
             with open(files[-1], "w") as f:
                 json.dump(list(generated), f)
         result = subprocess.run(

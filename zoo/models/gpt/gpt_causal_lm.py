@@ -78,7 +78,7 @@ class GPTCausalLM(
     """
 
     # `zoo.export`: a `generate` signature besides `serving_default`.
-    exports_generate = True
+    exports_generate = "causal_lm"
 
     backbone_cls = GPTBackbone
     preprocessor_cls = GPTPreprocessor

@@ -19,6 +19,7 @@ import numpy as np
 from keras import ops
 
 from zoo.data.text import fit_dataset, texts_of
+from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.decoding import EncoderDecoderGeneration
 from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
@@ -31,6 +32,7 @@ from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
 
 @keras.saving.register_keras_serializable(package="zoo")
 class Translator(
+    ServingExportMixin,
     KeepsWeightsOnError,
     GenerationMixin,
     EncoderDecoderGeneration,
@@ -60,6 +62,10 @@ class Translator(
     >>> translator.generate(["Zwei Hunde spielen im Schnee."])
     ['Two dogs play in the snow.']
     """
+
+    # `zoo.export`: `generate` is the export's signature (and its default).
+    exports_predict = False
+    exports_generate = "translator"
 
     backbone_cls = Seq2SeqBackbone
     preprocessor_cls = TranslationPreprocessor
