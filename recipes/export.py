@@ -31,6 +31,13 @@ SAMPLE_TEXTS = (
 )
 
 
+MASKED_TEXTS = (
+    "this movie was [MASK] good.",
+    "the [MASK] was great but the ending was [MASK].",
+    "[MASK]",
+)
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[2],
@@ -54,6 +61,8 @@ def parse_args(argv=None):
 
 def sample_inputs(task, args):
     """The raw inputs the check feeds both `predict` and the export."""
+    if getattr(task, "exports_generate", None) == "masked_lm":
+        return np.array(args.text or MASKED_TEXTS)
     if export.raw_input_kind(task) == "text":
         return np.array(args.text or SAMPLE_TEXTS)
     if args.images:
@@ -76,7 +85,10 @@ def main(argv=None):
         return None
     inputs = sample_inputs(task, args)
     generated = expected = None
-    if getattr(task, "exports_generate", None):
+    kind = getattr(task, "exports_generate", None)
+    if kind == "masked_lm":
+        generated = task.fill_mask(list(inputs))
+    elif kind:
         generated = task.generate(list(inputs))
     if getattr(task, "exports_predict", False):
         expected = task.predict(inputs, verbose=0)
@@ -88,7 +100,12 @@ def main(argv=None):
         generated=generated,
     )
     same = ""
-    if generated is not None:
+    if kind == "masked_lm":
+        same = (
+            f" fill_mask_identical={result['fill_mask_identical']}"
+            f" max_probability_diff={result['max_probability_diff']:.2e}"
+        )
+    elif generated is not None:
         same = (
             f" generate_identical={result['generate_identical']}"
             f"/{len(generated)}"

@@ -1,7 +1,9 @@
-"""`zoo.export`: a SavedModel on raw input that answers as `predict` does,
-checked in a process that imports TensorFlow only. The export is traced by
-TensorFlow, so under JAX and PyTorch these tests also cover the hand-off
-to a TensorFlow process."""
+"""`zoo.export`: a SavedModel on raw input that answers as `predict` and
+`generate` do, checked in a process that imports TensorFlow only. The
+export is always traced by TensorFlow (under JAX and PyTorch, by a
+TensorFlow process the task is handed to): the text classifier and the GPT
+run under every backend for that hand-off, the other families'
+signatures (the same TensorFlow graph whatever the backend) under one."""
 
 import types
 
@@ -11,6 +13,8 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+from tests.models.bert.test_bert import make_masked_lm
+from tests.models.captioning.test_captioning import captioner
 from tests.models.gpt.test_gpt import make_gpt
 from tests.models.seq2seq.test_translator import GERMAN, translator
 from tests.models.vit.test_vit import digits
@@ -46,6 +50,7 @@ def test_text_classifier_exports_raw_strings(tmp_path):
     assert not result["zoo_imported"]
 
 
+@pytest.mark.one_backend
 def test_image_classifier_exports_uint8_images(tmp_path):
     images = digits(6)[0][..., None]
     keras.utils.set_random_seed(0)
@@ -79,9 +84,8 @@ def test_gpt_exports_greedy_generate_on_raw_prompts(tmp_path):
     )
 
 
-@pytest.mark.parametrize(
-    "kind", ["transformer", pytest.param("rnn", marks=pytest.mark.one_backend)]
-)
+@pytest.mark.one_backend
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
 def test_translator_exports_greedy_generate(kind, tmp_path):
     """`generate`, also the default signature: sources in, the texts of
     `translator.generate(sources)` out, checked in a TensorFlow-only
@@ -100,6 +104,40 @@ def test_translator_exports_greedy_generate(kind, tmp_path):
     )
     assert result["generate_identical"] == 3
     assert result["shape"] == [3]
+
+
+@pytest.mark.one_backend
+def test_captioner_exports_greedy_generate_on_uint8_images(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = captioner("lstm")
+    images = np.random.default_rng(0).integers(0, 256, (3, 16, 16, 3))
+    images = images.astype("uint8")
+    export.export_for_serving(model, tmp_path / "served")
+    result = export.check_export(
+        tmp_path / "served",
+        images,
+        None,
+        tensorflow_text=True,
+        generated=model.generate(images),
+    )
+    assert result["generate_identical"] == 3
+
+
+@pytest.mark.one_backend
+def test_masked_lm_exports_fill_mask(tmp_path):
+    keras.utils.set_random_seed(0)
+    mlm = make_masked_lm()
+    texts = np.array(["the film was [MASK]", "a [MASK] [MASK] plot"])
+    export.export_for_serving(mlm, tmp_path / "served")
+    result = export.check_export(
+        tmp_path / "served",
+        texts,
+        None,
+        tensorflow_text=True,
+        generated=mlm.fill_mask(list(texts)),
+    )
+    assert result["fill_mask_identical"] == "3/3"
+    assert result["max_probability_diff"] < 1e-5
 
 
 def test_what_cannot_be_exported_is_one_clear_error(tmp_path):

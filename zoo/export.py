@@ -1,12 +1,20 @@
 """Export a task for serving: a TensorFlow SavedModel that takes raw input.
 
-`export_for_serving(task, path)` writes a SavedModel whose
-`serving_default` signature takes what `task.predict` takes, raw: a
-`(batch,)` string tensor for text tasks, a `(batch, height, width,
-channels)` uint8 tensor for image tasks. The task's preprocessor runs
-inside the graph, so a server needs no Python preprocessing, no zoo and no
-Keras: TensorFlow loads it (`tf.saved_model.load`), and so do TF Serving and
-every SavedModel runtime. It returns what `predict` returns.
+`export_for_serving(task, path)` writes a SavedModel whose signatures take
+raw input: a `(batch,)` string tensor for text tasks, a `(batch, height,
+width, channels)` uint8 tensor for image tasks. The task's preprocessor
+runs inside the graph, so a server needs no Python preprocessing, no zoo
+and no Keras: TensorFlow loads it (`tf.saved_model.load`), and so do TF
+Serving and every SavedModel runtime.
+
+- classifiers (`TextClassifier`, `BertTextClassifier`,
+  `ViTImageClassifier`): `serving_default` returns what `predict` returns;
+- `GPTCausalLM`: `serving_default` (`predict`'s logits) and `generate`
+  (prompts in, greedy texts out, up to the context length);
+- `Translator`, `ImageCaptioner`: `generate` (sources or images in, greedy
+  texts out), also their `serving_default`;
+- `BertMaskedLM`: `fill_mask` (top 5 tokens and probabilities per
+  `[MASK]`), also its `serving_default`.
 
 The SavedModel is traced under TensorFlow. A task in memory under JAX or
 PyTorch is saved to a temporary `.keras` file and exported by a TensorFlow
@@ -91,8 +99,9 @@ def _check_exportable(task):
             f"{type(task).__name__} cannot be exported for serving yet. "
             "Exported today: TextClassifier, BertTextClassifier, "
             "ViTImageClassifier (their `predict` on raw input), "
-            "GPTCausalLM (also greedy `generate`), Translator (greedy "
-            "`generate`)."
+            "GPTCausalLM (also greedy `generate`), Translator and "
+            "ImageCaptioner (greedy `generate`), BertMaskedLM "
+            "(`fill_mask`)."
         )
 
 
@@ -188,10 +197,12 @@ def _causal_lm_generate(tf, task):
     return generate, [tf.TensorSpec([None], tf.string, name="prompts")]
 
 
-def _translator_generate(tf, task):
-    """(function, input signature) of a translator's `generate` signature:
-    source sentences `(batch,)` in, greedy translations `(batch,)` out,
-    what `task.generate(sources)` returns."""
+def _decoder_generate(tf, task, encoder_inputs, input_spec):
+    """(function, input signature) of an encoder-decoder's `generate`
+    signature: raw inputs in, greedy texts out, what `task.generate`
+    returns. `encoder_inputs(raw)` gives `generate_step`'s encoder
+    entries; the decoder starts from `<s>` and stops at `</s>` or its
+    sequence length."""
     from zoo.models.generation import get_sampler
 
     preprocessor = task.preprocessor
@@ -201,14 +212,8 @@ def _translator_generate(tf, task):
     pad = tokenizer.pad_token_id
     sampler = get_sampler("greedy")
 
-    def generate(sources):
-        packed = preprocessor.generate_preprocess(
-            {
-                "encoder_text": sources,
-                "decoder_text": tf.fill(tf.shape(sources), ""),
-            }
-        )
-        rows = tf.shape(sources)[0]
+    def generate(raw):
+        rows = tf.shape(raw)[0]
         first_column = tf.range(length)[None, :] < 1
         target_ids = tf.where(first_column, start, 0) + tf.zeros(
             [rows, length], "int32"
@@ -218,10 +223,7 @@ def _translator_generate(tf, task):
         task.generation_mode = "cache"
         out = task.generate_step(
             {
-                "encoder_token_ids": packed["encoder_token_ids"],
-                "encoder_padding_mask": tf.cast(
-                    packed["encoder_padding_mask"], "bool"
-                ),
+                **encoder_inputs(raw),
                 "decoder_token_ids": target_ids,
                 "decoder_padding_mask": target_mask,
             },
@@ -237,31 +239,129 @@ def _translator_generate(tf, task):
             length,
         )
         keep = (positions >= 1) & (positions < first[:, None])
-        if pad is not None:
-            keep = keep & tf.not_equal(out, pad)
+        for special in (pad, start):
+            if special is not None:
+                keep = keep & tf.not_equal(out, special)
         texts = tokenizer.detokenize(tf.ragged.boolean_mask(out, keep))
         return {"texts": texts}
 
-    return generate, [tf.TensorSpec([None], tf.string, name="sources")]
+    return generate, [input_spec]
+
+
+def _translator_generate(tf, task):
+    """Source sentences `(batch,)` in, translations out."""
+    preprocessor = task.preprocessor
+
+    def encoder_inputs(sources):
+        packed = preprocessor.generate_preprocess(
+            {
+                "encoder_text": sources,
+                "decoder_text": tf.fill(tf.shape(sources), ""),
+            }
+        )
+        return {
+            "encoder_token_ids": packed["encoder_token_ids"],
+            "encoder_padding_mask": tf.cast(
+                packed["encoder_padding_mask"], "bool"
+            ),
+        }
+
+    spec = tf.TensorSpec([None], tf.string, name="sources")
+    return _decoder_generate(tf, task, encoder_inputs, spec)
+
+
+def _captioner_generate(tf, task):
+    """uint8 images at the encoder's size in, captions out."""
+
+    def encoder_inputs(images):
+        return {"images": tf.cast(images, "float32")}
+
+    return _decoder_generate(tf, task, encoder_inputs, _image_spec(tf, task))
+
+
+def _masked_lm_fill_mask(tf, task, top_k=5):
+    """(function, input signature) of a masked LM's `fill_mask` signature:
+    texts `(batch,)`, each with at least one `[MASK]`, in; for each mask
+    (left to right, padded to the batch's most) the `top_k` most likely
+    `tokens` and their `probabilities`, and each text's `mask_count`:
+    what `task.fill_mask(texts, top_k)` returns, as tensors."""
+    from zoo.models.bert.bert_preprocessor import strip_markup
+
+    tokenizer = task.preprocessor.tokenizer
+    length = int(task.preprocessor.sequence_length)
+    cls, sep = int(tokenizer.cls_token_id), int(tokenizer.sep_token_id)
+    pad, mask = int(tokenizer.pad_token_id), int(tokenizer.mask_token_id)
+    vocabulary = tf.constant(tokenizer.get_vocabulary())
+
+    def fill_mask(texts):
+        ids = tf.cast(tokenizer(strip_markup(texts)), "int32")
+        ids = ids[:, : length - 2]
+        rows = ids.nrows()
+        ids = tf.concat(
+            [
+                tf.fill([rows, 1], cls),
+                ids,
+                tf.fill([rows, 1], sep),
+            ],
+            axis=1,
+        )
+        token_ids = ids.to_tensor(default_value=pad, shape=[None, length])
+        is_mask = tf.equal(token_ids, mask)
+        counts = tf.reduce_sum(tf.cast(is_mask, "int32"), axis=1)
+        check = tf.debugging.assert_positive(
+            counts, message="fill_mask: a text has no [MASK] token"
+        )
+        positions = tf.ragged.boolean_mask(
+            tf.broadcast_to(tf.range(length), tf.shape(token_ids)), is_mask
+        )
+        with tf.control_dependencies([check]):
+            positions = positions.to_tensor(default_value=0)
+        logits = task(
+            {
+                "token_ids": token_ids,
+                "segment_ids": tf.zeros_like(token_ids),
+                "padding_mask": tf.not_equal(token_ids, pad),
+                "mask_positions": positions,
+            },
+            training=False,
+        )
+        probabilities = tf.nn.softmax(tf.cast(logits, "float32"), axis=-1)
+        best, indices = tf.math.top_k(probabilities, k=top_k)
+        return {
+            "tokens": tf.gather(vocabulary, indices),
+            "probabilities": best,
+            "mask_count": counts,
+        }
+
+    return fill_mask, [tf.TensorSpec([None], tf.string, name="texts")]
 
 
 _GENERATE = {
     "causal_lm": _causal_lm_generate,
     "translator": _translator_generate,
+    "captioner": _captioner_generate,
 }
+# Tasks whose export's signature is `fill_mask` (also the default).
+_FILL_MASK = {"masked_lm": _masked_lm_fill_mask}
 
 
 def _export_in_tensorflow(task, path):
     from zoo._tensorflow import tf
 
     archive = keras.export.ExportArchive()
-    archive.track(task)
+    # The endpoints track the variables they use. Only the preprocessor's
+    # lookup tables are tracked by hand: tracking the task itself would
+    # also save Keras' traced default signature of its `call`, which not
+    # every task can trace on symbolic lengths (the captioner's scan).
     preprocessor = task.preprocessor
     if not preprocessor.built:
         preprocessor.build(None)  # keras-hub's make their packers here
     archive.track(preprocessor)
     kind = getattr(task, "exports_generate", None)
-    if kind:
+    if kind in _FILL_MASK:
+        generate, signature = _FILL_MASK[kind](tf, task)
+        archive.add_endpoint("fill_mask", generate, input_signature=signature)
+    elif kind:
         generate, signature = _GENERATE[kind](tf, task)
         archive.add_endpoint("generate", generate, input_signature=signature)
     if getattr(task, "exports_predict", False):
@@ -279,9 +379,9 @@ def export_for_serving(task, path):
     """Writes `task` to `path` as a TensorFlow SavedModel on raw input.
 
     Args:
-        task: a zoo task with a preprocessor (text or image classifier,
-            GPT, translator), or the path of its `.keras` file (exported
-            from the file as it is, without saving it again).
+        task: a zoo task with a preprocessor (see the module's list), or
+            the path of its `.keras` file (exported from the file as it
+            is, without saving it again).
         path: the SavedModel folder to write (replaced atomically).
 
     Returns:
@@ -338,7 +438,20 @@ result = {{"shape": list(got.shape)}}
 if sys.argv[3] != "-":
     expected = np.load(sys.argv[3])
     result["max_abs_diff"] = float(np.max(np.abs(got - expected)))
-if sys.argv[4] != "-":
+if sys.argv[4] != "-" and "fill_mask" in served.signatures:
+    out = served.signatures["fill_mask"](tf.constant(inputs))
+    tokens, probabilities = out["tokens"].numpy(), out["probabilities"].numpy()
+    same, worst, masks = 0, 0.0, 0
+    for i, per_text in enumerate(json.load(open(sys.argv[4]))):
+        assert int(out["mask_count"][i]) == len(per_text)
+        for j, pairs in enumerate(per_text):
+            masks += 1
+            same += [t.decode() for t in tokens[i, j]] == [t for t, _ in pairs]
+            wanted = np.array([p for _, p in pairs])
+            worst = max(worst, float(np.abs(probabilities[i, j] - wanted).max()))
+    result["fill_mask_identical"] = f"{{same}}/{{masks}}"
+    result["max_probability_diff"] = worst
+elif sys.argv[4] != "-":
     texts = served.signatures["generate"](tf.constant(inputs))["texts"]
     texts = [t.decode("utf-8") for t in texts.numpy()]
     wanted = json.load(open(sys.argv[4]))
@@ -387,8 +500,10 @@ def check_export(path, inputs, expected, tensorflow_text=False, generated=None):
     TensorFlow only (and TensorFlow Text when `tensorflow_text`), and
     compares its output with `expected` (what `predict` returned; None
     skips the comparison). With `generated` (what `generate(inputs)`
-    returned), also runs the `generate` signature on `inputs` and counts
-    identical texts (`generate_identical`).
+    returned, or a masked LM's `fill_mask(inputs)`), also runs the
+    `generate` (or `fill_mask`) signature on `inputs` and counts identical
+    texts (`generate_identical`; for `fill_mask`, identical top-k lists
+    `fill_mask_identical` and `max_probability_diff`).
 
     Returns:
         dict: `max_abs_diff` (with `expected`), `generate_identical` (with

@@ -5,6 +5,7 @@ import keras_hub
 import numpy as np
 
 from zoo.data.text import text_batch
+from zoo.export import ServingExportMixin
 from zoo.models.arguments import (
     check_model_kwargs,
     check_preprocessor_fits,
@@ -23,6 +24,7 @@ from zoo.models.raw_text import RawTextMixin
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BertMaskedLM(
+    ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
     PortableCompileConfig,
@@ -59,6 +61,10 @@ class BertMaskedLM(
     >>> mlm.fill_mask("this movie was [MASK] good", top_k=3)
     [[('really', 0.41), ('very', 0.22), ('so', 0.09)]]
     """
+
+    # `zoo.export`: `fill_mask` is the export's signature (and default).
+    exports_predict = False
+    exports_generate = "masked_lm"
 
     backbone_cls = BertBackbone
     preprocessor_cls = BertMaskedLMPreprocessor

@@ -17,6 +17,7 @@ from keras import ops
 
 from zoo._tensorflow import is_dataset
 from zoo.data.captions import caption_dataset
+from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.captioning.captioning_backbone import CaptioningBackbone
 from zoo.models.captioning.image_captioner_preprocessor import (
@@ -32,6 +33,7 @@ from zoo.models.quantization import quantize_matrices
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ImageCaptioner(
+    ServingExportMixin,
     KeepsWeightsOnError,
     GenerationMixin,
     EncoderDecoderGeneration,
@@ -64,6 +66,10 @@ class ImageCaptioner(
     >>> captioner.generate(uint8_images[:2])
     ['a dog runs through the grass', 'two children play on the beach']
     """
+
+    # `zoo.export`: `generate` is the export's signature (and its default).
+    exports_predict = False
+    exports_generate = "captioner"
 
     backbone_cls = CaptioningBackbone
     preprocessor_cls = ImageCaptionerPreprocessor
