@@ -87,20 +87,26 @@ class ImageCaptioner(
         logits = self.logits_dtype(backbone.token_logits(hidden))
         check_model_kwargs(self, kwargs)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
-        tokenizer = getattr(preprocessor, "tokenizer", None)
-        if tokenizer is not None:
-            # Never generated: padding, the unknown word, the start token.
-            self.token_bias = suppressed_tokens_bias(
-                backbone.vocabulary_size,
-                [
-                    getattr(tokenizer, name, None)
-                    for name in (
-                        "pad_token_id",
-                        "unknown_token_id",
-                        "start_token_id",
-                    )
-                ],
-            )
+        self._token_bias = (None, None)  # (special ids, bias)
+
+    @property
+    def token_bias(self):
+        """-1e9 on the tokens never generated (padding, the unknown word,
+        the start token), 0 elsewhere: a `(vocabulary,)` float32 vector, or
+        None without a tokenizer. Read from the tokenizer when generating,
+        not when the task is built: a loaded tokenizer gets its vocabulary
+        (and so its special ids) after the task is constructed."""
+        tokenizer = getattr(self.preprocessor, "tokenizer", None)
+        if tokenizer is None:
+            return None
+        ids = tuple(
+            getattr(tokenizer, name, None)
+            for name in ("pad_token_id", "unknown_token_id", "start_token_id")
+        )
+        if self._token_bias[0] != ids:
+            bias = suppressed_tokens_bias(self.backbone.vocabulary_size, ids)
+            self._token_bias = (ids, bias)
+        return self._token_bias[1]
 
     @classmethod
     def from_preset(cls, preset, preprocessor, image_encoder=None, **kwargs):
