@@ -27,7 +27,7 @@ that imports TensorFlow only and compares its answers with `expected`.
 Example:
 
 >>> import zoo
->>> task = zoo.saving.load_model("saved_models/imdb_attention.keras")
+>>> task = zoo.saving.load_model("saved_models/imdb_attention.keras")  # doctest: +SKIP
 >>> export_for_serving(task, "/tmp/imdb_serving")  # doctest: +SKIP
 >>> texts = ["a wonderful film", "boring"]
 >>> check_export("/tmp/imdb_serving", texts, task.predict(texts))  # doctest: +SKIP
