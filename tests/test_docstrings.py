@@ -44,14 +44,11 @@ NOT_RUNNABLE_YET = {
     "zoo.models.generation",
     "zoo.models.gpt.gpt_causal_lm",
     "zoo.models.gpt.gpt_preprocessor",
-    "zoo.models.losses",
     "zoo.models.seq2seq.seq2seq_backbones",
     "zoo.models.seq2seq.seq2seq_preprocessor",
     "zoo.models.seq2seq.translator",
     "zoo.models.text_classifier.text_classifier",
     "zoo.models.vit.vit_image_classifier",
-    "zoo.saving",
-    "zoo.schedules",
 }
 MODULES = sorted(
     name

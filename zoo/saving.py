@@ -233,6 +233,7 @@ def load_model(path, expected=None, **kwargs):
 
     >>> translator = load_model("saved_models/translate_de_en.keras",
     ...                         expected=zoo.models.seq2seq.Translator)
+    ... # doctest: +SKIP
     """
     path = os.fspath(path)
     if not os.path.isfile(path):

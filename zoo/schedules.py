@@ -19,7 +19,7 @@ class InverseSquareRootSchedule(
     Example:
 
     >>> schedule = InverseSquareRootSchedule(5e-4, warmup_steps=400)
-    >>> float(schedule(400)), float(schedule(1600))
+    >>> round(float(schedule(400)), 7), round(float(schedule(1600)), 7)
     (0.0005, 0.00025)
     """
 
@@ -52,7 +52,7 @@ def warmup_cosine(peak, total_steps, warmup_fraction, alpha=0.0):
     Example:
 
     >>> schedule = warmup_cosine(1e-3, total_steps=1000, warmup_fraction=0.1)
-    >>> keras.optimizers.AdamW(schedule)
+    >>> optimizer = keras.optimizers.AdamW(schedule)
     """
     warmup = max(int(total_steps * warmup_fraction), 1)
     return keras.optimizers.schedules.CosineDecay(

@@ -31,7 +31,9 @@ class SparseCategoricalCrossentropyWithSmoothing(keras.losses.Loss):
     Example:
 
     >>> loss = SparseCategoricalCrossentropyWithSmoothing(0.1)
-    >>> loss(np.array([[1, 2]]), keras.random.normal((1, 2, 5)))
+    >>> value = loss(np.array([[1, 2]]), keras.random.normal((1, 2, 5)))
+    >>> tuple(value.shape)
+    ()
     """
 
     def __init__(
