@@ -287,7 +287,9 @@ def doubly_stochastic_penalty(alphas, mask=None):
 
     Example:
 
-    >>> doubly_stochastic_penalty(np.full((1, 4, 4), 0.25, "float32"))
+    >>> penalty = doubly_stochastic_penalty(np.full((1, 4, 4), 0.25, "float32"))
+    >>> float(penalty[0])  # each region's weights sum to 1 over 4 steps
+    0.0
     """
     alphas = ops.cast(alphas, "float32")
     if mask is not None:

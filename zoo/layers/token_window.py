@@ -42,8 +42,9 @@ class RandomTokenWindow(keras.layers.Layer):
     Example:
 
     >>> layer = RandomTokenWindow(2, seed=1)
-    >>> layer(np.array([[5, 6, 7, 0], [8, 0, 0, 0]]), training=True)
-    ... # e.g. [[6, 7], [8, 0]]
+    >>> window = layer(np.array([[5, 6, 7, 0], [8, 0, 0, 0]]), training=True)
+    >>> window.shape  # random: e.g. [[6, 7], [8, 0]]
+    (2, 2)
     """
 
     def __init__(self, window, padding_id=0, seed=None, **kwargs):

@@ -35,7 +35,9 @@ class WordDropout(keras.layers.Layer):
     Example:
 
     >>> layer = WordDropout(0.5, seed=1)
-    >>> layer(np.array([[5, 6, 7, 0]]), training=True)   # e.g. [[5, 0, 7, 0]]
+    >>> dropped = layer(np.array([[5, 6, 7, 0]]), training=True)
+    >>> dropped.shape  # random: e.g. [[5, 0, 7, 0]], never all padding
+    (1, 4)
     """
 
     def __init__(self, rate, padding_id=0, seed=None, **kwargs):

@@ -23,6 +23,7 @@ def check_model_kwargs(model, kwargs):
 
     Example:
 
+    >>> from zoo.models.vit import ViTBackbone
     >>> ViTBackbone(image_size=(28, 28), patch=4)
     Traceback (most recent call last):
       ...
