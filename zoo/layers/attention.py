@@ -426,6 +426,12 @@ def merge_padding_and_attention_mask(
     return mask
 
 
+_VALUE_NEEDED = (
+    "value may be None only when a precomputed cache is given "
+    "(cache=..., cache_update_index=None)."
+)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class MultiHeadAttention(keras.layers.MultiHeadAttention):
     """Multi-head attention: Concat(head_1, ..., head_h) W^O.
@@ -574,14 +580,11 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 return_attention_scores,
                 use_causal_mask=use_causal_mask,
             )
-        mask = attention_mask
-        if mask is not None:
-            mask = ops.cast(mask, "bool")
         return self._attend_projected(
             query,
             key,
             value,
-            mask=mask,
+            mask=attention_mask,  # `_attend` casts it to bool
             is_causal=use_causal_mask,
             training=training,
             return_attention_scores=return_attention_scores,
@@ -644,10 +647,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             key = value
             key_mask = None  # value's mask already covers the keys
         if value is None and (cache is None or cache_update_index is not None):
-            raise ValueError(
-                "value may be None only when a precomputed cache is given "
-                "(cache=..., cache_update_index=None)."
-            )
+            raise ValueError(_VALUE_NEEDED)
         if cache is not None and len(query.shape) != 3:
             raise ValueError(
                 "A key/value cache needs rank-3 (batch, seq, dim) inputs; "
@@ -765,10 +765,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             mask = merge_padding_and_attention_mask(None, key_mask, mask)
         if per_head is not None:
             mask = per_head if mask is None else per_head & mask[:, None]
+        q_len, k_len = _static_dim(query.shape, 1), _static_dim(key.shape, 1)
         if mask is not None:  # before the causal mask is combined with it
-            _check_mask_fits(
-                mask, _static_dim(query.shape, 1), _static_dim(key.shape, 1)
-            )
+            _check_mask_fits(mask, q_len, k_len)
         # Absolute positions: new queries start at cache_update_index.
         offset = 0
         if cached and cache_update_index is not None:
@@ -779,28 +778,26 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                 ops.shape(key)[1],
                 offset,
                 self._sliding_window,
-            )[None]
-            mask = window if mask is None else mask & window
-        q_len, k_len = _static_dim(query.shape, 1), _static_dim(key.shape, 1)
+            )
+            mask = _and_masks(mask, window[None])
+        # A subclass's attention sees one explicit mask, as in Keras.
+        overridden = (
+            type(self)._compute_attention
+            is not MultiHeadAttention._compute_attention
+        )
         is_causal = use_causal_mask
         rows_have_keys = False
-        if use_causal_mask and (cached or q_len is None or q_len != k_len):
+        if use_causal_mask and (
+            cached or overridden or q_len is None or q_len != k_len
+        ):
             # Query i sees keys j <= offset + i (Keras' convention where
             # there are more or fewer keys than queries): an explicit mask.
             causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1], offset)
             # Causal alone from slot 0: every query sees key 0.
             rows_have_keys = mask is None
-            mask = causal[None] if mask is None else mask & causal[None]
+            mask = _and_masks(mask, causal[None])
             is_causal = False
-        overridden = (
-            type(self)._compute_attention
-            is not MultiHeadAttention._compute_attention
-        )
         if overridden:
-            # A subclass's attention sees one explicit mask, as in Keras.
-            if is_causal:
-                causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
-                mask = causal[None] if mask is None else mask & causal[None]
             return self._compute_attention(
                 query, key, value, mask, training, return_attention_scores
             )
@@ -826,10 +823,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
     ):
         if cache is None:
             if value is None:
-                raise ValueError(
-                    "value may be None only when a precomputed cache is "
-                    "given (cache=..., cache_update_index=None)."
-                )
+                raise ValueError(_VALUE_NEEDED)
             outputs = super().compute_output_spec(query, value, key)
         else:
             shape = self.compute_output_shape(query.shape, query.shape)
@@ -847,6 +841,11 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         if cache is not None:
             results += (keras.KerasTensor(cache.shape, self.compute_dtype),)
         return results[0] if len(results) == 1 else results
+
+
+def _and_masks(mask, other):
+    """`mask & other`, where `mask` may be None (no mask yet)."""
+    return other if mask is None else mask & other
 
 
 def _sliding_window_mask(q_len, k_len, offset, window):
