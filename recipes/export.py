@@ -76,7 +76,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         task = zoo.saving.load_model(args.model)
-        export.export_for_serving(args.model, args.output)
+        export.export_for_serving(task, args.output, keras_file=args.model)
     except (ValueError, NotImplementedError, RuntimeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -105,27 +105,30 @@ def _check_exportable(task):
         )
 
 
-def _serving_default(tf, task):
-    """(function, input signature) of `serving_default`."""
-    _check_exportable(task)
-    preprocessor = task.preprocessor
-    if raw_input_kind(task) == "image":
+def _predict(tf, task):
+    """(function, input signature) of `predict` on raw input."""
+    images = raw_input_kind(task) == "image"
+    if images:
         spec = _image_spec(tf, task)
-
-        def serve(images):
-            features = preprocessor(tf.cast(images, "float32"))
-            features = keras.utils.unpack_x_y_sample_weight(features)[0]
-            return task(features, training=False)
-
     else:
         spec = tf.TensorSpec([None], tf.string, name="texts")
 
-        def serve(texts):
-            features = preprocessor(texts)
-            features = keras.utils.unpack_x_y_sample_weight(features)[0]
-            return task(features, training=False)
+    def serve(raw):
+        features = task.preprocessor(tf.cast(raw, "float32") if images else raw)
+        features = keras.utils.unpack_x_y_sample_weight(features)[0]
+        return task(features, training=False)
 
     return serve, [spec]
+
+
+def _first_position(tf, hit, length):
+    """Per row of the boolean `(batch, length)` `hit`, the position of its
+    first True, or `length` where there is none."""
+    return tf.where(
+        tf.reduce_any(hit, axis=1),
+        tf.argmax(tf.cast(hit, "int32"), axis=1, output_type="int32"),
+        length,
+    )
 
 
 def _causal_lm_generate(tf, task):
@@ -181,12 +184,7 @@ def _causal_lm_generate(tf, task):
                 tf.equal(out[..., None], tf.constant(stops, out.dtype)),
                 axis=-1,
             ) & (positions >= lengths[:, None])
-            first = tf.where(
-                tf.reduce_any(hit, axis=1),
-                tf.argmax(tf.cast(hit, "int32"), axis=1, output_type="int32"),
-                context,
-            )
-            keep = positions <= first[:, None]
+            keep = positions <= _first_position(tf, hit, context)[:, None]
         # keras-hub's generate_postprocess, in the graph: padding and
         # special tokens dropped, then the tokenizer's detokenize.
         for special in getattr(tokenizer, "special_token_ids", None) or ():
@@ -233,11 +231,7 @@ def _decoder_generate(tf, task, encoder_inputs, input_spec):
         # The words after <s>, up to the first </s>, padding dropped.
         positions = tf.range(length)[None, :]
         hit = tf.equal(out, stop) & (positions >= 1)
-        first = tf.where(
-            tf.reduce_any(hit, axis=1),
-            tf.argmax(tf.cast(hit, "int32"), axis=1, output_type="int32"),
-            length,
-        )
+        first = _first_position(tf, hit, length)
         keep = (positions >= 1) & (positions < first[:, None])
         for special in (pad, start):
             if special is not None:
@@ -336,13 +330,13 @@ def _masked_lm_fill_mask(tf, task, top_k=5):
     return fill_mask, [tf.TensorSpec([None], tf.string, name="texts")]
 
 
-_GENERATE = {
-    "causal_lm": _causal_lm_generate,
-    "translator": _translator_generate,
-    "captioner": _captioner_generate,
+# A task's `exports_generate` -> (the signature's name, its builder).
+_SIGNATURES = {
+    "causal_lm": ("generate", _causal_lm_generate),
+    "translator": ("generate", _translator_generate),
+    "captioner": ("generate", _captioner_generate),
+    "masked_lm": ("fill_mask", _masked_lm_fill_mask),
 }
-# Tasks whose export's signature is `fill_mask` (also the default).
-_FILL_MASK = {"masked_lm": _masked_lm_fill_mask}
 
 
 def _export_in_tensorflow(task, path):
@@ -358,41 +352,49 @@ def _export_in_tensorflow(task, path):
         preprocessor.build(None)  # keras-hub's make their packers here
     archive.track(preprocessor)
     kind = getattr(task, "exports_generate", None)
-    if kind in _FILL_MASK:
-        generate, signature = _FILL_MASK[kind](tf, task)
-        archive.add_endpoint("fill_mask", generate, input_signature=signature)
-    elif kind:
-        generate, signature = _GENERATE[kind](tf, task)
-        archive.add_endpoint("generate", generate, input_signature=signature)
+    if kind:
+        name, build = _SIGNATURES[kind]
+        serve, signature = build(tf, task)
+        archive.add_endpoint(name, serve, input_signature=signature)
+    # Without a raw-input `predict` (a translator's reads sources with
+    # their targets, teacher forcing), the server's default is that one.
     if getattr(task, "exports_predict", False):
-        serve, signature = _serving_default(tf, task)
-    else:
-        # No raw-input `predict` (a translator's reads sources with their
-        # targets, teacher forcing): the server's default is `generate`.
-        serve = generate
+        serve, signature = _predict(tf, task)
     archive.add_endpoint("serving_default", serve, input_signature=signature)
     with atomic_directory(path) as tmp:
         archive.write_out(tmp, verbose=False)
 
 
-def export_for_serving(task, path):
+def _run_tensorflow_process(code, args, what):
+    """`python -c code *args` with Keras on TensorFlow; its stdout, or a
+    RuntimeError naming `what` with the process's last error line."""
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines() or [
+            f"exit status {result.returncode}"
+        ]
+        raise RuntimeError(f"{what} failed: {lines[-1]}")
+    return result.stdout
+
+
+def export_for_serving(task, path, keras_file=None):
     """Writes `task` to `path` as a TensorFlow SavedModel on raw input.
 
     Args:
-        task: a zoo task with a preprocessor (see the module's list), or
-            the path of its `.keras` file (exported from the file as it
-            is, without saving it again).
+        task: a zoo task with a preprocessor (see the module's list).
         path: the SavedModel folder to write (replaced atomically).
+        keras_file: the `.keras` file `task` was loaded from, if any:
+            under JAX or PyTorch the TensorFlow process exports that file
+            instead of a copy the task saves first.
 
     Returns:
         `path`.
     """
-    from zoo.saving import load_model
-
-    if isinstance(task, (str, os.PathLike)):
-        source, task = os.fspath(task), load_model(task)
-    else:
-        source = None
     raw_input_kind(task)  # a clear error for tasks without a preprocessor
     _check_exportable(task)
     path = os.fspath(path)
@@ -400,26 +402,15 @@ def export_for_serving(task, path):
         _export_in_tensorflow(task, path)
         return path
     with tempfile.TemporaryDirectory() as tmp:
-        if source is None:
-            source = os.path.join(tmp, "task.keras")
-            task.save(source)
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys, zoo.export\n"
-                "zoo.export.export_for_serving(sys.argv[1], sys.argv[2])\n",
-                source,
-                path,
-            ],
-            env=dict(os.environ, KERAS_BACKEND="tensorflow"),
-            capture_output=True,
-            text=True,
-        )
-    if result.returncode != 0:
-        raise RuntimeError(
-            "exporting under TensorFlow failed: "
-            + result.stderr.strip().splitlines()[-1]
+        if keras_file is None:
+            keras_file = os.path.join(tmp, "task.keras")
+            task.save(keras_file)
+        _run_tensorflow_process(
+            "import sys, zoo, zoo.export\n"
+            "task = zoo.saving.load_model(sys.argv[1])\n"
+            "zoo.export.export_for_serving(task, sys.argv[2])\n",
+            [os.fspath(keras_file), path],
+            "exporting under TensorFlow",
         )
     return path
 
@@ -462,12 +453,14 @@ print(json.dumps(result))
 
 
 class ServingExportMixin:
-    """`export(path)` on raw input for tasks with `exports_predict`.
+    """`task.export(path)` writes `export_for_serving`'s SavedModel (raw
+    strings or uint8 images in; the signatures listed in this module).
+    Any other format, or an explicit `input_signature`, is Keras' own
+    `Model.export` of the numeric model (e.g. `format="onnx"`).
 
-    `task.export(path)` writes `export_for_serving`'s SavedModel (raw
-    strings or uint8 images in, `predict`'s output out). Any other format,
-    or an explicit `input_signature`, is Keras' own `Model.export` of the
-    numeric model (e.g. `format="onnx"`).
+    A task sets `exports_predict = False` when its `predict` takes more
+    than one raw input, and `exports_generate` to the kind of its
+    generation signature (a key of `_SIGNATURES`).
     """
 
     exports_predict = True
@@ -526,23 +519,11 @@ def check_export(path, inputs, expected, tensorflow_text=False, generated=None):
             files[-1] = os.path.join(tmp, "generated.json")
             with open(files[-1], "w") as f:
                 json.dump(list(generated), f)
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                _CHECK.format(imports=imports),
-                os.fspath(path),
-                *files,
-            ],
-            capture_output=True,
-            text=True,
-            # TensorFlow imports Keras (for `tf.keras`) by itself; let it
-            # pick TensorFlow rather than start another framework.
-            env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        # TensorFlow imports Keras (for `tf.keras`) by itself; the runner
+        # lets it pick TensorFlow rather than start another framework.
+        stdout = _run_tensorflow_process(
+            _CHECK.format(imports=imports),
+            [os.fspath(path), *files],
+            "the TensorFlow-only check",
         )
-    if result.returncode != 0:
-        raise RuntimeError(
-            "the TensorFlow-only check failed: "
-            + result.stderr.strip().splitlines()[-1]
-        )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(stdout.strip().splitlines()[-1])

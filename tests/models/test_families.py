@@ -140,7 +140,6 @@ def test_family_contract(family, tmp_path):
     with pytest.raises(ValueError) as error:
         case.empty(task)
     message = str(error.value)
-    print(f"{family}: {message}")
     assert message.count("\n") < 3, message
     assert any(word in message for word in ("empty", "no ", "at least")), (
         message
