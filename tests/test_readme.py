@@ -20,7 +20,7 @@ BLOCKS = re.findall(
 
 MARKDOWN = [
     "README.md",
-    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")),
 ]
 
 
