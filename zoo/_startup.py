@@ -3,7 +3,7 @@
 TensorFlow (which keras-hub's tokenizers and tf.data pipelines load under
 every backend) prints oneDNN, CUDA-driver and CPU-feature notices through
 absl before Python can configure any logging, and `TF_CPP_MIN_LOG_LEVEL`
-no longer hides all of them. They are not errors, but they read like ones.
+does not hide all of them. They are not errors, but they read like ones.
 TensorFlow's first device query adds a failed `cuInit` line on machines
 without a GPU. `import zoo` therefore sets `TF_CPP_MIN_LOG_LEVEL=3` (unless
 already set: TensorFlow's C++ code then reports only fatal errors; its

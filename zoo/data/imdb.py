@@ -10,7 +10,7 @@ NumPy array of Python strings and labels as int32 (1 = positive):
 The validation split holds out whole movies. IMDB has up to 30 reviews per
 movie and the official test split's movies are disjoint from train's, so a
 validation split of random reviews lets a model score by remembering the
-names of movies it was trained on, and reads too high (docs/imdb.md
+names of movies it was trained on, and reads too high (docs/log/imdb.md
 measures how much). Movies come from the official
 `urls_{pos,neg}.txt` files when they are there; without them, from the
 review ids (see `aclimdb_train_movie_positions`).

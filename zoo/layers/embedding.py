@@ -2,8 +2,8 @@
 embeddings.
 
 `TokenEmbedding` is Keras' `ReversibleEmbedding` (the table that also maps
-hidden states back to vocabulary logits, keras-hub's idea, now in core
-Keras) that refuses out-of-range ids: a gather with an id outside the table
+hidden states back to vocabulary logits, as keras-hub's layer of the same
+name does) that refuses out-of-range ids: a gather with an id outside the table
 is an error on TensorFlow and PyTorch but silently gives NaN rows on JAX.
 
 `PositionalEmbedding` (also importable under keras-hub's name,

@@ -429,8 +429,9 @@ class GenerationMixin:
             and not self.jit_compile
         ):
             # Keras' "auto" leaves XLA off for TensorFlow on CPU, a choice
-            # made for training; the generation loop runs about 2.3x faster
-            # on CPU with it. jit_compile=False in compile() opts out.
+            # made for training; the generation loop runs faster on CPU
+            # with it (docs/log/gpt.md). jit_compile=False in compile()
+            # opts out.
             self.jit_compile = True
             try:
                 return super().make_generate_function()

@@ -5,9 +5,9 @@ Keras' JAX trainer detaches the variables' values while its loop runs (it
 passes them through the compiled step as one state and drops the copies the
 variables hold, to save memory) and attaches the loop's state again only
 when the loop ends. An error inside the loop, e.g. a zoo layer refusing a
-sequence longer than its positions while the step is traced, left every
-variable empty: the next call failed with "'NoneType' object is not
-callable" and the weights were gone. zoo's backbones and tasks mix in
+sequence longer than its positions while the step is traced, would leave
+every variable empty: the next call would fail with "'NoneType' object is
+not callable", the weights gone. zoo's backbones and tasks mix in
 `KeepsWeightsOnError`, which gives the variables back the last state the
 loop reached (or the values they had) before the error goes on. Other
 backends keep the variables attached; there it does nothing.
