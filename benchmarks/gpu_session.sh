@@ -158,7 +158,7 @@ tests() {  # tests BACKEND: the attention and Transformer tests there
         "$PYTHON" -m pytest -q -p no:cacheprovider -x $TESTS
 }
 
-# Still unmeasured on a GPU first (docs/performance.md), then what was
+# Still unmeasured on a GPU first (docs/log/performance.md), then what was
 # measured before, to compare. The layers grid without host copies (the
 # 2026-11-27 grid timed them with the layers).
 # shellcheck disable=SC2086
@@ -222,7 +222,7 @@ else
     say "== GPT recipe: skipped, no $CORPUS (gzip -c" \
         "../shared/data/tinyshakespeare.txt > $CORPUS, and carry .gpu_data)"
 fi
-# Measured on a GPU before (docs/performance.md), to compare.
+# Measured on a GPU before (docs/log/performance.md), to compare.
 # PyTorch's per-token cost, eager and with its decode step under
 # torch.compile, as compile(jit_compile=True) runs it and replaying CUDA
 # graphs (measured on an H100 on 2026-11-27; JAX's cached generation
