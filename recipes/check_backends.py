@@ -6,10 +6,12 @@
     python recipes/check_backends.py imdb_attention --data-dir ../shared/data/aclImdb
     python recipes/check_backends.py imdb_attention --smoke --full   # + whole recipe runs
 
-A thin command line over `zoo.testing.cross_backend`, whose docstring says
-what is compared, how, the tolerances, the known sources of divergence and
-the contract a recipe implements (`check_setup` returning a `CheckSetup`).
-Exits 1 when a check fails.
+A thin command line over `zoo.testing.cross_backend`: the recipe's file,
+`recipes/<recipe>.py`, is the hook the check's workers import (its
+`check_setup` returns a `CheckSetup`; the contract is in
+`zoo.testing.cross_backend.hook`). What is compared, how, the tolerances
+and the known sources of divergence: docs/backends.md. Exits 1 when a
+check fails.
 """
 
 import argparse
@@ -77,7 +79,7 @@ def parse_args(argv=None):
         default="sgd",
         help="sgd: plain SGD, the check; adam: shows "
         "optimizer-specific divergence (see "
-        "zoo.testing.cross_backend)",
+        "docs/backends.md)",
     )
     parser.add_argument(
         "--learning-rate",
@@ -132,14 +134,23 @@ def parse_args(argv=None):
         parser.error("--backends repeats a backend")
     if args.no_train:
         args.steps = 0
-    args.recipe = FAMILIES.get(args.recipe, args.recipe)
+    # "gpt_text", "recipes/gpt_text.py" and "recipes.gpt_text" name one.
+    name = os.path.basename(args.recipe).removesuffix(".py")
+    name = name.removeprefix("recipes.")
+    args.recipe = FAMILIES.get(name, name)
+    args.hook = os.path.join(ROOT, "recipes", f"{args.recipe}.py")
+    if not os.path.isfile(args.hook):
+        parser.error(
+            f"no recipe {args.recipe!r} in {os.path.dirname(args.hook)}"
+        )
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     report = cross_backend.run_check(
-        args.recipe,
+        args.hook,
+        name=args.recipe,
         variants=args.variants,
         smoke=args.smoke,
         data_dir=args.data_dir,
@@ -152,7 +163,7 @@ def main(argv=None):
         verbose=args.verbose,
         workdir=args.workdir,
         timeout=args.timeout,
-        root=ROOT,
+        cwd=ROOT,
     )
     return cross_backend.exit_status(report)
 

@@ -4,7 +4,9 @@ with a missing, truncated or foreign model file."""
 
 import contextlib
 import json
+import math
 import os
+import pickle
 import shutil
 import tempfile
 import zipfile
@@ -193,13 +195,86 @@ def _copy_float16(source, target):
         target[name].attrs.update(item.attrs)
 
 
-def write_json_atomic(data, path):
-    """Writes `data` as indented JSON through a temporary file."""
+def write_json_atomic(data, path, strict=False):
+    """Writes `data` as indented JSON through a temporary file.
+
+    Args:
+        data: dicts, lists, strings, numbers, booleans and None.
+        path: the file to write.
+        strict: write strict JSON: non-finite floats become the strings
+            "inf", "-inf" and "nan" (Python's `json` otherwise writes
+            `Infinity` and `NaN`, which other readers refuse), and NumPy
+            scalars and arrays become Python numbers and lists.
+
+    Returns:
+        `path`.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "report.json")
+    >>> _ = write_json_atomic({"max": float("inf")}, path, strict=True)
+    >>> json.load(open(path))
+    {'max': 'inf'}
+    """
+    if strict:
+        data = _strict_json(data)
     with atomic_path(path) as tmp:
         with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
+            json.dump(data, f, indent=2, sort_keys=True, allow_nan=not strict)
             f.write("\n")
     return path
+
+
+def save_npz_atomic(arrays, path):
+    """`np.savez(path, **arrays)` through a temporary file.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "arrays.npz")
+    >>> _ = save_npz_atomic({"x": np.arange(3)}, path)
+    >>> np.load(path)["x"]
+    array([0, 1, 2])
+    """
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+    return path
+
+
+def save_pickle_atomic(obj, path):
+    """`pickle.dump(obj)` into `path` through a temporary file.
+
+    Example:
+
+    >>> import os, pickle, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "batch.pkl")
+    >>> _ = save_pickle_atomic({"inputs": ["a review"]}, path)
+    >>> pickle.load(open(path, "rb"))
+    {'inputs': ['a review']}
+    """
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        pickle.dump(obj, f)
+    return path
+
+
+def _strict_json(value):
+    """`value` with non-finite floats as strings and NumPy values as
+    Python ones (dict keys as strings)."""
+    if isinstance(value, dict):
+        return {str(k): _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _strict_json(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
 
 
 class ModelFileError(ValueError):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from recipes import check_backends as cli
+from zoo.saving import write_json_atomic
 from zoo.testing import cross_backend as cb
 from zoo.testing.backends import selected_backends
 
@@ -287,7 +288,7 @@ def test_json_report_is_strict_json_written_atomically(tmp_path):
     raw["forward"]["jax"] = raw["forward"]["jax"] * np.nan
     report = report_of(raw)
     path = tmp_path / "sub" / "report.json"
-    cb.write_json_atomic(report, str(path))
+    write_json_atomic(report, str(path), strict=True)
     text = path.read_text()
     loaded = json.loads(text, parse_constant=lambda c: pytest.fail(c))
     assert loaded["passed"] is False
@@ -305,6 +306,13 @@ def test_json_report_is_strict_json_written_atomically(tmp_path):
 def test_command_line():
     args = cli.parse_args(["imdb_attention", "--smoke", "--no-train"])
     assert args.steps == 0 and args.backends == BACKENDS and args.smoke
+    assert args.hook == os.path.join(ROOT, "recipes", "imdb_attention.py")
+    args = cli.parse_args(["captioning"])  # a family's name
+    assert args.hook == os.path.join(ROOT, "recipes", "caption_images.py")
+    for spelling in ("recipes/gpt_text.py", "recipes.gpt_text"):
+        args = cli.parse_args([spelling])
+        assert args.recipe == "gpt_text"
+        assert args.hook == os.path.join(ROOT, "recipes", "gpt_text.py")
     args = cli.parse_args(
         [
             "imdb_attention",
@@ -324,6 +332,7 @@ def test_command_line():
         [],
         ["imdb_attention", "--backends", "jax", "jax"],
         ["imdb_attention", "--steps", "-1"],
+        ["no_such_recipe"],
     ):
         with pytest.raises(SystemExit):
             cli.parse_args(bad)
@@ -579,7 +588,7 @@ def test_weights_are_matched_by_path_not_by_order():
 
 
 def test_unique_weight_paths():
-    assert cb._unique(["a/k", "b/k", "a/k", "a/k"]) == [
+    assert cb.unique_paths(["a/k", "b/k", "a/k", "a/k"]) == [
         "a/k",
         "b/k",
         "a/k#2",

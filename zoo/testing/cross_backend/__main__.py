@@ -1,0 +1,8 @@
+"""`python -m zoo.testing.cross_backend --worker --backend B --workdir D`:
+one worker of the cross-backend check (started by `run_check`)."""
+
+import sys
+
+from zoo.testing.cross_backend.worker import main
+
+sys.exit(main())
