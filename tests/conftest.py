@@ -29,18 +29,28 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `one_backend` check plumbing that is the same under
-    every backend (a recipe's flags, files, resumption); when `tests/all_backends.py` runs the suite under several
-    backends it names one of them in ZOO_TESTS_ONE_BACKEND, and the other
-    runs skip these tests. A plain `pytest` runs them all."""
-    one = os.environ.get("ZOO_TESTS_ONE_BACKEND")
-    if not one or keras.backend.backend() == one:
+    every backend (a recipe's flags, files, resumption, a benchmark script
+    staying runnable); when `tests/all_backends.py` runs the suite under
+    several backends it names one of them in ZOO_TESTS_ONE_BACKEND, and the
+    other runs skip these tests. `one_backend("jax")` names the backend
+    itself (a test whose strictest checks are that backend's). A plain
+    `pytest` runs them all."""
+    default = os.environ.get("ZOO_TESTS_ONE_BACKEND")
+    if not default:
         return
-    skip = pytest.mark.skip(
-        reason=f"the same under every backend: runs in the {one} run"
-    )
+    current = keras.backend.backend()
     for item in items:
-        if item.get_closest_marker("one_backend"):
-            item.add_marker(skip)
+        marker = item.get_closest_marker("one_backend")
+        if marker is None:
+            continue
+        one = marker.args[0] if marker.args else default
+        if current != one:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"the same under every backend: runs in the "
+                    f"{one} run"
+                )
+            )
 
 
 def pytest_report_header(config):

@@ -7,12 +7,19 @@ import pytest
 from tests import conftest
 
 
+class FakeMarker:
+    def __init__(self, args):
+        self.args = args
+
+
 class FakeItem:
-    def __init__(self, marked):
-        self.marked, self.markers = marked, []
+    def __init__(self, marked, args=()):
+        self.marked, self.args, self.markers = marked, args, []
 
     def get_closest_marker(self, name):
-        return object() if self.marked and name == "one_backend" else None
+        if self.marked and name == "one_backend":
+            return FakeMarker(self.args)
+        return None
 
     def add_marker(self, marker):
         self.markers.append(marker)
@@ -40,3 +47,14 @@ def test_one_backend_tests_are_skipped_in_the_other_runs(monkeypatch):
     assert [m.name for m in marked.markers] == ["skip"]
     assert other in marked.markers[0].kwargs["reason"]
     assert not unmarked.markers
+
+
+def test_a_named_backend_overrides_the_runs_choice(monkeypatch):
+    current = keras.backend.backend()
+    other = "torch" if current != "torch" else "jax"
+    monkeypatch.setenv("ZOO_TESTS_ONE_BACKEND", other)
+    here, there = FakeItem(True, (current,)), FakeItem(True, (other,))
+    conftest.pytest_collection_modifyitems(None, [here, there])
+    assert not here.markers
+    assert [m.name for m in there.markers] == ["skip"]
+    assert other in there.markers[0].kwargs["reason"]

@@ -7,6 +7,7 @@ import pytest
 from benchmarks import attention_scaling
 
 
+@pytest.mark.one_backend("jax")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_tiny_lengths_are_timed_on_both_paths(tmp_path, dtype):
     args = attention_scaling.parse_args(

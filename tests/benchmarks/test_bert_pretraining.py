@@ -7,6 +7,7 @@ import pytest
 from benchmarks import bert_pretraining
 
 
+@pytest.mark.one_backend
 def test_tiny_measurement_reports_both_models():
     args = bert_pretraining.parse_args(
         [

@@ -8,6 +8,7 @@ import pytest
 from benchmarks import captioning
 
 
+@pytest.mark.one_backend
 def test_tiny_measurement_reports_every_figure():
     args = captioning.parse_args(
         [

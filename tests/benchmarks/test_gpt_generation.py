@@ -67,6 +67,7 @@ def test_compile_modes_are_a_list_and_unknown_ones_are_refused():
         gpt_generation.parse_args(["--torch-compile-mode", "default,fast"])
 
 
+@pytest.mark.one_backend
 def test_bfloat16_measurement_runs_both_models_in_bfloat16():
     args = gpt_generation.parse_args(
         [

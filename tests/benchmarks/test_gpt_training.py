@@ -8,6 +8,7 @@ import pytest
 from benchmarks import gpt_training, workers
 
 
+@pytest.mark.one_backend("jax")
 def test_tiny_measurement_reports_zoo_and_keras_hub(tmp_path):
     args = gpt_training.parse_args(
         [
@@ -45,6 +46,7 @@ def test_tiny_measurement_reports_zoo_and_keras_hub(tmp_path):
     assert kernels == "0/0"
 
 
+@pytest.mark.one_backend
 def test_approximate_gelu_variant_is_timed_beside_zoo():
     args = gpt_training.parse_args(
         [

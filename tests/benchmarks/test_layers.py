@@ -7,6 +7,7 @@ import pytest
 from benchmarks import layers
 
 
+@pytest.mark.one_backend
 def test_tiny_grid_reports_every_cell():
     args = layers.parse_args(
         [

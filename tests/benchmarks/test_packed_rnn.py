@@ -3,10 +3,12 @@ under the current backend (timings are not checked; the benchmark prints
 them)."""
 
 import keras
+import pytest
 
 from benchmarks import packed_rnn
 
 
+@pytest.mark.one_backend
 def test_tiny_measurement_reports_every_figure():
     args = packed_rnn.parse_args(
         [

@@ -8,6 +8,7 @@ import pytest
 from benchmarks import vit_images
 
 
+@pytest.mark.one_backend
 def test_tiny_measurement_reports_every_model():
     args = vit_images.parse_args(
         [
