@@ -7,6 +7,7 @@ from keras import ops
 
 from tests.helpers import (
     config_round_trip,
+    gradient,
     keras_round_trip,
     np_attention,
     np_multi_head_attention,
@@ -121,7 +122,7 @@ def test_empty_rows_have_finite_gradients():
     def loss_fn(q):
         return ops.sum(scaled_dot_product_attention(q, k, v, mask=mask) ** 2)
 
-    grads = _gradient(loss_fn, q)
+    grads = gradient(loss_fn, q)
     assert np.isfinite(grads).all()
     assert np.all(grads[0, 1] == 0)  # the empty row does not depend on q
 
@@ -147,25 +148,6 @@ def test_the_check_is_dropped_only_where_the_kernel_zeroes_empty_rows(
             lambda q, k, v, **kw: ops.ones_like(q),
         )
         assert not attention._sdpa_zeroes_empty_rows(query)
-
-
-def _gradient(fn, x):
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return np.asarray(jax.grad(fn)(x))
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        x = tf.Variable(x)
-        with tf.GradientTape() as tape:
-            y = fn(x)
-        return tape.gradient(y, x).numpy()
-
-    x = x.detach().clone().requires_grad_(True)
-    fn(x).backward()
-    return to_numpy(x.grad)  # on the CPU or a GPU
 
 
 @pytest.mark.parametrize(
