@@ -9,9 +9,9 @@ never the uniform weights a plain softmax would give it.
 from keras import ops
 
 # Stands in for minus infinity at masked positions: exp(-1e30 - max) is an
-# exact 0 next to any finite logit, and an all-masked row stays finite (no
-# inf - inf). It is only ever written into float32 logits: float16 cannot
-# hold it.
+# exact 0 next to any real logit (all are far above -1e30), and an
+# all-masked row stays finite (no inf - inf). It is only ever written into
+# float32 logits: float16 cannot hold it.
 _NEGATIVE_LOGIT = -1e30
 
 
