@@ -17,6 +17,25 @@ def random_array(shape, seed=0, dtype="float32"):
     return np.random.default_rng(seed).normal(size=shape).astype(dtype)
 
 
+def gradient(fn, x):
+    """d fn(x) / dx as a NumPy array, `fn` returning a scalar tensor."""
+    if BACKEND == "jax":
+        import jax
+
+        return np.asarray(jax.grad(fn)(x))
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.Variable(x)
+        with tf.GradientTape() as tape:
+            y = fn(x)
+        return tape.gradient(y, x).numpy()
+
+    x = x.detach().clone().requires_grad_(True)
+    fn(x).backward()
+    return to_numpy(x.grad)  # on the CPU or a GPU
+
+
 # ---- NumPy references -------------------------------------------------------
 
 

@@ -58,6 +58,7 @@ def test_layer_is_registered_under_zoo(cls):
     PUBLIC_LAYERS
     + [
         layers.scaled_dot_product_attention,
+        layers.masked_softmax,
         layers.attention_entropy,
         models.get_sampler,
         models.attention_model,
@@ -69,6 +70,7 @@ def test_public_docstrings_give_arguments_and_example(obj):
     assert "Args:" in doc, f"{obj.__name__} documents no arguments"
     if isinstance(obj, type) or obj in (
         layers.scaled_dot_product_attention,
+        layers.masked_softmax,
         models.get_sampler,
     ):
         assert "Example" in doc and ">>>" in doc, (

@@ -7,6 +7,7 @@ from keras import ops
 
 from tests.helpers import (
     config_round_trip,
+    gradient,
     keras_round_trip,
     np_attention,
     np_multi_head_attention,
@@ -121,7 +122,7 @@ def test_empty_rows_have_finite_gradients():
     def loss_fn(q):
         return ops.sum(scaled_dot_product_attention(q, k, v, mask=mask) ** 2)
 
-    grads = _gradient(loss_fn, q)
+    grads = gradient(loss_fn, q)
     assert np.isfinite(grads).all()
     assert np.all(grads[0, 1] == 0)  # the empty row does not depend on q
 
@@ -131,41 +132,22 @@ def test_the_check_is_dropped_only_where_the_kernel_zeroes_empty_rows(
 ):
     """Under PyTorch on the CPU the fused path trusts the kernel with a -inf
     bias only if a probe saw it give zeros; elsewhere the check stays."""
-    from zoo.layers import attention
+    from zoo.layers import attention_kernels as kernels
 
     query = ops.convert_to_tensor(random_array((1, 2, 1, 4), 0))
-    monkeypatch.setattr(attention, "_ZEROES_EMPTY_ROWS", {})
+    monkeypatch.setattr(kernels, "_ZEROES_EMPTY_ROWS", {})
     on_cpu_torch = keras.backend.backend() == "torch" and (
         query.device.type == "cpu"
     )
-    assert attention._sdpa_zeroes_empty_rows(query) == on_cpu_torch
+    assert kernels._sdpa_zeroes_empty_rows(query) == on_cpu_torch
     if on_cpu_torch:  # a kernel that gave the mean of the values instead
-        monkeypatch.setattr(attention, "_ZEROES_EMPTY_ROWS", {})
+        monkeypatch.setattr(kernels, "_ZEROES_EMPTY_ROWS", {})
         monkeypatch.setattr(
-            attention.ops,
+            kernels.ops,
             "dot_product_attention",
             lambda q, k, v, **kw: ops.ones_like(q),
         )
-        assert not attention._sdpa_zeroes_empty_rows(query)
-
-
-def _gradient(fn, x):
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return np.asarray(jax.grad(fn)(x))
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        x = tf.Variable(x)
-        with tf.GradientTape() as tape:
-            y = fn(x)
-        return tape.gradient(y, x).numpy()
-
-    x = x.detach().clone().requires_grad_(True)
-    fn(x).backward()
-    return to_numpy(x.grad)  # on the CPU or a GPU
+        assert not kernels._sdpa_zeroes_empty_rows(query)
 
 
 @pytest.mark.parametrize(
@@ -241,7 +223,7 @@ def test_causal_with_more_queries_than_keys_zeroes_the_early_queries(
 def test_a_causal_decoding_step_skips_the_row_check(monkeypatch, return_scores):
     # A causal mask alone lets every query see key 0: no row can be empty,
     # so the step does not look for one (a pass over the mask per call).
-    from zoo.layers import attention
+    from zoo.layers import attention_kernels as kernels
 
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     x = random_array((2, 7, 8), 0)
@@ -250,8 +232,8 @@ def test_a_causal_decoding_step_skips_the_row_check(monkeypatch, return_scores):
     def no_check(*args):
         raise AssertionError("the row check ran")
 
-    monkeypatch.setattr(attention, "_rows_with_a_key", no_check)
-    monkeypatch.setattr(attention, "_zero_rows_without_a_key", no_check)
+    monkeypatch.setattr(kernels, "_rows_with_a_key", no_check)
+    monkeypatch.setattr(kernels, "_zero_rows_without_a_key", no_check)
     cache = ops.zeros((2, 2, 7, 2, 4))
     token = x[:, 3:4]
     prefix = layer(

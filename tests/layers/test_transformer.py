@@ -367,13 +367,13 @@ def test_attention_dropout_zero_trains_on_the_fused_kernel(
 ):
     """Attention-weight dropout needs the explicit softmax; without it a
     training call takes the fused kernel, and the residual dropout stays."""
-    from zoo.layers import attention
+    from zoo.layers import attention_kernels as kernels
 
     paths = []
     for name in ("_fused_attention", "_explicit_attention"):
-        original = getattr(attention, name)
+        original = getattr(kernels, name)
         monkeypatch.setattr(
-            attention,
+            kernels,
             name,
             lambda *a, _f=original, _n=name, **k: (
                 paths.append(_n),

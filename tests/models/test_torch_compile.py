@@ -90,13 +90,13 @@ def test_one_graph_even_when_compiling_comes_first(monkeypatch):
     # hit the recompile limit when the probe came first).
     import torch
 
-    from zoo.layers import attention
+    from zoo.layers import attention_kernels as kernels
 
-    monkeypatch.setattr(attention, "_ZEROES_EMPTY_ROWS", {})
+    monkeypatch.setattr(kernels, "_ZEROES_EMPTY_ROWS", {})
     forward = _forward("gpt")
     explained = torch._dynamo.explain(forward)()
     assert (explained.graph_count, len(explained.break_reasons)) == (1, 0)
-    assert attention._ZEROES_EMPTY_ROWS == {}  # not probed while tracing
+    assert kernels._ZEROES_EMPTY_ROWS == {}  # not probed while tracing
 
 
 def test_a_cached_decode_step_is_one_graph():

@@ -22,6 +22,7 @@ from zoo.layers.positions import (
 )
 from zoo.layers.recurrent import PackedBidirectional
 from zoo.layers.soft_attention import DoublyStochasticPenalty, SoftAttentionLSTM
+from zoo.layers.softmax import masked_softmax
 from zoo.layers.stochastic_depth import StochasticDepth
 from zoo.layers.token_window import RandomTokenWindow
 from zoo.layers.transformer import TransformerDecoder, TransformerEncoder
@@ -49,6 +50,7 @@ __all__ = [
     "WordDropout",
     "attention_entropy",
     "causal_mask",
+    "masked_softmax",
     "resize_position_grid",
     "scaled_dot_product_attention",
 ]

@@ -17,20 +17,8 @@ import keras
 from keras import ops
 
 from zoo.layers.attention import clone_initializer
+from zoo.layers.softmax import masked_softmax
 from zoo.layers.sublayers import call_sublayer
-
-_NEGATIVE_LOGIT = -1e30
-
-
-def _masked_softmax(scores, mask):
-    """softmax over the last axis in float32; masked positions get 0, and a
-    row with no real position gets all zeros (never NaN)."""
-    scores = ops.cast(scores, "float32")
-    if mask is None:
-        return ops.softmax(scores, axis=-1)
-    mask = ops.cast(mask, "bool")[:, None, :]
-    weights = ops.softmax(ops.where(mask, scores, _NEGATIVE_LOGIT), axis=-1)
-    return weights * ops.cast(mask, "float32")
 
 
 class _AlignmentAttention(keras.layers.Layer):
@@ -73,7 +61,10 @@ class _AlignmentAttention(keras.layers.Layer):
             query = query[:, None, :]
         if keys is None:
             keys = self.compute_keys(values)
-        weights = _masked_softmax(self._scores(query, keys), mask)
+        if mask is not None:  # (batch, src_len), the same for every step
+            mask = ops.cast(mask, "bool")[:, None, :]
+        # float32 weights, 0 at padding and for a source with no real word.
+        weights = masked_softmax(self._scores(query, keys), mask)
         context = ops.einsum(
             "bqk,bkd->bqd", ops.cast(weights, values.dtype), values
         )

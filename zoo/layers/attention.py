@@ -1,26 +1,29 @@
 """Scaled dot-product attention and multi-head attention.
 
-Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, written with `keras.ops` only
-so that one code path runs under JAX, TensorFlow and PyTorch.
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
 
-Two guarantees hold on every backend and on both the fused
-(`keras.ops.dot_product_attention`) and the explicit (softmax) path:
+Each query is compared with every key (the dot products, scaled by
+1 / sqrt(d_k) so that their spread does not grow with the head size), the
+softmax over the keys turns the scores into weights, and the output is the
+weighted sum of the values. A mask removes keys from the softmax (padding,
+or the future in a decoder: `causal_mask`); a query whose mask allows no key
+gets zeros. Multi-head attention runs h such attentions on learned
+projections of Q, K and V and projects their concatenation:
 
-* a query row whose mask allows no key gives zeros (and zero weights), never
-  NaN and never the mean of V;
-* causal attention is aligned to the *end* of the key sequence, so a block of
-  new queries appended to a key/value cache sees every cached key and itself.
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Everything is written with `keras.ops` only, so one code path runs under
+JAX, TensorFlow and PyTorch; which kernel computes the formula on each
+backend (a fused one, or an explicit float32 softmax) is
+`zoo.layers.attention_kernels`'s choice.
 """
-
-import math
 
 import keras
 from keras import ops
 
-from zoo.accelerator import compiling
+from zoo.layers.attention_kernels import _attend, _check_mask_fits, _static_dim
 from zoo.layers.sublayers import call_sublayer
-
-_NEGATIVE_LOGIT = -1e30  # float32 "minus infinity" that stays finite (no NaN)
 
 
 def causal_mask(query_length, key_length, offset=None):
@@ -43,307 +46,6 @@ def causal_mask(query_length, key_length, offset=None):
     query_positions = ops.arange(query_length, dtype="int32")[:, None]
     key_positions = ops.arange(key_length, dtype="int32")[None, :]
     return key_positions <= query_positions + ops.cast(offset, "int32")
-
-
-def _static_dim(shape, axis):
-    dim = shape[axis]
-    return dim if isinstance(dim, int) else None
-
-
-def _check_attention_inputs(query, key, value):
-    rank = len(query.shape)
-    if rank not in (3, 4):
-        raise ValueError(
-            "scaled_dot_product_attention expects query of rank 3 "
-            "(batch, seq, dim) or rank 4 (batch, seq, heads, dim); "
-            f"got shape {tuple(query.shape)}."
-        )
-    for name, tensor in (("key", key), ("value", value)):
-        if len(tensor.shape) != rank:
-            raise ValueError(
-                f"{name} must have the same rank as query ({rank}); "
-                f"got {name} shape {tuple(tensor.shape)} and query shape "
-                f"{tuple(query.shape)}."
-            )
-    q_dim, k_dim = _static_dim(query.shape, -1), _static_dim(key.shape, -1)
-    if q_dim is not None and k_dim is not None and q_dim != k_dim:
-        raise ValueError(
-            "query and key must have the same last dimension; got "
-            f"{q_dim} and {k_dim}."
-        )
-    k_len, v_len = _static_dim(key.shape, 1), _static_dim(value.shape, 1)
-    if k_len is not None and v_len is not None and k_len != v_len:
-        raise ValueError(
-            "key and value must have the same sequence length; got "
-            f"{k_len} and {v_len}."
-        )
-    return rank
-
-
-def _mask_to_4d(mask, rank):
-    """Brings a mask to a shape broadcastable to (batch, heads, q_len, k_len)."""
-    mask = ops.cast(mask, "bool")
-    mask_rank = len(mask.shape)
-    if mask_rank == 2:  # (batch, k_len): a key padding mask
-        return mask[:, None, None, :]
-    if mask_rank == 3:  # (batch, q_len, k_len)
-        return mask[:, None, :, :]
-    if mask_rank == 4 and rank == 4:  # (batch, heads, q_len, k_len)
-        return mask
-    raise ValueError(
-        "mask must have shape (batch, k_len), (batch, q_len, k_len)"
-        + (" or (batch, heads, q_len, k_len)" if rank == 4 else "")
-        + f"; got shape {tuple(mask.shape)}."
-    )
-
-
-def _check_mask_fits(mask, q_len, k_len):
-    """A mask (`(..., q_len, k_len)`, or 1 on either axis to broadcast) whose
-    query or key axis has the wrong length is an error that says so, where
-    the lengths are known, instead of a broadcasting failure later."""
-    for axis, length, name in ((-2, q_len, "q_len"), (-1, k_len, "k_len")):
-        size = mask.shape[axis]
-        if None not in (size, length) and size not in (1, length):
-            raise ValueError(
-                f"the mask (shape {tuple(mask.shape)}) has {size} entries on "
-                f"its {name} axis but the attention has {name}={length} "
-                f"(query length {q_len}, key length {k_len})."
-            )
-
-
-def _rows_with_a_key(mask):
-    """(mask with empty rows opened up, float-able row validity)."""
-    row_valid = ops.any(mask, axis=-1, keepdims=True)
-    # An empty row is opened to every key so no kernel sees an all-masked row
-    # (fused kernels give NaN or mean(V) there); its output is zeroed after.
-    return ops.logical_or(mask, ops.logical_not(row_valid)), row_valid
-
-
-def _explicit_attention(
-    query,
-    key,
-    value,
-    mask,
-    scale,
-    weights_dropout=None,
-    return_weights=False,
-    rows_have_keys=False,
-):
-    """Softmax path on (batch, seq, heads, dim) tensors; returns (outputs,
-    weights), weights None unless `return_weights`.
-
-    Where ops run one at a time (PyTorch eager), every elementwise pass over
-    the (batch, heads, q, k) logits is a round trip through memory, so the
-    scale goes on the query and the zeroing of key-less rows on the outputs,
-    both (batch, seq, heads, dim)."""
-    logits = ops.einsum("btnh,bsnh->bnts", query * scale, key)
-    # Softmax in float32: bfloat16/float16 logits lose the small differences
-    # that matter, and float16 cannot hold a large negative mask value.
-    logits = ops.cast(logits, "float32")
-    check_rows = mask is not None and not rows_have_keys
-    if check_rows:
-        mask, row_valid = _rows_with_a_key(mask)
-    if mask is not None:
-        logits = ops.where(mask, logits, _NEGATIVE_LOGIT)
-    weights = ops.cast(ops.softmax(logits, axis=-1), value.dtype)
-    attended = weights if weights_dropout is None else weights_dropout(weights)
-    outputs = ops.einsum("bnts,bsnh->btnh", attended, value)
-    if check_rows:
-        outputs = _zero_rows_without_a_key(outputs, row_valid)
-        if return_weights:
-            weights = weights * ops.cast(row_valid, weights.dtype)
-    return outputs, (weights if return_weights else None)
-
-
-def _zero_rows_without_a_key(outputs, row_valid):
-    """outputs (b, q, h, d) times row_valid (b, h, q, 1), transposed to match."""
-    row_valid = ops.transpose(row_valid, (0, 2, 1, 3))
-    return outputs * ops.cast(row_valid, outputs.dtype)
-
-
-_ZEROES_EMPTY_ROWS = {}  # device type -> what the probe found
-
-
-def _sdpa_zeroes_empty_rows(query):
-    """Whether the backend's fused kernel gives zeros for an all -inf row:
-    PyTorch's CPU kernels do (since PyTorch 2.5; a one-off probe asks the
-    installed version). On CUDA, PyTorch 2.11's cuDNN kernel gives such a
-    bfloat16 row non-zero values under a boolean mask (its other kernels
-    give zeros; `benchmarks/sdpa_empty_rows.py` asks each), and the other
-    backends give NaN or the mean of the values, so they keep zoo's row
-    check."""
-    if keras.backend.backend() != "torch":
-        return False
-    device = getattr(getattr(query, "device", None), "type", None)
-    if device != "cpu":
-        return False
-    if device not in _ZEROES_EMPTY_ROWS:
-        if compiling():
-            # The probe reads a value back, which would split the graph
-            # torch.compile is tracing (and trace it again once answered):
-            # keep the row check in this graph.
-            return False
-        # Query 0 sees no key, query 1 sees both.
-        probe = ops.ones((1, 2, 1, 4))
-        bias = ops.convert_to_tensor(
-            [[[[float("-inf"), float("-inf")], [0.0, 0.0]]]]
-        )
-        out = ops.convert_to_numpy(
-            ops.dot_product_attention(probe, probe, probe, bias=bias)
-        )
-        _ZEROES_EMPTY_ROWS[device] = bool((out[:, 0] == 0).all())
-    return _ZEROES_EMPTY_ROWS[device]
-
-
-def _fused_attention(
-    query, key, value, mask, scale, is_causal, rows_have_keys=False
-):
-    """`keras.ops.dot_product_attention` on (batch, seq, heads, dim) tensors.
-    `rows_have_keys`: every query row of `mask` allows a key (a causal
-    mask), so no row needs opening up or zeroing."""
-    flash = {}
-    if (mask is not None and keras.backend.backend() == "torch") or (
-        compiling()
-    ):
-        # Unless told, Keras' PyTorch attention asks PyTorch on every call
-        # whether its flash kernel could run (a pybind object per call, and
-        # a graph break under torch.compile); unasked, PyTorch's own
-        # dispatch still picks its best kernel. With a mask the answer is
-        # always no (that kernel takes none). Without one, eager calls keep
-        # asking: a yes spares Keras' contiguous copies of q, k and v.
-        flash = {"flash_attention": False}
-    row_valid = None
-    if mask is not None and _sdpa_zeroes_empty_rows(query):
-        # PyTorch's CPU kernels give a query whose keys are all -inf zeros
-        # (and zero gradients), so an additive -inf bias replaces the
-        # row check, a pass over the mask, and Keras' own bool-to-float
-        # conversion of it.
-        bias = ops.where(mask, 0.0, float("-inf"))
-        return ops.dot_product_attention(
-            query,
-            key,
-            value,
-            bias=ops.cast(bias, query.dtype),
-            scale=scale,
-            **flash,
-        )
-    if mask is not None and not rows_have_keys:
-        if keras.backend.backend() == "tensorflow":
-            # Keras' TensorFlow attention fills masked logits with a finite
-            # large negative (it has no fused kernel): an empty row comes
-            # out as the mean of the values, never NaN, so zeroing it after
-            # is enough and the mask need not be opened up.
-            row_valid = ops.any(mask, axis=-1, keepdims=True)
-        else:
-            mask, row_valid = _rows_with_a_key(mask)
-    if mask is not None and keras.backend.backend() == "jax":
-        # A full (batch, heads or 1, queries, keys) mask: cuDNN's fused
-        # kernel (JAX on a GPU in bfloat16/float16) takes no broadcast
-        # query axis, and Keras would log an error and fall back. (XLA
-        # fuses the broadcast; PyTorch and TensorFlow would materialise
-        # it, a (batch, 1, q, k) tensor per call, so they keep the
-        # broadcastable mask.)
-        mask = ops.broadcast_to(
-            mask,
-            (
-                ops.shape(query)[0],
-                ops.shape(mask)[1],
-                ops.shape(query)[1],
-                ops.shape(key)[1],
-            ),
-        )
-    outputs = ops.dot_product_attention(
-        query,
-        key,
-        value,
-        mask=mask,
-        scale=scale,
-        is_causal=is_causal,
-        **flash,
-    )
-    if row_valid is not None:
-        outputs = _zero_rows_without_a_key(outputs, row_valid)
-    return outputs
-
-
-def _attend(
-    query,
-    key,
-    value,
-    mask=None,
-    is_causal=False,
-    scale=None,
-    return_weights=False,
-    weights_dropout=None,
-    rows_have_keys=False,
-):
-    """Shared core of `scaled_dot_product_attention` and the layers.
-
-    `rows_have_keys`: the caller knows every query row of `mask` allows at
-    least one key (a causal mask and nothing else), so the check for rows
-    without one, and their zeroing, are skipped."""
-    rank = _check_attention_inputs(query, key, value)
-    if rank == 3:
-        query, key, value = (ops.expand_dims(t, 2) for t in (query, key, value))
-    if scale is None:
-        head_dim = _static_dim(query.shape, -1)
-        if head_dim is None:
-            raise ValueError("The last dimension of query must be known.")
-        scale = 1.0 / math.sqrt(head_dim)
-    scale = float(scale)
-
-    full_mask = None if mask is None else _mask_to_4d(mask, rank)
-    q_len, k_len = _static_dim(query.shape, 1), _static_dim(key.shape, 1)
-    if full_mask is not None:
-        _check_mask_fits(full_mask, q_len, k_len)
-    native_causal = (
-        is_causal
-        and full_mask is None
-        and not return_weights
-        and weights_dropout is None
-        and _static_dim(value.shape, -1) == _static_dim(key.shape, -1)
-        and q_len is not None
-        and q_len == k_len
-    )
-    if is_causal and not native_causal:
-        causal = causal_mask(ops.shape(query)[1], ops.shape(key)[1])
-        causal = causal[None, None, :, :]
-        # Causal alone, the last query aligned with the last key: with at
-        # least as many keys as queries, every query sees key 0.
-        rows_have_keys = rows_have_keys or (
-            full_mask is None and None not in (q_len, k_len) and k_len >= q_len
-        )
-        full_mask = causal if full_mask is None else full_mask & causal
-
-    # Fused kernels (jax.nn.dot_product_attention) need value heads as wide
-    # as key heads; other widths take the explicit path.
-    fused_ok = _static_dim(value.shape, -1) == _static_dim(key.shape, -1)
-    if return_weights or weights_dropout is not None or not fused_ok:
-        outputs, weights = _explicit_attention(
-            query,
-            key,
-            value,
-            full_mask,
-            scale,
-            weights_dropout,
-            return_weights,
-            rows_have_keys,
-        )
-    else:
-        outputs = _fused_attention(
-            query,
-            key,
-            value,
-            full_mask,
-            scale,
-            native_causal,
-            rows_have_keys,
-        )
-        weights = None
-    if rank == 3:
-        outputs = ops.squeeze(outputs, 2)
-        weights = None if weights is None else ops.squeeze(weights, 1)
-    return outputs, weights
 
 
 def scaled_dot_product_attention(
@@ -399,39 +101,6 @@ def scaled_dot_product_attention(
     return (outputs, weights) if return_weights else outputs
 
 
-def clone_initializer(initializer):
-    """A fresh copy, so each sub-layer gets its own (stateless) initializer."""
-    return initializer.__class__.from_config(initializer.get_config())
-
-
-def merge_padding_and_attention_mask(
-    query_mask=None, key_mask=None, attention_mask=None
-):
-    """AND-combines padding masks into a `(batch, q_len, k_len)` mask or None.
-
-    Args:
-        query_mask: optional `(batch, q_len)`, True at real query positions.
-        key_mask: optional `(batch, k_len)`, True at real key positions.
-        attention_mask: optional `(batch, q_len, k_len)`.
-    """
-    mask = None
-    if query_mask is not None:
-        mask = ops.cast(query_mask, "bool")[:, :, None]
-    if key_mask is not None:
-        key_mask = ops.cast(key_mask, "bool")[:, None, :]
-        mask = key_mask if mask is None else mask & key_mask
-    if attention_mask is not None:
-        attention_mask = ops.cast(attention_mask, "bool")
-        mask = attention_mask if mask is None else mask & attention_mask
-    return mask
-
-
-_VALUE_NEEDED = (
-    "value may be None only when a precomputed cache is given "
-    "(cache=..., cache_update_index=None)."
-)
-
-
 @keras.saving.register_keras_serializable(package="zoo")
 class MultiHeadAttention(keras.layers.MultiHeadAttention):
     """Multi-head attention: Concat(head_1, ..., head_h) W^O.
@@ -452,8 +121,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
       `compute_cache`);
     * **a query whose mask allows no key gives zeros** (and zero weights) on
       every backend and kernel, never NaN and never the mean of the values;
-    * **the fused kernel is chosen per backend** (`_attend` in this module),
-      causal attention included, also for subclasses of this class.
+    * **the fused kernel is chosen per backend**
+      (`zoo.layers.attention_kernels`), causal attention included, also for
+      subclasses of this class.
 
     Args:
         num_heads: number of attention heads.
@@ -841,6 +511,39 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         if cache is not None:
             results += (keras.KerasTensor(cache.shape, self.compute_dtype),)
         return results[0] if len(results) == 1 else results
+
+
+def clone_initializer(initializer):
+    """A fresh copy, so each sub-layer gets its own (stateless) initializer."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+def merge_padding_and_attention_mask(
+    query_mask=None, key_mask=None, attention_mask=None
+):
+    """AND-combines padding masks into a `(batch, q_len, k_len)` mask or None.
+
+    Args:
+        query_mask: optional `(batch, q_len)`, True at real query positions.
+        key_mask: optional `(batch, k_len)`, True at real key positions.
+        attention_mask: optional `(batch, q_len, k_len)`.
+    """
+    mask = None
+    if query_mask is not None:
+        mask = ops.cast(query_mask, "bool")[:, :, None]
+    if key_mask is not None:
+        key_mask = ops.cast(key_mask, "bool")[:, None, :]
+        mask = key_mask if mask is None else mask & key_mask
+    if attention_mask is not None:
+        attention_mask = ops.cast(attention_mask, "bool")
+        mask = attention_mask if mask is None else mask & attention_mask
+    return mask
+
+
+_VALUE_NEEDED = (
+    "value may be None only when a precomputed cache is given "
+    "(cache=..., cache_update_index=None)."
+)
 
 
 def _and_masks(mask, other):

@@ -9,6 +9,8 @@ masked mean of x), and v the identity or a learned linear map.
 import keras
 from keras import ops
 
+from zoo.layers.softmax import masked_softmax
+
 
 def attention_entropy(weights, mask=None):
     """Entropy in nats of each row of attention weights.
@@ -183,13 +185,8 @@ class AttentionPooling(keras.layers.Layer):
             # not the bias.
             query = self.query_dense(self._scaled(_masked_mean(x, valid)))
             logits = ops.einsum("bsd,bd->bs", x, query)
-        logits = ops.cast(logits, "float32")
-        if valid is not None:
-            logits = ops.where(valid, logits, -1e30)
-        weights = ops.softmax(logits, axis=-1)
-        if valid is not None:
-            # An all-padding sequence gets weights 0 (not uniform).
-            weights = weights * ops.cast(valid, "float32")
+        # float32 weights; an all-padding sequence gets weights 0.
+        weights = masked_softmax(logits, valid)
         if training and self.entropy_weight:
             self.add_loss(
                 self.entropy_weight * ops.mean(attention_entropy(weights))
