@@ -70,7 +70,7 @@ class AttentionPooling(keras.layers.Layer):
             that needs no optimizer support. These square maps get a
             gradient at every step while a word's embedding gets one only
             where the word occurs, so at full speed they can fit the
-            training texts long before the embeddings do (docs/imdb.md).
+            training texts long before the embeddings do (docs/log/imdb.md).
             1.0 (default) is a plain dense map.
 
     Call arguments:
