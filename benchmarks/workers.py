@@ -18,11 +18,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from recipes.flags import HelpFormatter
 from zoo.accelerator import (
     accelerator,
     peak_tflops,  # noqa: F401
 )
+from zoo.cli import HelpFormatter
 from zoo.testing.backends import (
     BACKENDS,  # noqa: F401
     python_command,

@@ -50,7 +50,15 @@ import keras_hub
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    BackupUntilDone,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    read_history,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -59,14 +67,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    BackupUntilDone,
-    ReproducibleEpochs,
-    StopAfterMinutes,
-    Throughput,
-    read_history,
 )
 from zoo.data.imdb import (
     DataNotFoundError,

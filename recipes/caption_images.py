@@ -63,7 +63,16 @@ import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    BackupUntilDone,
+    KeepBest,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    read_history,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -73,15 +82,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    BackupUntilDone,
-    KeepBest,
-    ReproducibleEpochs,
-    StopAfterMinutes,
-    Throughput,
-    read_history,
 )
 from zoo.data.captions import (
     CaptionPairs,

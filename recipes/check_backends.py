@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
-from recipes.flags import (
+from zoo.cli import (
     HelpFormatter,
     non_negative_int,
     positive_float,

@@ -48,7 +48,7 @@ import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo.cli import (
     HelpFormatter,
     positive_int,
 )

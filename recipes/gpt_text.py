@@ -38,7 +38,16 @@ import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    KeepBest,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -48,15 +57,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    KeepBest,
-    ReproducibleEpochs,
-    StopAfterMinutes,
-    Throughput,
-    resume_callbacks,
-    resumed_history,
 )
 from zoo.data.corpus import (
     SHAKESPEARE_URL,

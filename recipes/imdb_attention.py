@@ -37,7 +37,12 @@ import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    AttentionEntropyHistory,
+    Throughput,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -47,11 +52,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    AttentionEntropyHistory,
-    Throughput,
 )
 from zoo.data.glove import glove_embedding_matrix
 from zoo.data.imdb import (

@@ -32,7 +32,7 @@ if ROOT not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, ROOT)
 
 from recipes import imdb_attention
-from recipes.flags import (
+from zoo.cli import (
     HelpFormatter,
     at_least,
 )

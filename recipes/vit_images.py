@@ -39,19 +39,19 @@ import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.cli import (
     HelpFormatter,
     add_accelerator_flags,
     positive_float,
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    Throughput,
-    resume_callbacks,
-    resumed_history,
 )
 from zoo.data.download import DataNotFoundError
 from zoo.data.images import (

@@ -21,6 +21,7 @@ import zoo
 NOT_RUNNABLE_YET = {
     "zoo.accelerator",
     "zoo.callbacks",
+    "zoo.cli",
     "zoo.data.captions",
     "zoo.data.corpus",
     "zoo.data.masked_lm",
