@@ -41,10 +41,6 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import keras_hub
 import numpy as np
@@ -97,6 +93,8 @@ from zoo.saving import (
     write_json_atomic,
 )
 from zoo.schedules import warmup_cosine
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MLM_VALIDATION_REVIEWS = 500
 FILL_MASK_EXAMPLES = (

@@ -40,10 +40,6 @@ import sys
 import tempfile
 import zipfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 

@@ -30,10 +30,6 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
@@ -86,6 +82,8 @@ from zoo.saving import (
     save_model_atomic,
     write_json_atomic,
 )
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SMOKE_CHARACTERS = 20000  # --smoke trains on at most 20k characters
 SAMPLE_PROMPTS = ("ROMEO:", "JULIET:\nO ", "First Citizen:\n")

@@ -29,10 +29,6 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
@@ -71,6 +67,8 @@ from zoo.saving import (
     save_model_atomic,
     write_json_atomic,
 )
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODELS = ("mean", "attention", "query", "rnn", "transformer")
 # Models that pool a bag of tokens and never read their order, so they can

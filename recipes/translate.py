@@ -29,10 +29,6 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
@@ -75,6 +71,8 @@ from zoo.saving import (
     write_json_atomic,
 )
 from zoo.schedules import InverseSquareRootSchedule
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODELS = ("transformer", "rnn")
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")

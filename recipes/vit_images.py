@@ -31,10 +31,6 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
@@ -72,6 +68,8 @@ from zoo.saving import (
     write_json_atomic,
 )
 from zoo.schedules import warmup_cosine
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TRAINING = {
     "mnist": dict(
