@@ -70,8 +70,7 @@ def test_peaks_by_device_and_dtype():
     assert peak_tflops("NVIDIA H100 80GB HBM3", "float32") == 494.7
     assert peak_tflops("cpu", "float32") is None
     assert (
-        accelerator()[0] in ("cpu", "unknown")
-        or accelerator()[1] is not None
+        accelerator()[0] in ("cpu", "unknown") or accelerator()[1] is not None
     )
 
 
