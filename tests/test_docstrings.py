@@ -24,7 +24,6 @@ NOT_RUNNABLE_YET = {
     "zoo.cli",
     "zoo.data.captions",
     "zoo.data.corpus",
-    "zoo.data.masked_lm",
     "zoo.data.text",
     "zoo.data.tokenizers",
     "zoo.distribute",
