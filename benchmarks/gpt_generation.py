@@ -51,15 +51,10 @@ runs eagerly under no_grad) and warmed up; the table shows the median of
 only compared within one run on one machine.
 """
 
-import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from benchmarks.workers import (
+from zoo.testing.benchmarks import (
     benchmark_parser,
     print_result,
     run_worker,
@@ -327,7 +322,14 @@ def hand_written_peer(gpt, prompt, cached_output, args):
     (`jax_gpt_reference`): what a cached decoder of this shape costs here."""
     import numpy as np
 
-    from benchmarks.jax_gpt_reference import time_greedy_decoder
+    # The file beside this one: a package import when this module is
+    # `benchmarks.gpt_generation` (`python -m`, the tests), else a top-level
+    # one (`python benchmarks/gpt_generation.py`, the workers: sys.path[0]
+    # is benchmarks/).
+    if __package__:
+        from benchmarks.jax_gpt_reference import time_greedy_decoder
+    else:
+        from jax_gpt_reference import time_greedy_decoder
 
     seconds, token_ids = time_greedy_decoder(
         gpt, prompt["token_ids"], args.prompt_length, repeats=args.repeats

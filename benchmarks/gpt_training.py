@@ -33,11 +33,7 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from benchmarks.workers import (
+from zoo.testing.benchmarks import (
     accelerator,
     add_precision_flag,
     benchmark_parser,

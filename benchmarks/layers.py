@@ -37,14 +37,9 @@ included, so training takes the explicit softmax path on both sides
 Timings are only compared within one run on one machine.
 """
 
-import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from benchmarks.workers import (
+from zoo.testing.benchmarks import (
     accelerator,
     benchmark_parser,
     fastest_rounds,

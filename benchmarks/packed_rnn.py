@@ -22,16 +22,11 @@ ratio keras / zoo (above 1: zoo's is faster). The models' predictions are
 compared too (largest difference from keras'). Timings are only compared within one run.
 """
 
-import os
 import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from benchmarks.workers import (
+from zoo.testing.benchmarks import (
     benchmark_parser,
     print_result,
     run_worker,

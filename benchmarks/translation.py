@@ -32,17 +32,15 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from benchmarks.workers import (
+from zoo.testing.benchmarks import (
     benchmark_parser,
     print_result,
     run_worker,
     selected_backends,
     write_results,
 )
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DEFAULT_MODEL = os.path.join(ROOT, "saved_models", "translate_de_en.keras")
 

@@ -24,14 +24,9 @@ table shows images per second and zoo / keras-hub. Timings are only
 compared within one run on one machine.
 """
 
-import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from benchmarks.workers import (
+from zoo.testing.benchmarks import (
     add_precision_flag,
     benchmark_parser,
     configure_precision,

@@ -41,16 +41,19 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
-import keras_hub
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    BackupUntilDone,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    read_history,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -60,25 +63,23 @@ from recipes.flags import (
     rate,
     setup_accelerators,
 )
-from zoo import viz
-from zoo.callbacks import (
-    BackupUntilDone,
-    ReproducibleEpochs,
-    StopAfterMinutes,
-    Throughput,
-    read_history,
-)
 from zoo.data.imdb import (
     DataNotFoundError,
+    imdb_pretraining_text,
     load_imdb,
-    load_imdb_unsupervised,
     make_synthetic_imdb,
 )
 from zoo.data.masked_lm import (
     MaskedLMBatches,
+    compact_ids,
+    load_or_train_bert_tokenizer,
+    load_packed_corpus,
     pack_texts,
+    packed_corpus,
+    split_into_pieces,
+    words_per_piece,
 )
-from zoo.data.tokenizers import train_bert_tokenizer
+from zoo.data.tokenizers import bert_tokenizer, train_bert_tokenizer
 from zoo.distribute import trim_to_replicas
 from zoo.models.bert import (
     PRESETS,
@@ -87,7 +88,6 @@ from zoo.models.bert import (
     BertClassifierPreprocessor,
     BertMaskedLM,
     BertMaskedLMPreprocessor,
-    strip_markup,
 )
 from zoo.saving import (
     ModelFileError,
@@ -97,6 +97,8 @@ from zoo.saving import (
     write_json_atomic,
 )
 from zoo.schedules import warmup_cosine
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MLM_VALIDATION_REVIEWS = 500
 FILL_MASK_EXAMPLES = (
@@ -357,42 +359,17 @@ def resolve(parser, args):
 # --- data -------------------------------------------------------------------
 
 
-def split_into_pieces(texts, words_per_piece):
-    """Reviews cut into pieces of at most `words_per_piece` words (so most
-    of each review is read, not only its start); pieces shorter than a
-    fifth of that (a review's tail) are dropped."""
-    pieces = []
-    for text in texts:
-        words = strip_markup(str(text)).split()
-        for start in range(0, len(words), words_per_piece):
-            piece = words[start : start + words_per_piece]
-            if len(piece) >= max(words_per_piece // 5, 1) or start == 0:
-                pieces.append(" ".join(piece))
-    return pieces
-
-
 def pretraining_text(args):
     """(pretraining texts, held-out texts): train's reviews (text only) and
-    the unlabelled ones, minus MLM_VALIDATION_REVIEWS unlabelled ones."""
-    if args.smoke and args.data_dir is None:
-        splits = make_synthetic_imdb(
-            num_train=480, num_validation=0, num_test=0, seed=args.seed
-        )
-        unlabelled = make_synthetic_imdb(
-            num_train=480, num_validation=0, num_test=0, seed=args.seed + 1
-        )
-        train, unsup = list(splits["train"][0]), list(unlabelled["train"][0])
-        held_out = 40
-    else:
-        train = list(
-            load_imdb(args.data_dir, validation_fraction=0)["train"][0]
-        )
-        unsup = list(load_imdb_unsupervised(args.data_dir))
-        held_out = MLM_VALIDATION_REVIEWS
-    order = np.random.default_rng(args.seed).permutation(len(unsup))
-    validation = [unsup[i] for i in order[:held_out]]
-    rest = [unsup[i] for i in order[held_out:]]
-    return train + rest, validation
+    the unlabelled ones, minus MLM_VALIDATION_REVIEWS unlabelled ones (40
+    of the generated ones under --smoke)."""
+    synthetic = args.smoke and args.data_dir is None
+    return imdb_pretraining_text(
+        args.data_dir,
+        held_out=40 if synthetic else MLM_VALIDATION_REVIEWS,
+        seed=args.seed,
+        synthetic=synthetic,
+    )
 
 
 def classification_splits(args, fold):
@@ -403,89 +380,13 @@ def classification_splits(args, fold):
     return load_imdb(args.data_dir, 0.2, args.seed, validation_fold=fold)
 
 
-def words_per_piece(sequence_length):
-    # WordPiece spends about 1.3 tokens per word on IMDB reviews.
-    return max(int((sequence_length - 2) / 1.3), 1)
-
-
 # --- pretraining --------------------------------------------------------------
-
-
-def load_or_train_tokenizer(args, texts):
-    """The run's WordPiece tokenizer: read back from vocabulary.txt when
-    resuming (the same ids), else learned on the pretraining text."""
-    path = os.path.join(args.output_dir, "vocabulary.txt")
-    if args.resume and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            vocabulary = f.read().split("\n")[:-1]
-    else:
-        vocabulary = train_bert_tokenizer(
-            texts, args.vocab_size
-        ).get_vocabulary()
-        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(vocabulary) + "\n")
-    return bert_tokenizer(vocabulary)
-
-
-def packed_corpus(args, tokenizer, pieces, validation_pieces, reviews):
-    """The pieces as packed ids, `(pieces, sequence_length)` each for the
-    training and held-out text. Kept in <output-dir>/packed_<length>.npz
-    with the vocabulary and counts (what `--packed` reads) and read back by
-    a later run with the same vocabulary and pieces (tokenising 200,000
-    pieces takes minutes on 2 cores)."""
-    path = os.path.join(args.output_dir, f"packed_{args.sequence_length}.npz")
-    vocabulary = tokenizer.get_vocabulary()
-    key = hashlib.sha256(
-        "\n".join(
-            vocabulary
-            + [str(len(pieces)), pieces[0], pieces[-1], validation_pieces[-1]]
-        ).encode("utf-8")
-    ).hexdigest()
-    if os.path.exists(path):
-        with np.load(path) as cached:
-            if str(cached["key"]) == key:
-                return (
-                    cached["train"].astype("int32"),
-                    cached["validation"].astype("int32"),
-                    path,
-                )
-    train = pack_texts(tokenizer, pieces, args.sequence_length)
-    validation = pack_texts(tokenizer, validation_pieces, args.sequence_length)
-    with atomic_path(path) as tmp:
-        np.savez_compressed(
-            tmp,
-            train=compact_ids(train, len(vocabulary)),
-            validation=compact_ids(validation, len(vocabulary)),
-            vocabulary=np.array(vocabulary),
-            key=np.array(key),
-            reviews=np.array(reviews),
-        )
-    return train, validation, path
-
-
-def compact_ids(ids, vocabulary_size):
-    """Token ids as uint16 where the vocabulary fits (half the file)."""
-    return ids.astype("uint16" if vocabulary_size < 2**16 else "int32")
-
-
-def bert_tokenizer(vocabulary):
-    """The recipe's WordPiece tokenizer for a vocabulary list."""
-    return keras_hub.models.BertTokenizer(
-        vocabulary=list(vocabulary),
-        lowercase=True,
-        strip_accents=True,
-        special_tokens_in_strings=True,
-    )
 
 
 def load_packed(args):
     """(tokenizer, train ids, held-out ids, reviews) from `--packed`."""
     try:
-        with np.load(args.packed) as packed:
-            corpus = {
-                k: packed[k]
-                for k in ("train", "validation", "vocabulary", "reviews")
-            }
+        corpus = load_packed_corpus(args.packed)
     except FileNotFoundError:
         raise SystemExit(
             f"error: --packed {args.packed}: no such file; "
@@ -497,17 +398,17 @@ def load_packed(args):
             f"corpus ({type(error).__name__}: {error}); "
             "write one with `pretrain --prepare-only`"
         ) from None
-    length = corpus["train"].shape[1]
+    length = corpus.train.shape[1]
     if length != args.sequence_length:
         raise SystemExit(
             f"error: --packed {args.packed} holds pieces of {length} tokens;"
             f" pass --sequence-length {length} (or pack again)"
         )
     return (
-        bert_tokenizer(corpus["vocabulary"].tolist()),
-        corpus["train"].astype("int32"),
-        corpus["validation"].astype("int32"),
-        int(corpus["reviews"]),
+        bert_tokenizer(corpus.vocabulary),
+        corpus.train,
+        corpus.validation,
+        corpus.reviews,
     )
 
 
@@ -530,9 +431,24 @@ def pretrain(args):
         per_piece = words_per_piece(args.sequence_length)
         pieces = split_into_pieces(texts, per_piece)
         validation_pieces = split_into_pieces(held_out, per_piece)
-        tokenizer = load_or_train_tokenizer(args, pieces)
-        token_ids, validation_ids, packed = packed_corpus(
-            args, tokenizer, pieces, validation_pieces, reviews
+        tokenizer = load_or_train_bert_tokenizer(
+            os.path.join(args.output_dir, "vocabulary.txt"),
+            pieces,
+            args.vocab_size,
+            reuse=args.resume,
+        )
+        # Kept with the vocabulary and counts (what --packed reads) and
+        # read back by a later run with the same inputs.
+        packed = os.path.join(
+            args.output_dir, f"packed_{args.sequence_length}.npz"
+        )
+        token_ids, validation_ids = packed_corpus(
+            packed,
+            tokenizer,
+            pieces,
+            validation_pieces,
+            args.sequence_length,
+            reviews,
         )
         if args.prepare_only:
             print(

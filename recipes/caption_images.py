@@ -55,15 +55,20 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    BackupUntilDone,
+    KeepBest,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    read_history,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -73,15 +78,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    BackupUntilDone,
-    KeepBest,
-    ReproducibleEpochs,
-    StopAfterMinutes,
-    Throughput,
-    read_history,
 )
 from zoo.data.captions import (
     CaptionPairs,
@@ -115,6 +111,8 @@ from zoo.saving import (
     write_json_atomic,
 )
 from zoo.schedules import warmup_cosine
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DATASETS = ("flickr8k", "digits")
 MODELS = ("lstm", "transformer")

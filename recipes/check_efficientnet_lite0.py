@@ -40,15 +40,11 @@ import sys
 import tempfile
 import zipfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo.cli import (
     HelpFormatter,
     positive_int,
 )

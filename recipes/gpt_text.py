@@ -30,15 +30,20 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    KeepBest,
+    ReproducibleEpochs,
+    StopAfterMinutes,
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -48,15 +53,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    KeepBest,
-    ReproducibleEpochs,
-    StopAfterMinutes,
-    Throughput,
-    resume_callbacks,
-    resumed_history,
 )
 from zoo.data.corpus import (
     SHAKESPEARE_URL,
@@ -86,6 +82,8 @@ from zoo.saving import (
     save_model_atomic,
     write_json_atomic,
 )
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SMOKE_CHARACTERS = 20000  # --smoke trains on at most 20k characters
 SAMPLE_PROMPTS = ("ROMEO:", "JULIET:\nO ", "First Citizen:\n")

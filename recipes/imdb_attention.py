@@ -29,15 +29,16 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    AttentionEntropyHistory,
+    Throughput,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -47,11 +48,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    AttentionEntropyHistory,
-    Throughput,
 )
 from zoo.data.glove import glove_embedding_matrix
 from zoo.data.imdb import (
@@ -71,6 +67,8 @@ from zoo.saving import (
     save_model_atomic,
     write_json_atomic,
 )
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODELS = ("mean", "attention", "query", "rnn", "transformer")
 # Models that pool a bag of tokens and never read their order, so they can

@@ -27,16 +27,21 @@ import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from recipes import imdb_attention
-from recipes.flags import (
+from zoo.cli import (
     HelpFormatter,
     at_least,
 )
 from zoo.saving import write_json_atomic
+
+# The recipe beside this one: a package import when this module is
+# `recipes.imdb_cross_validate` (`python -m`, the tests), else a top-level
+# one (`python recipes/imdb_cross_validate.py`: sys.path[0] is recipes/).
+if __package__:
+    from recipes import imdb_attention
+else:
+    import imdb_attention
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BASELINE = "mean"
 MODELS = imdb_attention.MODELS

@@ -29,15 +29,17 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
@@ -47,12 +49,6 @@ from recipes.flags import (
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    Throughput,
-    resume_callbacks,
-    resumed_history,
 )
 from zoo.data.download import DataNotFoundError
 from zoo.data.multi30k import (
@@ -75,6 +71,8 @@ from zoo.saving import (
     write_json_atomic,
 )
 from zoo.schedules import InverseSquareRootSchedule
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODELS = ("transformer", "rnn")
 SCHEDULES = ("inverse_sqrt", "cosine", "constant")

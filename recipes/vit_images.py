@@ -31,27 +31,23 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
 import keras
 import numpy as np
 
 import zoo  # noqa: F401  (first: a quiet framework start-up)
-from recipes.flags import (
+from zoo import viz
+from zoo.callbacks import (
+    Throughput,
+    resume_callbacks,
+    resumed_history,
+)
+from zoo.cli import (
     HelpFormatter,
     add_accelerator_flags,
     positive_float,
     positive_int,
     rate,
     setup_accelerators,
-)
-from zoo import viz
-from zoo.callbacks import (
-    Throughput,
-    resume_callbacks,
-    resumed_history,
 )
 from zoo.data.download import DataNotFoundError
 from zoo.data.images import (
@@ -72,6 +68,8 @@ from zoo.saving import (
     write_json_atomic,
 )
 from zoo.schedules import warmup_cosine
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TRAINING = {
     "mnist": dict(

@@ -5,7 +5,8 @@ benchmark prints them), and the FLOPs and peak arithmetic."""
 import keras
 import pytest
 
-from benchmarks import gpt_training, workers
+from benchmarks import gpt_training
+from zoo.testing.benchmarks import accelerator, peak_tflops
 
 
 @pytest.mark.one_backend("jax")
@@ -67,12 +68,11 @@ def test_approximate_gelu_variant_is_timed_beside_zoo():
 
 
 def test_peaks_by_device_and_dtype():
-    assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16") == 989.4
-    assert workers.peak_tflops("NVIDIA H100 80GB HBM3", "float32") == 494.7
-    assert workers.peak_tflops("cpu", "float32") is None
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16") == 989.4
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "float32") == 494.7
+    assert peak_tflops("cpu", "float32") is None
     assert (
-        workers.accelerator()[0] in ("cpu", "unknown")
-        or workers.accelerator()[1] is not None
+        accelerator()[0] in ("cpu", "unknown") or accelerator()[1] is not None
     )
 
 

@@ -352,3 +352,41 @@ def test_unsupervised_reviews_from_tfds(monkeypatch):
     monkeypatch.setattr(tfds, "load", _fake_tfds_load)
     texts = imdb.load_imdb_unsupervised()
     assert len(texts) == 10 and texts[0] == "a wonderful unsupervised film"
+
+
+def test_pretraining_text_is_train_and_unlabelled_but_the_held_out(tmp_path):
+    root = write_aclimdb(tmp_path, per_class=4)
+    folder = os.path.join(root, "train", "unsup")
+    os.makedirs(folder)
+    for i in range(12):
+        with open(os.path.join(folder, f"{i}_0.txt"), "w") as f:
+            f.write(f"unlabelled review {i}")
+    texts, held_out = imdb.imdb_pretraining_text(root, held_out=5, seed=3)
+    train = list(load_imdb(root, validation_fraction=0)["train"][0])
+    unlabelled = [f"unlabelled review {i}" for i in range(12)]
+    assert texts[: len(train)] == train  # labelled text first, in order
+    assert len(held_out) == 5 and not set(held_out) & set(texts)
+    assert sorted(texts[len(train) :] + held_out) == sorted(unlabelled)
+    assert not any(" test film" in t for t in texts + held_out)
+    order = np.random.default_rng(3).permutation(12)
+    assert held_out == [unlabelled[i] for i in order[:5]]
+    again = imdb.imdb_pretraining_text(root, held_out=5, seed=3)
+    assert again == (texts, held_out)
+    other = imdb.imdb_pretraining_text(root, held_out=5, seed=4)[1]
+    assert other != held_out
+
+
+def test_generated_pretraining_text_reads_nothing(monkeypatch):
+    def no_reading(*args, **kwargs):
+        raise AssertionError("read IMDB")
+
+    monkeypatch.setattr(imdb, "load_imdb", no_reading)
+    monkeypatch.setattr(imdb, "load_imdb_unsupervised", no_reading)
+    texts, held_out = imdb.imdb_pretraining_text(
+        held_out=40, seed=2, synthetic=True
+    )
+    train = list(imdb.make_synthetic_imdb(480, 0, 0, seed=2)["train"][0])
+    unlabelled = list(imdb.make_synthetic_imdb(480, 0, 0, seed=3)["train"][0])
+    assert len(texts) == 920 and len(held_out) == 40
+    assert texts[:480] == train
+    assert sorted(texts[480:] + held_out) == sorted(unlabelled)

@@ -1,6 +1,6 @@
-"""recipes/flags.py and the recipes' use of it: an impossible flag value is
-one argparse error line (exit status 2), never a traceback from Keras or
-tf.data."""
+"""zoo.cli (the recipes' flag helpers) and the recipes' use of it: an
+impossible flag value is one argparse error line (exit status 2), never a
+traceback from Keras or tf.data."""
 
 import argparse
 
@@ -9,29 +9,29 @@ import pytest
 from recipes import (
     caption_images,
     check_backends,
-    flags,
     gpt_text,
     imdb_attention,
     imdb_cross_validate,
 )
+from zoo import cli
 
 
 def test_types_accept_the_valid_range_and_reject_the_rest():
-    assert flags.positive_int("3") == 3
-    assert flags.non_negative_int("0") == 0
-    assert flags.at_least(2)("2") == 2
-    assert flags.rate("0") == 0.0 and flags.rate("0.5") == 0.5
-    assert flags.positive_float("1e-4") == 1e-4
+    assert cli.positive_int("3") == 3
+    assert cli.non_negative_int("0") == 0
+    assert cli.at_least(2)("2") == 2
+    assert cli.rate("0") == 0.0 and cli.rate("0.5") == 0.5
+    assert cli.positive_float("1e-4") == 1e-4
     for parse, text, message in (
-        (flags.positive_int, "0", "at least 1"),
-        (flags.positive_int, "2.5", "an integer"),
-        (flags.non_negative_int, "-1", "at least 0"),
-        (flags.at_least(2), "1", "at least 2"),
-        (flags.rate, "1", r"\[0, 1\)"),
-        (flags.rate, "-0.1", r"\[0, 1\)"),
-        (flags.rate, "x", "a number"),
-        (flags.positive_float, "0", "> 0"),
-        (flags.positive_float, "nan", "> 0"),
+        (cli.positive_int, "0", "at least 1"),
+        (cli.positive_int, "2.5", "an integer"),
+        (cli.non_negative_int, "-1", "at least 0"),
+        (cli.at_least(2), "1", "at least 2"),
+        (cli.rate, "1", r"\[0, 1\)"),
+        (cli.rate, "-0.1", r"\[0, 1\)"),
+        (cli.rate, "x", "a number"),
+        (cli.positive_float, "0", "> 0"),
+        (cli.positive_float, "nan", "> 0"),
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             parse(text)
@@ -135,7 +135,7 @@ def test_setup_accelerators_sets_the_policy_and_refuses_bad_batches(capsys):
         mixed_precision="float16", tf32=True, distribute=None, model_parallel=2
     )
     try:
-        flags.setup_accelerators(args, batch_size=3)
+        cli.setup_accelerators(args, batch_size=3)
         assert keras.config.dtype_policy().name == "mixed_float16"
         # Keras wraps the optimizer for dynamic loss scaling.
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
@@ -146,7 +146,7 @@ def test_setup_accelerators_sets_the_policy_and_refuses_bad_batches(capsys):
     if keras.backend.backend() == "torch":
         args.mixed_precision, args.distribute = None, "data"
         with pytest.raises(SystemExit, match="^error: .*not supported"):
-            flags.setup_accelerators(args, batch_size=4)
+            cli.setup_accelerators(args, batch_size=4)
 
 
 @pytest.mark.parametrize(

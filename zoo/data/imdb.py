@@ -487,6 +487,52 @@ def load_imdb_unsupervised(data_dir=None):
     return np.array(texts, dtype=object)
 
 
+def imdb_pretraining_text(data_dir=None, held_out=500, seed=0, synthetic=False):
+    """Text to pretrain a language model on, and text held out from it: the
+    train split's reviews (their text only, never a label) and the
+    unlabelled ones (`load_imdb_unsupervised`) but `held_out` of the
+    latter, chosen by `seed`. Never the test split.
+
+    Args:
+        data_dir: a local `aclImdb` directory (with `train/{pos,neg,unsup}`)
+            or its parent; None: tensorflow-datasets' `imdb_reviews`.
+        held_out: unlabelled reviews kept out of the pretraining text (for
+            a held-out masked-token loss, say).
+        seed: chooses them.
+        synthetic: generated reviews instead, nothing read (smoke runs and
+            tests): 480 "train" reviews of `make_synthetic_imdb(seed=seed)`
+            and 480 "unlabelled" ones of `make_synthetic_imdb(seed=seed + 1)`.
+
+    Returns:
+        `(texts, held_out_texts)`: lists of strings, the train reviews first,
+        then the unlabelled ones not held out, in a `seed`-shuffled order.
+
+    Raises:
+        DataNotFoundError: as `load_imdb` and `load_imdb_unsupervised`.
+
+    Example:
+
+    >>> texts, held = imdb_pretraining_text(held_out=40, seed=1, synthetic=True)
+    >>> len(texts), len(held)
+    (920, 40)
+    """
+    if synthetic:
+        splits = make_synthetic_imdb(
+            num_train=480, num_validation=0, num_test=0, seed=seed
+        )
+        unlabelled = make_synthetic_imdb(
+            num_train=480, num_validation=0, num_test=0, seed=seed + 1
+        )
+        train, unsup = list(splits["train"][0]), list(unlabelled["train"][0])
+    else:
+        train = list(load_imdb(data_dir, validation_fraction=0)["train"][0])
+        unsup = list(load_imdb_unsupervised(data_dir))
+    order = np.random.default_rng(seed).permutation(len(unsup))
+    validation = [unsup[i] for i in order[:held_out]]
+    rest = [unsup[i] for i in order[held_out:]]
+    return train + rest, validation
+
+
 _NEUTRAL = (
     "the a film movie story plot actor actress scene director it was is "
     "this that and of to in with for as on but about character ending music"

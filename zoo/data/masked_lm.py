@@ -15,10 +15,27 @@ The masking is BERT's: each ordinary token (never [CLS], [SEP], [PAD],
 `mask_selection_length` per row; a chosen token becomes [MASK] with
 probability `mask_token_rate`, a random ordinary token with
 `random_token_rate`, and stays itself otherwise.
+
+A pretraining corpus is built once and kept on disk: texts cut into pieces
+of about a row's length (`split_into_pieces`), a WordPiece vocabulary
+learned on them and kept beside the run (`load_or_train_bert_tokenizer`),
+and the pieces packed into ids (`packed_corpus`), cached in an `.npz` that
+is written atomically and reused while everything it depends on is the same.
+`load_packed_corpus` reads such a file where there is no text and no
+TensorFlow (an accelerator machine).
 """
+
+import collections
+import hashlib
+import json
+import os
+import zipfile
 
 import keras
 import numpy as np
+
+from zoo.data.tokenizers import bert_tokenizer, train_bert_tokenizer
+from zoo.saving import atomic_path
 
 
 def unselectable_token_ids(tokenizer):
@@ -32,10 +49,79 @@ def unselectable_token_ids(tokenizer):
     return sorted(ids)
 
 
+def words_per_piece(sequence_length, tokens_per_word=1.3):
+    """Words per pretraining piece for rows of `sequence_length` tokens:
+    [CLS] and [SEP] take two, and WordPiece spends about `tokens_per_word`
+    tokens per word (1.3 on IMDB reviews). At least 1.
+
+    Example:
+
+    >>> words_per_piece(128)
+    96
+    """
+    return max(int((sequence_length - 2) / tokens_per_word), 1)
+
+
+def split_into_pieces(texts, max_words):
+    """Texts cut into consecutive pieces of at most `max_words` words, so
+    that a model with short rows reads most of each text, not only its
+    start. `<br />` tags become spaces first (`zoo.models.bert.
+    strip_markup`). A text's last piece is dropped when it is shorter than a
+    fifth of `max_words` (a tail), unless it is the text's only piece; a
+    text without words gives none.
+
+    Args:
+        texts: strings (anything else is read as `str(text)`).
+        max_words: the most words per piece (`words_per_piece`).
+
+    Returns:
+        A list of strings (words joined by single spaces), text by text.
+
+    Example:
+
+    >>> review = " ".join(f"w{i}" for i in range(21))
+    >>> pieces = split_into_pieces([review, "a short<br />review"], 10)
+    >>> [len(piece.split()) for piece in pieces]
+    [10, 10, 3]
+    >>> pieces[-1]
+    'a short review'
+    """
+    # Imported here: zoo.models.bert imports this module.
+    from zoo.models.bert.bert_preprocessor import strip_markup
+
+    pieces = []
+    for text in texts:
+        words = strip_markup(str(text)).split()
+        for start in range(0, len(words), max_words):
+            piece = words[start : start + max_words]
+            if len(piece) >= max(max_words // 5, 1) or start == 0:
+                pieces.append(" ".join(piece))
+    return pieces
+
+
 def pack_texts(tokenizer, texts, sequence_length, batch_size=512):
     """`[CLS] text [SEP]` token ids, `(len(texts), sequence_length)` int32,
     padded with [PAD] and cut to length (a `keras_hub.models.BertTokenizer`
-    or any tokenizer with cls/sep/pad ids)."""
+    or any tokenizer with cls/sep/pad ids).
+
+    Args:
+        tokenizer: gives each text's ids and the [CLS], [SEP], [PAD] ids.
+        texts: strings.
+        sequence_length: ids per row, [CLS] and [SEP] included (at least 3;
+            a longer text is cut to `sequence_length - 2` ids).
+        batch_size: texts tokenised per call.
+
+    Returns:
+        `(len(texts), sequence_length)` int32.
+
+    Example:
+
+    >>> from zoo.data.tokenizers import BERT_SPECIAL_TOKENS, bert_tokenizer
+    >>> tokenizer = bert_tokenizer(BERT_SPECIAL_TOKENS + ["a", "good", "film"])
+    >>> pack_texts(tokenizer, ["a good film", "a good good good film"], 5)
+    array([[2, 5, 6, 7, 3],
+           [2, 5, 6, 6, 3]], dtype=int32)
+    """
     if sequence_length < 3:
         raise ValueError(
             f"sequence_length={sequence_length} leaves no room "
@@ -157,10 +243,18 @@ class MaskedLMBatches(keras.utils.PyDataset):
 
     Example:
 
-    >>> ids = pack_texts(tokenizer, texts, sequence_length=128)
-    >>> batches = MaskedLMBatches(ids, 64, tokenizer, seed=1)
-    >>> mlm.fit(batches, epochs=3,
-    ...         callbacks=[ReproducibleEpochs(1, [batches])])
+    >>> from zoo.data.tokenizers import BERT_SPECIAL_TOKENS, bert_tokenizer
+    >>> tokenizer = bert_tokenizer(BERT_SPECIAL_TOKENS + ["a", "good", "film"])
+    >>> ids = pack_texts(tokenizer, ["a good film", "good film"] * 4, 8)
+    >>> batches = MaskedLMBatches(
+    ...     ids, 4, tokenizer, seed=1, mask_selection_length=2
+    ... )
+    >>> inputs, mask_ids, mask_weights = batches[0]
+    >>> inputs["token_ids"].shape, inputs["mask_positions"].shape
+    ((4, 8), (4, 2))
+    >>> mlm.fit(  # doctest: +SKIP
+    ...     batches, epochs=3, callbacks=[ReproducibleEpochs(1, [batches])]
+    ... )
     """
 
     def __init__(
@@ -217,3 +311,216 @@ class MaskedLMBatches(keras.utils.PyDataset):
         rows = order[within * self.batch_size : (within + 1) * self.batch_size]
         rng = np.random.default_rng([self.seed, step])
         return mask_tokens(self.token_ids[rows], rng, **self.mask_options)
+
+
+# --- a pretraining corpus, built once and kept on disk ------------------------
+
+
+def load_or_train_bert_tokenizer(path, texts, vocabulary_size, reuse=False):
+    """A pretraining run's WordPiece tokenizer, kept in `path` (one piece a
+    line, written atomically): read back from there when `reuse` and the
+    file exists (a resumed run keeps its ids), else learned on `texts` with
+    `zoo.data.tokenizers.train_bert_tokenizer` and written there.
+
+    Args:
+        path: the vocabulary file.
+        texts: the pretraining text (never evaluation text).
+        vocabulary_size: pieces wanted, special tokens included.
+        reuse: read `path` when it exists instead of learning anew.
+
+    Returns:
+        A `keras_hub.models.BertTokenizer` (`zoo.data.tokenizers.
+        bert_tokenizer` of the vocabulary).
+
+    Example:
+
+    >>> texts = ["a good film", "a bad film", "good acting"] * 10
+    >>> tokenizer = load_or_train_bert_tokenizer("vocabulary.txt", texts, 40)
+    >>> again = load_or_train_bert_tokenizer(
+    ...     "vocabulary.txt", ["other text"], 40, reuse=True
+    ... )
+    >>> again.get_vocabulary() == tokenizer.get_vocabulary()
+    True
+    """
+    if reuse and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            vocabulary = f.read().split("\n")[:-1]
+    else:
+        vocabulary = train_bert_tokenizer(
+            texts, vocabulary_size
+        ).get_vocabulary()
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(vocabulary) + "\n")
+    return bert_tokenizer(vocabulary)
+
+
+def compact_ids(ids, vocabulary_size):
+    """Token ids as uint16 where every id of the vocabulary fits (half the
+    file), else int32.
+
+    Args:
+        ids: an int array.
+        vocabulary_size: ids are below it.
+
+    Returns:
+        `ids` as uint16 (`vocabulary_size < 2**16`) or int32, same shape.
+
+    Example:
+
+    >>> compact_ids(np.array([[2, 7, 3]]), 8000).dtype
+    dtype('uint16')
+    """
+    return ids.astype("uint16" if vocabulary_size < 2**16 else "int32")
+
+
+def _tokenizer_settings(tokenizer):
+    """What besides the vocabulary decides a tokenizer's ids (its config
+    without name, dtype and files), as JSON."""
+    config = getattr(tokenizer, "get_config", dict)()
+    for key in ("name", "trainable", "dtype", "config_file", "vocabulary"):
+        config.pop(key, None)
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def corpus_key(tokenizer, texts, validation_texts, sequence_length, reviews):
+    """A SHA-256 hex digest of everything `packed_corpus`'s arrays depend
+    on: the tokenizer's vocabulary and settings, every text and held-out
+    text (in order), `sequence_length` and `reviews`. Any change gives
+    another key.
+
+    Example:
+
+    >>> from zoo.data.tokenizers import BERT_SPECIAL_TOKENS, bert_tokenizer
+    >>> tokenizer = bert_tokenizer(BERT_SPECIAL_TOKENS + ["a", "film"])
+    >>> key = corpus_key(tokenizer, ["a film"], ["film"], 8, 2)
+    >>> key == corpus_key(tokenizer, ["a film"], ["film"], 16, 2)
+    False
+    """
+    digest = hashlib.sha256()
+    sections = (
+        ["zoo packed corpus", str(int(sequence_length)), str(int(reviews))],
+        [_tokenizer_settings(tokenizer)],
+        tokenizer.get_vocabulary(),
+        texts,
+        validation_texts,
+    )
+    for section in sections:
+        digest.update(f"{len(section)};".encode())
+        for item in section:
+            data = str(item).encode("utf-8")
+            digest.update(f"{len(data)}:".encode())
+            digest.update(data)
+    return digest.hexdigest()
+
+
+PackedCorpus = collections.namedtuple(
+    "PackedCorpus", ["vocabulary", "train", "validation", "reviews"]
+)
+
+
+def packed_corpus(
+    path, tokenizer, texts, validation_texts, sequence_length, reviews=0
+):
+    """`texts` and `validation_texts` packed into ids (`pack_texts`) once:
+    the arrays are kept in `path` with the vocabulary, `reviews` and their
+    `corpus_key`, and a later call whose inputs give the same key reads them
+    back instead of tokenising again (200,000 pieces take minutes on 2 CPU
+    cores). Inputs that differ in anything (a setting, a text, the
+    vocabulary) are packed anew and replace the file. The file is written
+    atomically (`zoo.saving.atomic_path`): an interrupted write leaves the
+    earlier file or none, never half of one; a file that cannot be read is
+    packed anew. `load_packed_corpus` reads it without the text or a
+    tokenizer.
+
+    Args:
+        path: the `.npz` file (`train` and `validation` stored as
+            `compact_ids`; `vocabulary`, `reviews`, `key`).
+        tokenizer: a `keras_hub.models.BertTokenizer` (any tokenizer
+            `pack_texts` takes that has `get_vocabulary()`).
+        texts: the pretraining pieces.
+        validation_texts: the held-out pieces.
+        sequence_length: ids per row, [CLS] and [SEP] included.
+        reviews: how many documents the pieces came from (kept for
+            `load_packed_corpus`).
+
+    Returns:
+        `(train, validation)`: int32 ids, `(len(texts), sequence_length)`
+        and `(len(validation_texts), sequence_length)`.
+
+    Example:
+
+    >>> from zoo.data.tokenizers import BERT_SPECIAL_TOKENS, bert_tokenizer
+    >>> tokenizer = bert_tokenizer(BERT_SPECIAL_TOKENS + ["a", "good", "film"])
+    >>> train, validation = packed_corpus(
+    ...     "packed_6.npz", tokenizer, ["a good film", "film"], ["good"], 6
+    ... )
+    >>> train
+    array([[2, 5, 6, 7, 3, 0],
+           [2, 7, 3, 0, 0, 0]], dtype=int32)
+    >>> validation.shape
+    (1, 6)
+    """
+    key = corpus_key(
+        tokenizer, texts, validation_texts, sequence_length, reviews
+    )
+    if os.path.exists(path):
+        try:
+            with np.load(path) as cached:
+                if str(cached["key"]) == key:
+                    return (
+                        cached["train"].astype("int32"),
+                        cached["validation"].astype("int32"),
+                    )
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass  # not a corpus this function wrote: packed anew below
+    vocabulary = tokenizer.get_vocabulary()
+    train = pack_texts(tokenizer, texts, sequence_length)
+    validation = pack_texts(tokenizer, validation_texts, sequence_length)
+    with atomic_path(path) as tmp:
+        np.savez_compressed(
+            tmp,
+            train=compact_ids(train, len(vocabulary)),
+            validation=compact_ids(validation, len(vocabulary)),
+            vocabulary=np.array(vocabulary),
+            key=np.array(key),
+            reviews=np.array(reviews),
+        )
+    return train, validation
+
+
+def load_packed_corpus(path):
+    """A corpus `packed_corpus` wrote, without the text or a tokenizer.
+
+    Args:
+        path: the `.npz` file.
+
+    Returns:
+        `PackedCorpus(vocabulary, train, validation, reviews)`: the
+        vocabulary as a list of strings (`zoo.data.tokenizers.
+        bert_tokenizer` makes the tokenizer), `train` and `validation` as
+        int32 `(pieces, sequence_length)`, `reviews` an int.
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        OSError, ValueError, KeyError: the file is not such a corpus.
+
+    Example:
+
+    >>> from zoo.data.tokenizers import BERT_SPECIAL_TOKENS, bert_tokenizer
+    >>> tokenizer = bert_tokenizer(BERT_SPECIAL_TOKENS + ["a", "film"])
+    >>> _ = packed_corpus("c.npz", tokenizer, ["a film"], ["film"], 8, 2)
+    >>> corpus = load_packed_corpus("c.npz")
+    >>> corpus.train.shape, corpus.reviews, corpus.vocabulary[-1]
+    ((1, 8), 2, 'film')
+    """
+    with np.load(path) as packed:
+        corpus = {
+            k: packed[k]
+            for k in ("train", "validation", "vocabulary", "reviews")
+        }
+    return PackedCorpus(
+        vocabulary=corpus["vocabulary"].tolist(),
+        train=corpus["train"].astype("int32"),
+        validation=corpus["validation"].astype("int32"),
+        reviews=int(corpus["reviews"]),
+    )

@@ -451,9 +451,31 @@ def train_bert_tokenizer(texts, vocabulary_size, lowercase=True):
         strip_accents=lowercase,
         reserved_tokens=BERT_SPECIAL_TOKENS,
     )
-    # "[MASK]" typed in a text is the mask token (fill_mask reads it).
+    return bert_tokenizer(vocabulary, lowercase=lowercase)
+
+
+def bert_tokenizer(vocabulary, lowercase=True):
+    """The WordPiece `keras_hub.models.BertTokenizer` of a vocabulary, set
+    up as `train_bert_tokenizer` sets up the one it learns: a vocabulary
+    read back from a file gives the same ids.
+
+    Args:
+        vocabulary: the pieces, one per id (`tokenizer.get_vocabulary()`),
+            [PAD], [UNK], [CLS], [SEP] and [MASK] among them.
+        lowercase: lower-case and strip accents (an uncased BERT).
+
+    Returns:
+        A `keras_hub.models.BertTokenizer`; "[MASK]" typed in a text is the
+        mask token (`fill_mask` reads it).
+
+    Example:
+
+    >>> tokenizer = bert_tokenizer(BERT_SPECIAL_TOKENS + ["a", "good", "film"])
+    >>> tokenizer("A good [MASK]").tolist()
+    [5, 6, 4]
+    """
     return keras_hub.models.BertTokenizer(
-        vocabulary=vocabulary,
+        vocabulary=list(vocabulary),
         lowercase=lowercase,
         strip_accents=lowercase,
         special_tokens_in_strings=True,

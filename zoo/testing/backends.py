@@ -2,7 +2,7 @@
 
 Keras picks its backend when it is first imported, from `KERAS_BACKEND`, so
 one process measures one backend. The test runner (`tests/all_backends.py`),
-the benchmarks (`benchmarks/workers.py`) and the cross-backend check
+the benchmarks (`zoo.testing.benchmarks`) and the cross-backend check
 (`zoo.testing.cross_backend`) all start their per-backend processes here.
 """
 

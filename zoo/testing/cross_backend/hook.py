@@ -15,9 +15,9 @@ It defines
 for `full=True`; default `["--model", variant]`) and `main(argv)` (the whole
 run, for `full=True`, writing `metrics.json` to `--output-dir`).
 
-The file is imported as it stands, so it makes its own imports resolvable:
-the recipes in `recipes/` put the repository root on `sys.path` before
-importing their siblings.
+The file is imported as it stands, as a top-level module of its own (not
+as part of a package), so its imports resolve from `sys.path` as they are:
+the recipes in `recipes/` import only `zoo` and installed packages.
 """
 
 import dataclasses

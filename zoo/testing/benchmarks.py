@@ -1,6 +1,7 @@
-"""Runs a benchmark once per backend, each in a fresh Python process (the
-plumbing is `zoo.testing.backends`): Keras picks its backend when it is
-first imported, so one process measures one.
+"""What the per-backend benchmarks in `benchmarks/` share: each runs once
+per backend, in a fresh Python process (the plumbing is
+`zoo.testing.backends`): Keras picks its backend when it is first imported,
+so one process measures one.
 
 A benchmark script calls `run_worker(__file__, backend, argv)` for each
 backend; that re-runs the script with `--worker` and the same flags, under
@@ -11,18 +12,13 @@ backend; that re-runs the script with `--worker` and the same flags, under
 import argparse
 import json
 import os
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from recipes.flags import HelpFormatter
 from zoo.accelerator import (
     accelerator,
     peak_tflops,  # noqa: F401
 )
+from zoo.cli import HelpFormatter
 from zoo.testing.backends import (
     BACKENDS,  # noqa: F401
     python_command,

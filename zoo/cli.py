@@ -1,6 +1,10 @@
-"""argparse types that reject impossible flag values up front, so a typo
-gives one `error: argument --epochs: ...` line instead of a traceback from
-deep inside Keras or tf.data."""
+"""Command-line helpers that the recipes (`recipes/`) and the benchmarks
+(`benchmarks/`) share: argparse types that reject impossible flag values up
+front, so a typo gives one `error: argument --epochs: ...` line instead of a
+traceback from deep inside Keras or tf.data; a `HelpFormatter` that states
+each default once; the accelerator flags (`add_accelerator_flags`,
+`setup_accelerators`, `accelerator_metrics`); and `fill_from_preset`, which
+completes a recipe's flags from its preset."""
 
 import argparse
 import os
