@@ -118,7 +118,8 @@ def _grid_of(image_encoder):
 
 class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     """Base of the captioning backbones: the inputs, the encoder's grid,
-    `from_preset`, the config (with the encoder serialised in it)."""
+    `from_preset`, and `from_config` (the encoder deserialised from its
+    config)."""
 
     def _inputs(self, image_encoder):
         image_shape = tuple(image_encoder.input.shape[1:])
@@ -136,7 +137,7 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         grid = self.image_encoder(images)
         return ops.reshape(grid, (-1, self.num_regions, self.feature_dim))
 
-    def _finish(self, inputs, outputs, dtype, config, **kwargs):
+    def _finish(self, inputs, outputs, dtype, **kwargs):
         check_model_kwargs(self, kwargs)
         # A model's `trainable` (True in every saved config) is set on all
         # its layers: the encoder keeps its own (a frozen one stays so).
@@ -145,9 +146,6 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             self, inputs=inputs, outputs=outputs, dtype=dtype, **kwargs
         )
         self.image_encoder.trainable = encoder_trainable
-        self._zoo_config = dict(config)
-        for key, value in config.items():
-            setattr(self, key, value)
 
     def encode(self, images):
         """The annotation vectors `(batch, L, D)` of preprocessed images (in
@@ -188,13 +186,6 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             vocabulary_size=vocabulary_size,
             **config,
         )
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            **self._zoo_config,
-            "image_encoder": keras.layers.serialize(self.image_encoder),
-        }
 
     @classmethod
     def from_config(cls, config):
@@ -324,24 +315,41 @@ class ShowAttendTellBackbone(CaptioningBackbone):
             inputs,
             {"sequence_output": outputs, "attention_weights": alphas},
             dtype,
-            {
-                "vocabulary_size": vocabulary_size,
-                "embedding_dim": embedding_dim,
-                "hidden_dim": hidden_dim,
-                "attention_units": attention_units,
-                "dropout": dropout,
-                "attention_penalty": attention_penalty,
-                "use_gate": use_gate,
-                "decoder_sequence_length": decoder_sequence_length,
-            },
             **kwargs,
         )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.hidden_dim = hidden_dim
+        self.attention_units = attention_units
+        self.dropout = dropout
+        self.attention_penalty = attention_penalty
+        self.use_gate = use_gate
+        self.decoder_sequence_length = decoder_sequence_length
         # Under PyTorch a functional model lists only its graph's layers
         # once built; the output projection (used outside the graph, by
         # `token_logits`) is tracked again, so that the backbone's weights
         # and its record of quantised layers include it on every backend.
         output_projection = self.output_projection
         self.output_projection = output_projection
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "image_encoder": keras.layers.serialize(self.image_encoder),
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "hidden_dim": self.hidden_dim,
+                "attention_units": self.attention_units,
+                "dropout": self.dropout,
+                "attention_penalty": self.attention_penalty,
+                "use_gate": self.use_gate,
+                "decoder_sequence_length": self.decoder_sequence_length,
+            }
+        )
+        return config
 
     def _deep_output(self, embedded, hidden, context):
         """`tanh(E y_{t-1} + L_h h_t + L_z z_t)`."""
@@ -545,24 +553,38 @@ class TransformerCaptionBackbone(TransformerDecoding, CaptioningBackbone):
             )
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        self._finish(
-            inputs,
-            {"sequence_output": x},
-            dtype,
+        self._finish(inputs, {"sequence_output": x}, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.num_encoder_layers = num_encoder_layers
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.decoder_sequence_length = decoder_sequence_length
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
             {
-                "vocabulary_size": vocabulary_size,
-                "num_layers": num_layers,
-                "num_heads": num_heads,
-                "hidden_dim": hidden_dim,
-                "intermediate_dim": intermediate_dim,
-                "num_encoder_layers": num_encoder_layers,
-                "dropout": dropout,
-                "norm_first": norm_first,
-                "layer_norm_epsilon": layer_norm_epsilon,
-                "decoder_sequence_length": decoder_sequence_length,
-            },
-            **kwargs,
+                "image_encoder": keras.layers.serialize(self.image_encoder),
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "num_encoder_layers": self.num_encoder_layers,
+                "dropout": self.dropout,
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "decoder_sequence_length": self.decoder_sequence_length,
+            }
         )
+        return config
 
     def _memory(self, images):
         """The regions as the decoder reads them: `(batch, L, hidden_dim)`."""
