@@ -46,6 +46,7 @@ from zoo.models.arguments import check_model_kwargs
 from zoo.models.captioning.captioning_presets import PRESETS
 from zoo.models.decoding import TransformerDecoding
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset, preset_kind_class
 
 ENCODERS = (
     "efficientnet_lite0",
@@ -116,10 +117,23 @@ def _grid_of(image_encoder):
     return shape
 
 
-class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
+class CaptioningBackbone(
+    FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone
+):
     """Base of the captioning backbones: the inputs, the encoder's grid,
-    `from_preset`, and `from_config` (the encoder deserialised from its
-    config)."""
+    `from_config` (the encoder deserialised from its config), and
+    `from_preset(preset, vocabulary_size=..., **overrides)`: the preset's
+    decoder (`zoo.models.captioning.PRESETS`) with fresh weights over the
+    preset's image encoder (`image_encoder_from_config` of its backbone
+    section's "image_encoder"; an `image_encoder` override replaces it, e.g.
+    a `FeatureGridInput` to train on cached features); on this base class,
+    the preset's own kind."""
+
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your tokenizer",
+    }
 
     def _inputs(self, image_encoder):
         image_shape = tuple(image_encoder.input.shape[1:])
@@ -162,30 +176,25 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         return tuple(self.image_encoder.output.shape[1:3])
 
     @classmethod
-    def from_preset(cls, preset, vocabulary_size, image_encoder=None, **kwargs):
-        """The preset's decoder (`zoo.models.captioning.PRESETS`) over
-        `image_encoder` (default: the preset's encoder, see
-        `image_encoder_from_preset`), for `vocabulary_size` tokens; fresh
-        decoder weights. On this base class, the preset's own kind."""
-        config = PRESETS.part(preset, "backbone")
-        kind = config.pop("kind")
-        backbone_cls = BACKBONES[kind]
-        if cls is not CaptioningBackbone and cls is not backbone_cls:
-            raise ValueError(f"Preset {preset!r} is a {backbone_cls.__name__}.")
+    def preset_class(cls, preset):
+        return preset_kind_class(
+            cls, preset, CaptioningBackbone, "kind", BACKBONES
+        )
+
+    @classmethod
+    def _from_preset(cls, preset, **overrides):
+        config = cls.preset_part(preset, "backbone")
+        del config["kind"]
+        encoder = config.pop("image_encoder")
+        # The positions default to the preprocessor's caption length.
         config.setdefault(
             "decoder_sequence_length",
-            PRESETS.part(preset, "preprocessor")["decoder_sequence_length"],
+            cls.preset_part(preset, "preprocessor")["decoder_sequence_length"],
         )
-        config.update(kwargs)
-        if image_encoder is None:
-            image_encoder = image_encoder_from_config(
-                PRESETS.part(preset, "image_encoder")
-            )
-        return backbone_cls(
-            image_encoder=image_encoder,
-            vocabulary_size=vocabulary_size,
-            **config,
-        )
+        config.update(overrides)
+        if config.get("image_encoder") is None:
+            config["image_encoder"] = image_encoder_from_config(encoder)
+        return cls.preset_class(preset)(**config)
 
     @classmethod
     def from_config(cls, config):

@@ -34,6 +34,7 @@ from zoo.layers.sublayers import call_sublayer, without_keras_mask
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.decoding import TransformerDecoding
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset, preset_kind_class
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general")
@@ -51,9 +52,19 @@ def _inputs():
     }
 
 
-class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
+class Seq2SeqBackbone(
+    FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone
+):
     """Base of the encoder-decoder backbones: the functional model's
-    outputs and `from_preset`."""
+    outputs and `from_preset(preset, vocabulary_size=..., **overrides)`,
+    the preset's backbone (`zoo.models.seq2seq.PRESETS`) with fresh
+    weights; on this base class, the preset's own kind."""
+
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your tokenizer",
+    }
 
     def _finish(self, inputs, encoder_output, decoder_output, dtype, **kwargs):
         check_model_kwargs(self, kwargs)
@@ -69,29 +80,27 @@ class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         )
 
     @classmethod
-    def from_preset(cls, preset, vocabulary_size, **kwargs):
-        """The preset's backbone (`zoo.models.seq2seq.PRESETS`) for a
-        vocabulary of `vocabulary_size`, arguments overridden by `kwargs`;
-        fresh weights. On this base class, the preset's own kind."""
-        config = PRESETS.part(preset, "backbone")
-        kind = config.pop("kind")
-        backbone_cls = {
-            "transformer": TransformerSeq2SeqBackbone,
-            "rnn": RNNSeq2SeqBackbone,
-        }[kind]
-        if cls is not Seq2SeqBackbone and cls is not backbone_cls:
-            raise ValueError(f"Preset {preset!r} is a {backbone_cls.__name__}.")
-        sequence_lengths = PRESETS.part(preset, "preprocessor")
-        config.setdefault(
-            "encoder_sequence_length",
-            sequence_lengths["encoder_sequence_length"],
+    def preset_class(cls, preset):
+        return preset_kind_class(
+            cls,
+            preset,
+            Seq2SeqBackbone,
+            "kind",
+            {
+                "transformer": TransformerSeq2SeqBackbone,
+                "rnn": RNNSeq2SeqBackbone,
+            },
         )
-        config.setdefault(
-            "decoder_sequence_length",
-            sequence_lengths["decoder_sequence_length"],
-        )
-        config.update(kwargs)
-        return backbone_cls(vocabulary_size=vocabulary_size, **config)
+
+    @classmethod
+    def _from_preset(cls, preset, **overrides):
+        config = cls.preset_part(preset, "backbone")
+        del config["kind"]
+        # The positions default to the preprocessor's lengths.
+        lengths = cls.preset_part(preset, "preprocessor")
+        for key in ("encoder_sequence_length", "decoder_sequence_length"):
+            config.setdefault(key, lengths[key])
+        return cls.preset_class(preset)(**{**config, **overrides})
 
 
 @keras.saving.register_keras_serializable(package="zoo")

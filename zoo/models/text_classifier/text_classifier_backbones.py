@@ -33,6 +33,7 @@ from zoo.layers import (
 )
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset, preset_kind_class
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 POOLING_LAYER_NAME = "attention_pooling"
@@ -41,9 +42,14 @@ POOLING_LAYER_NAME = "attention_pooling"
 QUERY_MAP_SCALE = 0.03
 
 
-class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
+class TextClassifierBackbone(
+    FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone
+):
     """Base of the text classifier backbones: the shared word-id stem and
-    `from_preset`.
+    `from_preset(preset, vocabulary_size=..., **overrides)`, the preset's
+    backbone (`zoo.models.text_classifier.
+    PRESETS`) with fresh weights; on this base class, the preset's own
+    class.
 
     The stem, in order: `RandomTokenWindow(train_window)` when
     `train_window` (train on random slices of each review, read all of it
@@ -51,6 +57,25 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     token table (named "embedding"; id 0 is padding and masked) and dropout.
     Subclasses build the rest in their `__init__`.
     """
+
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your adapted preprocessor "
+        "(preprocessor.vocabulary_size)",
+    }
+
+    @classmethod
+    def preset_class(cls, preset):
+        return preset_kind_class(
+            cls, preset, TextClassifierBackbone, "class", BACKBONES
+        )
+
+    @classmethod
+    def _from_preset(cls, preset, **overrides):
+        config = cls.preset_part(preset, "backbone")
+        del config["class"]
+        return cls.preset_class(preset)(**{**config, **overrides})
 
     def _stem(
         self,
@@ -128,22 +153,6 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             dtype=dtype,
             **kwargs,
         )
-
-    @classmethod
-    def from_preset(cls, preset, vocabulary_size, **kwargs):
-        """The preset's backbone (see
-        `zoo.models.text_classifier.PRESETS`) with `vocabulary_size` and any
-        argument overridden; fresh weights. Called on this base class it
-        builds the preset's own backbone class."""
-        part = PRESETS.part(preset, "backbone")
-        backbone_cls = BACKBONES[part.pop("class")]
-        if cls is not TextClassifierBackbone and backbone_cls is not cls:
-            raise ValueError(
-                f"Preset {preset!r} is a {backbone_cls.__name__}, not a "
-                f"{cls.__name__}."
-            )
-        part.update(kwargs)
-        return backbone_cls(vocabulary_size=vocabulary_size, **part)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
