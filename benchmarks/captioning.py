@@ -102,14 +102,17 @@ def load_captioner(args):
         model_type="word",
     )
     preprocessor = ImageCaptionerPreprocessor.from_preset(
-        args.preset, tokenizer
+        args.preset, tokenizer=tokenizer
     )
     encoder = image_encoder_from_config(
-        PRESETS.part(args.preset, "image_encoder"), pretrained=False
+        PRESETS.part(args.preset, "backbone")["image_encoder"],
+        pretrained=False,
     )
     return (
         ImageCaptioner.from_preset(
-            args.preset, preprocessor, image_encoder=encoder
+            args.preset,
+            preprocessor=preprocessor,
+            backbone_image_encoder=encoder,
         ),
         f"untrained {args.preset}",
     )

@@ -102,8 +102,10 @@ def load_translator(args):
     keras.utils.set_random_seed(0)
     german, english = make_synthetic_pairs(400, seed=0)
     tokenizer = train_subword_tokenizer(german + english, 120)
-    preprocessor = TranslationPreprocessor.from_preset(args.preset, tokenizer)
-    return Translator.from_preset(args.preset, preprocessor), (
+    preprocessor = TranslationPreprocessor.from_preset(
+        args.preset, tokenizer=tokenizer
+    )
+    return Translator.from_preset(args.preset, preprocessor=preprocessor), (
         f"untrained {args.preset}"
     )
 

@@ -302,8 +302,14 @@ def resolve(parser, args):
         args.preset = "smoke" if args.smoke else "cpu_mini"
     if args.output_dir is None:
         args.output_dir = os.path.join(ROOT, "runs", "bert_imdb", args.preset)
-    pretraining = PRESETS.part(args.preset, "pretraining")
-    finetuning = PRESETS.part(args.preset, "finetuning")
+    training = PRESETS.part(args.preset, "training")
+    preprocessor = PRESETS.part(args.preset, "preprocessor")
+    pretraining = {**training["pretraining"], **preprocessor["masked_lm"]}
+    finetuning = {
+        **training["finetuning"],
+        **preprocessor["classifier"],
+        **PRESETS.part(args.preset, "task")["classifier"],
+    }
     if args.command in ("pretrain", "all"):
         for key in (
             "epochs",
@@ -476,7 +482,7 @@ def pretrain(args):
     with strategy.scope():
         mlm = BertMaskedLM.from_preset(
             args.preset,
-            preprocessor,
+            preprocessor=preprocessor,
             backbone_dropout=args.dropout,
             backbone_attention_dropout=args.attention_dropout,
             backbone_norm_first=args.norm_first,
@@ -1057,7 +1063,10 @@ def check_setup(
             tokenizer, sequence_length=args.finetune_sequence_length
         )
         model = BertClassifier.from_preset(
-            args.preset, preprocessor, backbone_dropout=0.0, dropout=0.0
+            args.preset,
+            preprocessor=preprocessor,
+            backbone_dropout=0.0,
+            dropout=0.0,
         )
         model.compile(optimizer="sgd")
         return CheckSetup(
@@ -1083,9 +1092,11 @@ def check_setup(
         )
         return x, y
 
-    preprocessor = BertMaskedLMPreprocessor.from_preset(args.preset, tokenizer)
+    preprocessor = BertMaskedLMPreprocessor.from_preset(
+        args.preset, tokenizer=tokenizer
+    )
     backbone = BertMaskedLM.from_preset(
-        args.preset, preprocessor, backbone_dropout=0.0
+        args.preset, preprocessor=preprocessor, backbone_dropout=0.0
     ).backbone
     model = BertMaskedLM(backbone, preprocessor=None)
     return CheckSetup(

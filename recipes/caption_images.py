@@ -440,7 +440,7 @@ def make_optimizer(args, total_steps):
 def encoder_spec(args):
     """The preset's image encoder, or `--keras-application`'s (frozen, its
     grid cached)."""
-    spec = PRESETS.part(args.preset, "image_encoder")
+    spec = PRESETS.part(args.preset, "backbone")["image_encoder"]
     if args.keras_application is None:
         return spec
     return {
@@ -516,8 +516,8 @@ def build(args, tokenizer, encoder, features):
     if features is None:
         return ImageCaptioner.from_preset(
             args.preset,
-            raw,
-            image_encoder=encoder,
+            preprocessor=raw,
+            backbone_image_encoder=encoder,
             name="captioner",
             **decoder_overrides(args),
         ), raw
@@ -531,8 +531,8 @@ def build(args, tokenizer, encoder, features):
     )
     return ImageCaptioner.from_preset(
         args.preset,
-        cached,
-        image_encoder=FeatureGridInput(grid[:2], grid[2]),
+        preprocessor=cached,
+        backbone_image_encoder=FeatureGridInput(grid[:2], grid[2]),
         name="captioner",
         **decoder_overrides(args),
     ), raw
@@ -951,7 +951,7 @@ def check_setup(
         model_type="word",
     )
     encoder = image_encoder_from_config(
-        PRESETS.part(args.preset, "image_encoder")
+        PRESETS.part(args.preset, "backbone")["image_encoder"]
     )
     model, _ = build(args, tokenizer, encoder, None)
     model.compile(optimizer="sgd")

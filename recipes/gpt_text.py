@@ -347,7 +347,7 @@ def build_model(args, tokenizer):
     preprocessor = GPTPreprocessor(tokenizer, args.sequence_length)
     gpt = GPT.from_preset(
         args.preset,
-        preprocessor,
+        preprocessor=preprocessor,
         name="gpt",
         **{f"backbone_{k}": getattr(args, k) for k in MODEL_FLAGS},
         backbone_tie_weights=not args.untied,

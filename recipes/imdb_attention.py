@@ -493,7 +493,7 @@ def build_classifier(args, preprocessor):
     overrides["backbone_train_window"] = args.train_window or None
     classifier = TextClassifier.from_preset(
         args.preset,
-        preprocessor,
+        preprocessor=preprocessor,
         dropout=args.dropout,
         name=model_name(args),
         **overrides,

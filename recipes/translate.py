@@ -335,9 +335,14 @@ def make_optimizer(args, steps_per_epoch):
 
 
 def build(args, tokenizer, steps_per_epoch=100):
-    preprocessor = TranslationPreprocessor.from_preset(args.preset, tokenizer)
+    preprocessor = TranslationPreprocessor.from_preset(
+        args.preset, tokenizer=tokenizer
+    )
     translator = Translator.from_preset(
-        args.preset, preprocessor, name="translator", **backbone_overrides(args)
+        args.preset,
+        preprocessor=preprocessor,
+        name="translator",
+        **backbone_overrides(args),
     )
     translator.compile(
         optimizer=make_optimizer(args, steps_per_epoch),

@@ -71,35 +71,6 @@ from zoo.schedules import warmup_cosine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-TRAINING = {
-    "mnist": dict(
-        epochs=30,
-        batch_size=128,
-        learning_rate=1e-3,
-        weight_decay=0.05,
-        warmup_fraction=0.1,
-        label_smoothing=0.1,
-        translate=0.1,
-    ),
-    "cifar": dict(
-        epochs=200,
-        batch_size=128,
-        learning_rate=1e-3,
-        weight_decay=0.05,
-        warmup_fraction=0.025,
-        label_smoothing=0.1,
-        translate=0.125,
-    ),
-    "smoke": dict(
-        epochs=3,
-        batch_size=32,
-        learning_rate=3e-3,
-        weight_decay=0.0,
-        warmup_fraction=0.1,
-        label_smoothing=0.0,
-        translate=0.0,
-    ),
-}
 PICTURE_IMAGES = 16
 
 
@@ -173,7 +144,7 @@ def parse_args(argv=None):
             if args.smoke
             else ("cifar" if args.dataset.startswith("cifar") else "mnist")
         )
-    for key, value in TRAINING[args.preset].items():
+    for key, value in PRESETS.part(args.preset, "training").items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     for key in ("dropout", "drop_path_rate"):

@@ -40,7 +40,7 @@ def test_text_classifier_exports_raw_strings(tmp_path):
     preprocessor.adapt(TEXTS[:2])
     keras.utils.set_random_seed(0)
     task = TextClassifier.from_preset(
-        "imdb_query", preprocessor, backbone_embedding_dim=8
+        "imdb_query", preprocessor=preprocessor, backbone_embedding_dim=8
     )
     path = tmp_path / "served"
     assert task.export(path) == str(path)

@@ -14,11 +14,17 @@ VOCAB = 50
 
 def backbones():
     return {
-        "gpt": lambda **kw: gpt.GPTBackbone.from_preset("smoke", VOCAB, **kw),
-        "bert": lambda **kw: bert.BertBackbone.from_preset(
-            "smoke", VOCAB, **kw
+        # The constructors themselves (`from_preset` checks its overrides
+        # before them: tests/models/test_presets.py).
+        "gpt": lambda **kw: gpt.GPTBackbone(
+            VOCAB, **gpt.PRESETS.part("smoke", "backbone"), **kw
         ),
-        "vit": lambda **kw: vit.ViTBackbone.from_preset("smoke", **kw),
+        "bert": lambda **kw: bert.BertBackbone(
+            VOCAB, **bert.PRESETS.part("smoke", "backbone"), **kw
+        ),
+        "vit": lambda **kw: vit.ViTBackbone(
+            **vit.PRESETS.part("smoke", "backbone"), **kw
+        ),
         "transformer_seq2seq": lambda **kw: seq2seq.TransformerSeq2SeqBackbone(
             VOCAB,
             num_layers=1,

@@ -56,7 +56,7 @@ def _text_classifier():
     preprocessor = TextClassifierPreprocessor(max_tokens=40, sequence_length=8)
     preprocessor.adapt(REVIEWS)
     return TextClassifier.from_preset(
-        "imdb_query", preprocessor, backbone_embedding_dim=8
+        "imdb_query", preprocessor=preprocessor, backbone_embedding_dim=8
     )
 
 

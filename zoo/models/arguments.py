@@ -1,10 +1,10 @@
 """Unknown keyword arguments to a backbone or task are an error.
 
 Keras' functional `Model` ignores keyword arguments it does not know, so
-`ViTBackbone.from_preset("mnist", image_shape=(32, 32, 1))` (for
-`image_size`) would build the preset's 28 x 28 model without a word. The
-zoo's backbones and tasks pass what they do not take themselves through
-`check_model_kwargs` first.
+`ViTBackbone(image_shape=(32, 32, 1))` (for `image_size`) would build the
+default 28 x 28 model without a word. The zoo's backbones and tasks pass
+what they do not take themselves through `check_model_kwargs` first
+(`from_preset` checks its overrides before that, `zoo.models.presets`).
 """
 
 import inspect

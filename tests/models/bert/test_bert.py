@@ -472,7 +472,9 @@ def test_configs_round_trip():
 
 
 def test_presets_build_their_sizes():
-    preprocessor = BertMaskedLMPreprocessor.from_preset("cpu_mini", tokenizer())
+    preprocessor = BertMaskedLMPreprocessor.from_preset(
+        "cpu_mini", tokenizer=tokenizer()
+    )
     assert preprocessor.sequence_length == 256
     # The smoke preset has 64 positions: too few for 256-token packs.
     with pytest.raises(
@@ -481,9 +483,9 @@ def test_presets_build_their_sizes():
         r"packs 256 tokens but the backbone has 64 positions.*"
         r"backbone_max_sequence_length=256",
     ):
-        BertMaskedLM.from_preset("smoke", preprocessor)
+        BertMaskedLM.from_preset("smoke", preprocessor=preprocessor)
     mlm = BertMaskedLM.from_preset(
-        "smoke", preprocessor, backbone_max_sequence_length=256
+        "smoke", preprocessor=preprocessor, backbone_max_sequence_length=256
     )
     assert mlm.backbone.hidden_dim == 32 and mlm.backbone.num_layers == 2
     with pytest.raises(
@@ -495,13 +497,15 @@ def test_presets_build_their_sizes():
         )
     classifier = BertClassifier.from_preset(
         "cpu_mini",
-        BertClassifierPreprocessor.from_preset("cpu_mini", tokenizer()),
+        preprocessor=BertClassifierPreprocessor.from_preset(
+            "cpu_mini", tokenizer=tokenizer()
+        ),
         backbone_num_layers=1,
     )
     assert classifier.backbone.max_sequence_length == 256
     assert classifier.preprocessor.sequence_length == 256
     with pytest.raises(ValueError, match="Unknown bert preset"):
-        BertBackbone.from_preset("huge", 10)
+        BertBackbone.from_preset("huge", vocabulary_size=10)
 
 
 def test_mixed_bfloat16_gives_float32_outputs():

@@ -488,14 +488,18 @@ def test_a_tokenizer_larger_than_the_backbone_is_refused():
 def test_every_preset_builds_its_encoder_and_decoder(preset):
     from zoo.models.captioning import image_encoder_from_config
 
-    spec = PRESETS.part(preset, "image_encoder")
+    spec = PRESETS.part(preset, "backbone")["image_encoder"]
     size = {}
     if spec["image_size"] == (224, 224):  # the same layers, built faster
         size = {"image_size": (64, 64)}
     encoder = image_encoder_from_config({**spec, **size}, pretrained=False)
     assert encoder.trainable == spec["trainable"]
-    pre = ImageCaptionerPreprocessor.from_preset(preset, tokenizer(), **size)
-    model = ImageCaptioner.from_preset(preset, pre, image_encoder=encoder)
+    pre = ImageCaptionerPreprocessor.from_preset(
+        preset, tokenizer=tokenizer(), **size
+    )
+    model = ImageCaptioner.from_preset(
+        preset, preprocessor=pre, backbone_image_encoder=encoder
+    )
     assert model.backbone.decoder_sequence_length == (
         pre.decoder_sequence_length
     )

@@ -529,12 +529,17 @@ def test_presets_build_their_sizes():
     assert gpt2.count_params() == 124439808
     del gpt2
     gpt = GPT.from_preset(
-        "smoke", GPTPreprocessor(tokenizer, 32), backbone_num_layers=1
+        "smoke",
+        preprocessor=GPTPreprocessor(tokenizer, 32),
+        backbone_num_layers=1,
     )
     assert gpt.backbone.num_layers == 1 and gpt.backbone.hidden_dim == 32
     assert gpt.backbone.vocabulary_size == tokenizer.vocabulary_size()
     assert (
-        GPTPreprocessor.from_preset("nanogpt", tokenizer).sequence_length == 256
+        GPTPreprocessor.from_preset(
+            "nanogpt", tokenizer=tokenizer
+        ).sequence_length
+        == 256
     )
     with pytest.raises(ValueError, match="Unknown gpt preset"):
         GPTBackbone.from_preset("huge", vocabulary_size=10)
@@ -739,9 +744,11 @@ def test_a_preprocessor_longer_than_the_context_is_refused_at_once():
         r"tokens but the backbone has 32 positions.*"
         r"backbone_sequence_length=64",
     ):
-        GPT.from_preset("smoke", GPTPreprocessor(tokenizer, 64))
+        GPT.from_preset("smoke", preprocessor=GPTPreprocessor(tokenizer, 64))
     gpt = GPT.from_preset(
-        "smoke", GPTPreprocessor(tokenizer, 64), backbone_sequence_length=64
+        "smoke",
+        preprocessor=GPTPreprocessor(tokenizer, 64),
+        backbone_sequence_length=64,
     )
     assert gpt.backbone.sequence_length == 64
 

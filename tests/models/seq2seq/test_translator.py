@@ -384,13 +384,13 @@ def test_mixed_bfloat16_gives_finite_float32_logits(kind):
 
 def test_presets_and_configs():
     pre = TranslationPreprocessor.from_preset(
-        "transformer_cpu_small", tokenizer()
+        "transformer_cpu_small", tokenizer=tokenizer()
     )
     assert pre.encoder_sequence_length == 64 and pre.pad_to_multiple_of == 16
-    model = Translator.from_preset("smoke", pre)
+    model = Translator.from_preset("smoke", preprocessor=pre)
     assert model.backbone.num_layers == 1 and model.backbone.hidden_dim == 32
     rnn = Translator.from_preset(
-        "rnn_smoke", pre, backbone_attention="luong_general"
+        "rnn_smoke", preprocessor=pre, backbone_attention="luong_general"
     )
     assert rnn.backbone.attention == "luong_general"
     for kind in KINDS:

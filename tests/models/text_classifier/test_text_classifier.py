@@ -358,14 +358,18 @@ def test_presets_build_their_backbones_for_the_preprocessor():
     }
     for preset, cls in expected.items():
         model = TextClassifier.from_preset(
-            preset, preprocessor, backbone_embedding_dim=DIM
+            preset, preprocessor=preprocessor, backbone_embedding_dim=DIM
         )
         assert type(model.backbone) is cls, preset
         assert model.backbone.vocabulary_size == preprocessor.vocabulary_size
         assert model.dropout == 0.3
-    rnn = TextClassifier.from_preset("imdb_rnn", preprocessor).backbone
+    rnn = TextClassifier.from_preset(
+        "imdb_rnn", preprocessor=preprocessor
+    ).backbone
     assert rnn.train_window == 128 and rnn.get_layer("train_window")
-    transformer = TextClassifier.from_preset("imdb_transformer", preprocessor)
+    transformer = TextClassifier.from_preset(
+        "imdb_transformer", preprocessor=preprocessor
+    )
     assert transformer.backbone.sequence_length == SEQ
     assert (
         TextClassifierBackbone.from_preset(
@@ -373,7 +377,10 @@ def test_presets_build_their_backbones_for_the_preprocessor():
         ).query
         == "computed"
     )
-    with pytest.raises(ValueError, match="not a MeanPoolingBackbone"):
+    with pytest.raises(
+        ValueError,
+        match=r"backbone is AttentionPoolingBackbone, not MeanPoolingBackbone",
+    ):
         MeanPoolingBackbone.from_preset("imdb_query", vocabulary_size=VOCAB)
 
 

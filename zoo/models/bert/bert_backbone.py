@@ -20,6 +20,7 @@ from zoo.layers.checks import check_token_ids
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset
 
 
 def bert_kernel_initializer(stddev=0.02):
@@ -34,7 +35,7 @@ def gelu_approximate(x):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
+class BertBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
     """BERT encoder: token ids -> contextual vectors and a pooled vector.
 
     Args:
@@ -248,13 +249,17 @@ class BertBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         )
         return scores
 
+    # `from_preset(preset, vocabulary_size=..., **overrides)`: the preset's
+    # architecture (`zoo.models.bert.PRESETS`), fresh weights.
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your tokenizer",
+    }
+
     @classmethod
-    def from_preset(cls, preset, vocabulary_size, **kwargs):
-        """The preset's architecture (see `zoo.models.bert.PRESETS`) with
-        `vocabulary_size` and any argument overridden; fresh weights."""
-        config = PRESETS.part(preset, "backbone")
-        config.update(kwargs)
-        return cls(vocabulary_size=vocabulary_size, **config)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "backbone"), **overrides})
 
     def get_config(self):
         config = super().get_config()

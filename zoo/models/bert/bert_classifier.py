@@ -15,12 +15,14 @@ from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.presets import TaskFromPreset
 from zoo.models.raw_text import RawTextMixin
 from zoo.saving import load_model, register_alias
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BertTextClassifier(
+    TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
@@ -58,6 +60,12 @@ class BertTextClassifier(
 
     backbone_cls = BertBackbone
     preprocessor_cls = BertClassifierPreprocessor
+    # `from_preset(preset, preprocessor=..., **overrides)`: fresh weights
+    # (`zoo.models.bert.PRESETS`); `backbone_` overrides go to
+    # `BertBackbone.from_preset`, the others, over the preset's task
+    # section's "classifier", to the task.
+    _presets = PRESETS
+    preset_subsection = "classifier"
 
     def __init__(
         self, backbone, preprocessor=None, num_classes=1, dropout=0.1, **kwargs
@@ -97,26 +105,6 @@ class BertTextClassifier(
         keras_hub.models.Task.__init__(
             self, inputs=inputs, outputs=outputs, **kwargs
         )
-
-    @classmethod
-    def from_preset(cls, preset, preprocessor, **kwargs):
-        """A classifier of the preset (see `zoo.models.bert.PRESETS`) with
-        fresh, random weights: the from-scratch baseline. `backbone_`
-        arguments override the backbone's, the rest the task's."""
-        overrides = {
-            k[len("backbone_") :]: kwargs.pop(k)
-            for k in list(kwargs)
-            if k.startswith("backbone_")
-        }
-        backbone = BertBackbone.from_preset(
-            preset,
-            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            **overrides,
-        )
-        kwargs.setdefault(
-            "dropout", PRESETS.part(preset, "finetuning").get("dropout", 0.1)
-        )
-        return cls(backbone, preprocessor, **kwargs)
 
     @classmethod
     def from_pretrained(

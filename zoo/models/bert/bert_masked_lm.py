@@ -17,13 +17,16 @@ from zoo.models.bert.bert_preprocessor import (
     BertMaskedLMPreprocessor,
     strip_markup,
 )
+from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.presets import TaskFromPreset
 from zoo.models.raw_text import RawTextMixin
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BertMaskedLM(
+    TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
@@ -55,7 +58,7 @@ class BertMaskedLM(
 
     >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=8000)
     >>> preprocessor = BertMaskedLMPreprocessor(tokenizer, sequence_length=128)
-    >>> mlm = BertMaskedLM.from_preset("cpu_mini", preprocessor)
+    >>> mlm = BertMaskedLM.from_preset("cpu_mini", preprocessor=preprocessor)
     >>> mlm.compile()
     >>> mlm.fit(texts, epochs=1)
     >>> mlm.fill_mask("this movie was [MASK] good", top_k=3)
@@ -68,6 +71,12 @@ class BertMaskedLM(
 
     backbone_cls = BertBackbone
     preprocessor_cls = BertMaskedLMPreprocessor
+    # `from_preset(preset, preprocessor=..., **overrides)`: fresh weights
+    # (`zoo.models.bert.PRESETS`); `backbone_` overrides go to
+    # `BertBackbone.from_preset`, the others, over the preset's task
+    # section's "masked_lm", to the task.
+    _presets = PRESETS
+    preset_subsection = "masked_lm"
 
     def __init__(self, backbone, preprocessor=None, **kwargs):
         # === Layers ===
@@ -102,23 +111,6 @@ class BertMaskedLM(
         super().__init__(
             inputs=inputs, outputs=self.logits_dtype(logits), **kwargs
         )
-
-    @classmethod
-    def from_preset(cls, preset, preprocessor, **kwargs):
-        """A fresh masked LM of the preset (see `zoo.models.bert.PRESETS`)
-        for `preprocessor`'s vocabulary (`backbone_` arguments override the
-        backbone's)."""
-        overrides = {
-            k[len("backbone_") :]: kwargs.pop(k)
-            for k in list(kwargs)
-            if k.startswith("backbone_")
-        }
-        backbone = BertBackbone.from_preset(
-            preset,
-            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            **overrides,
-        )
-        return cls(backbone, preprocessor, **kwargs)
 
     def compile(
         self,

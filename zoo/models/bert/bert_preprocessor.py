@@ -15,8 +15,13 @@ import numpy as np
 from zoo._tensorflow import is_tf_tensor, tf
 from zoo.data.masked_lm import unselectable_token_ids
 from zoo.models.bert.bert_presets import PRESETS
+from zoo.models.presets import FromPreset
 
 _MARKUP = r"<br\s*/?>"
+_TOKENIZER_HINT = (
+    "the preset sets the length, the vocabulary is your WordPiece "
+    "tokenizer's (zoo.data.tokenizers.train_bert_tokenizer)"
+)
 
 
 def strip_markup(x):
@@ -35,7 +40,9 @@ def strip_markup(x):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
+class BertMaskedLMPreprocessor(
+    FromPreset, keras_hub.models.MaskedLMPreprocessor
+):
     """Strings -> masked token ids for masked-LM pretraining.
 
     Each text is tokenised (WordPiece), packed as `[CLS] text [SEP]` and
@@ -98,14 +105,15 @@ class BertMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
             **kwargs,
         )
 
+    # `from_preset(preset, tokenizer=..., **overrides)`: packs to the
+    # preset's pretraining length (its preprocessor section's "masked_lm").
+    _presets = PRESETS
+    preset_requires = {"tokenizer": _TOKENIZER_HINT}
+    preset_subsection = "masked_lm"
+
     @classmethod
-    def from_preset(cls, preset, tokenizer, **kwargs):
-        """Packs to the preset's pretraining length."""
-        kwargs.setdefault(
-            "sequence_length",
-            PRESETS.part(preset, "pretraining")["sequence_length"],
-        )
-        return cls(tokenizer, **kwargs)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "preprocessor"), **overrides})
 
     def build(self, input_shape):
         super().build(input_shape)
@@ -118,7 +126,9 @@ class BertMaskedLMPreprocessor(keras_hub.models.MaskedLMPreprocessor):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class BertClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
+class BertClassifierPreprocessor(
+    FromPreset, keras_hub.models.TextClassifierPreprocessor
+):
     """Strings (and labels) -> `{"token_ids", "segment_ids",
     "padding_mask"}`, `[CLS] text [SEP]` padded or cut to `sequence_length`.
 
@@ -144,14 +154,15 @@ class BertClassifierPreprocessor(keras_hub.models.TextClassifierPreprocessor):
     (1, 256)
     """
 
+    # `from_preset(preset, tokenizer=..., **overrides)`: packs to the
+    # preset's fine-tuning length (its preprocessor section's "classifier").
+    _presets = PRESETS
+    preset_requires = {"tokenizer": _TOKENIZER_HINT}
+    preset_subsection = "classifier"
+
     @classmethod
-    def from_preset(cls, preset, tokenizer, **kwargs):
-        """Packs to the preset's fine-tuning length."""
-        kwargs.setdefault(
-            "sequence_length",
-            PRESETS.part(preset, "finetuning")["sequence_length"],
-        )
-        return cls(tokenizer, **kwargs)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "preprocessor"), **overrides})
 
     def call(self, x, y=None, sample_weight=None):
         return super().call(strip_markup(x), y, sample_weight)

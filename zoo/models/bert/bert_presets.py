@@ -1,5 +1,10 @@
 """BERT presets: architectures, preprocessing and the schedules
-`recipes/bert_imdb.py` pretrains and fine-tunes them with."""
+`recipes/bert_imdb.py` pretrains and fine-tunes them with.
+
+BERT has two tasks and trains in two phases, so its `preprocessor` and
+`task` sections hold one dict per task (`"masked_lm"`: the pretraining
+length; `"classifier"`: the fine-tuning length and the head's dropout) and
+its `training` section one per phase (`"pretraining"`, `"finetuning"`)."""
 
 from zoo.models.presets import Presets
 
@@ -21,27 +26,30 @@ PRESETS = Presets(
                 dropout=0.1,
             ),
             "tokenizer": dict(vocabulary_size=8000),
-            "preprocessor": dict(sequence_length=256),
+            "preprocessor": {
+                "masked_lm": dict(sequence_length=256),
+                "classifier": dict(sequence_length=256),
+            },
+            "task": {"masked_lm": {}, "classifier": dict(dropout=0.1)},
             # Fewer steps stay on the masked-LM plateau (frequent tokens, no
             # context): 2,000 steps of 64 x 128 tokens did (docs/bert.md).
-            "pretraining": dict(
-                sequence_length=256,
-                epochs=18,
-                steps_per_epoch=1000,
-                batch_size=128,
-                learning_rate=1e-3,
-                warmup_fraction=0.06,
-                weight_decay=0.01,
-            ),
-            "finetuning": dict(
-                sequence_length=256,
-                epochs=3,
-                batch_size=32,
-                learning_rate=1e-4,
-                warmup_fraction=0.1,
-                weight_decay=0.01,
-                dropout=0.1,
-            ),
+            "training": {
+                "pretraining": dict(
+                    epochs=18,
+                    steps_per_epoch=1000,
+                    batch_size=128,
+                    learning_rate=1e-3,
+                    warmup_fraction=0.06,
+                    weight_decay=0.01,
+                ),
+                "finetuning": dict(
+                    epochs=3,
+                    batch_size=32,
+                    learning_rate=1e-4,
+                    warmup_fraction=0.1,
+                    weight_decay=0.01,
+                ),
+            },
         },
         "small": {
             "description": "BERT-small: 4 layers, 8 heads, 512 wide, MLP 2048, "
@@ -55,25 +63,28 @@ PRESETS = Presets(
                 dropout=0.1,
             ),
             "tokenizer": dict(vocabulary_size=16000),
-            "preprocessor": dict(sequence_length=512),
-            "pretraining": dict(
-                sequence_length=256,
-                epochs=20,
-                steps_per_epoch=1000,
-                batch_size=128,
-                learning_rate=5e-4,
-                warmup_fraction=0.06,
-                weight_decay=0.01,
-            ),
-            "finetuning": dict(
-                sequence_length=512,
-                epochs=3,
-                batch_size=32,
-                learning_rate=5e-5,
-                warmup_fraction=0.1,
-                weight_decay=0.01,
-                dropout=0.1,
-            ),
+            "preprocessor": {
+                "masked_lm": dict(sequence_length=256),
+                "classifier": dict(sequence_length=512),
+            },
+            "task": {"masked_lm": {}, "classifier": dict(dropout=0.1)},
+            "training": {
+                "pretraining": dict(
+                    epochs=20,
+                    steps_per_epoch=1000,
+                    batch_size=128,
+                    learning_rate=5e-4,
+                    warmup_fraction=0.06,
+                    weight_decay=0.01,
+                ),
+                "finetuning": dict(
+                    epochs=3,
+                    batch_size=32,
+                    learning_rate=5e-5,
+                    warmup_fraction=0.1,
+                    weight_decay=0.01,
+                ),
+            },
         },
         "smoke": {
             "description": "2 layers, 32 wide: the same code path in seconds "
@@ -87,25 +98,28 @@ PRESETS = Presets(
                 dropout=0.0,
             ),
             "tokenizer": dict(vocabulary_size=200),
-            "preprocessor": dict(sequence_length=64),
-            "pretraining": dict(
-                sequence_length=32,
-                epochs=2,
-                steps_per_epoch=None,
-                batch_size=16,
-                learning_rate=2e-3,
-                warmup_fraction=0.1,
-                weight_decay=0.01,
-            ),
-            "finetuning": dict(
-                sequence_length=64,
-                epochs=2,
-                batch_size=16,
-                learning_rate=1e-3,
-                warmup_fraction=0.1,
-                weight_decay=0.01,
-                dropout=0.0,
-            ),
+            "preprocessor": {
+                "masked_lm": dict(sequence_length=32),
+                "classifier": dict(sequence_length=64),
+            },
+            "task": {"masked_lm": {}, "classifier": dict(dropout=0.0)},
+            "training": {
+                "pretraining": dict(
+                    epochs=2,
+                    steps_per_epoch=None,
+                    batch_size=16,
+                    learning_rate=2e-3,
+                    warmup_fraction=0.1,
+                    weight_decay=0.01,
+                ),
+                "finetuning": dict(
+                    epochs=2,
+                    batch_size=16,
+                    learning_rate=1e-3,
+                    warmup_fraction=0.1,
+                    weight_decay=0.01,
+                ),
+            },
         },
     },
 )

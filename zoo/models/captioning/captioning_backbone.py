@@ -46,6 +46,7 @@ from zoo.models.arguments import check_model_kwargs
 from zoo.models.captioning.captioning_presets import PRESETS
 from zoo.models.decoding import TransformerDecoding
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset, preset_kind_class
 
 ENCODERS = (
     "efficientnet_lite0",
@@ -116,9 +117,23 @@ def _grid_of(image_encoder):
     return shape
 
 
-class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
+class CaptioningBackbone(
+    FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone
+):
     """Base of the captioning backbones: the inputs, the encoder's grid,
-    `from_preset`, the config (with the encoder serialised in it)."""
+    `from_config` (the encoder deserialised from its config), and
+    `from_preset(preset, vocabulary_size=..., **overrides)`: the preset's
+    decoder (`zoo.models.captioning.PRESETS`) with fresh weights over the
+    preset's image encoder (`image_encoder_from_config` of its backbone
+    section's "image_encoder"; an `image_encoder` override replaces it, e.g.
+    a `FeatureGridInput` to train on cached features); on this base class,
+    the preset's own kind."""
+
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your tokenizer",
+    }
 
     def _inputs(self, image_encoder):
         image_shape = tuple(image_encoder.input.shape[1:])
@@ -136,7 +151,7 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         grid = self.image_encoder(images)
         return ops.reshape(grid, (-1, self.num_regions, self.feature_dim))
 
-    def _finish(self, inputs, outputs, dtype, config, **kwargs):
+    def _finish(self, inputs, outputs, dtype, **kwargs):
         check_model_kwargs(self, kwargs)
         # A model's `trainable` (True in every saved config) is set on all
         # its layers: the encoder keeps its own (a frozen one stays so).
@@ -145,9 +160,6 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             self, inputs=inputs, outputs=outputs, dtype=dtype, **kwargs
         )
         self.image_encoder.trainable = encoder_trainable
-        self._zoo_config = dict(config)
-        for key, value in config.items():
-            setattr(self, key, value)
 
     def encode(self, images):
         """The annotation vectors `(batch, L, D)` of preprocessed images (in
@@ -164,37 +176,25 @@ class CaptioningBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         return tuple(self.image_encoder.output.shape[1:3])
 
     @classmethod
-    def from_preset(cls, preset, vocabulary_size, image_encoder=None, **kwargs):
-        """The preset's decoder (`zoo.models.captioning.PRESETS`) over
-        `image_encoder` (default: the preset's encoder, see
-        `image_encoder_from_preset`), for `vocabulary_size` tokens; fresh
-        decoder weights. On this base class, the preset's own kind."""
-        config = PRESETS.part(preset, "backbone")
-        kind = config.pop("kind")
-        backbone_cls = BACKBONES[kind]
-        if cls is not CaptioningBackbone and cls is not backbone_cls:
-            raise ValueError(f"Preset {preset!r} is a {backbone_cls.__name__}.")
-        config.setdefault(
-            "decoder_sequence_length",
-            PRESETS.part(preset, "preprocessor")["decoder_sequence_length"],
-        )
-        config.update(kwargs)
-        if image_encoder is None:
-            image_encoder = image_encoder_from_config(
-                PRESETS.part(preset, "image_encoder")
-            )
-        return backbone_cls(
-            image_encoder=image_encoder,
-            vocabulary_size=vocabulary_size,
-            **config,
+    def preset_class(cls, preset):
+        return preset_kind_class(
+            cls, preset, CaptioningBackbone, "kind", BACKBONES
         )
 
-    def get_config(self):
-        return {
-            **super().get_config(),
-            **self._zoo_config,
-            "image_encoder": keras.layers.serialize(self.image_encoder),
-        }
+    @classmethod
+    def _from_preset(cls, preset, **overrides):
+        config = cls.preset_part(preset, "backbone")
+        del config["kind"]
+        encoder = config.pop("image_encoder")
+        # The positions default to the preprocessor's caption length.
+        config.setdefault(
+            "decoder_sequence_length",
+            cls.preset_part(preset, "preprocessor")["decoder_sequence_length"],
+        )
+        config.update(overrides)
+        if config.get("image_encoder") is None:
+            config["image_encoder"] = image_encoder_from_config(encoder)
+        return cls.preset_class(preset)(**config)
 
     @classmethod
     def from_config(cls, config):
@@ -324,24 +324,41 @@ class ShowAttendTellBackbone(CaptioningBackbone):
             inputs,
             {"sequence_output": outputs, "attention_weights": alphas},
             dtype,
-            {
-                "vocabulary_size": vocabulary_size,
-                "embedding_dim": embedding_dim,
-                "hidden_dim": hidden_dim,
-                "attention_units": attention_units,
-                "dropout": dropout,
-                "attention_penalty": attention_penalty,
-                "use_gate": use_gate,
-                "decoder_sequence_length": decoder_sequence_length,
-            },
             **kwargs,
         )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.hidden_dim = hidden_dim
+        self.attention_units = attention_units
+        self.dropout = dropout
+        self.attention_penalty = attention_penalty
+        self.use_gate = use_gate
+        self.decoder_sequence_length = decoder_sequence_length
         # Under PyTorch a functional model lists only its graph's layers
         # once built; the output projection (used outside the graph, by
         # `token_logits`) is tracked again, so that the backbone's weights
         # and its record of quantised layers include it on every backend.
         output_projection = self.output_projection
         self.output_projection = output_projection
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "image_encoder": keras.layers.serialize(self.image_encoder),
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "hidden_dim": self.hidden_dim,
+                "attention_units": self.attention_units,
+                "dropout": self.dropout,
+                "attention_penalty": self.attention_penalty,
+                "use_gate": self.use_gate,
+                "decoder_sequence_length": self.decoder_sequence_length,
+            }
+        )
+        return config
 
     def _deep_output(self, embedded, hidden, context):
         """`tanh(E y_{t-1} + L_h h_t + L_z z_t)`."""
@@ -545,24 +562,38 @@ class TransformerCaptionBackbone(TransformerDecoding, CaptioningBackbone):
             )
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        self._finish(
-            inputs,
-            {"sequence_output": x},
-            dtype,
+        self._finish(inputs, {"sequence_output": x}, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.num_encoder_layers = num_encoder_layers
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.decoder_sequence_length = decoder_sequence_length
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
             {
-                "vocabulary_size": vocabulary_size,
-                "num_layers": num_layers,
-                "num_heads": num_heads,
-                "hidden_dim": hidden_dim,
-                "intermediate_dim": intermediate_dim,
-                "num_encoder_layers": num_encoder_layers,
-                "dropout": dropout,
-                "norm_first": norm_first,
-                "layer_norm_epsilon": layer_norm_epsilon,
-                "decoder_sequence_length": decoder_sequence_length,
-            },
-            **kwargs,
+                "image_encoder": keras.layers.serialize(self.image_encoder),
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "num_encoder_layers": self.num_encoder_layers,
+                "dropout": self.dropout,
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "decoder_sequence_length": self.decoder_sequence_length,
+            }
         )
+        return config
 
     def _memory(self, images):
         """The regions as the decoder reads them: `(batch, L, hidden_dim)`."""

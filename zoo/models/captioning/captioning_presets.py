@@ -2,7 +2,9 @@
 preprocessor, the tokenizer and the schedule `recipes/caption_images.py`
 trains them with.
 
-`image_encoder` names the encoder (`zoo.models.captioning.
+The backbone section's `kind` names the decoder ("lstm":
+`ShowAttendTellBackbone`, "transformer": `TransformerCaptionBackbone`) and
+its `image_encoder` the encoder's spec (`zoo.models.captioning.
 image_encoder_from_config`): `efficientnet_lite0` (ImageNet-trained,
 frozen: its grid is computed once per image and the decoder trains on the
 cached features), `conv_stack` (trained from scratch with the decoder) or
@@ -72,10 +74,10 @@ def _preset(
 ):
     return {
         "description": description,
-        "image_encoder": image_encoder,
-        "backbone": backbone,
-        "preprocessor": preprocessor,
+        "backbone": {**backbone, "image_encoder": image_encoder},
         "tokenizer": {"vocabulary_size": vocabulary},
+        "preprocessor": preprocessor,
+        "task": {},
         "training": training,
     }
 

@@ -20,6 +20,7 @@ from zoo.data.captions import caption_dataset
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.captioning.captioning_backbone import CaptioningBackbone
+from zoo.models.captioning.captioning_presets import PRESETS
 from zoo.models.captioning.image_captioner_preprocessor import (
     ImageCaptionerPreprocessor,
 )
@@ -28,11 +29,13 @@ from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
 from zoo.models.jax_state import KeepsWeightsOnError, _ReattachOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.presets import TaskFromPreset
 from zoo.models.quantization import quantize_matrices
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ImageCaptioner(
+    TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
     GenerationMixin,
@@ -61,7 +64,7 @@ class ImageCaptioner(
 
     >>> tokenizer = train_subword_tokenizer(captions, 2600, model_type="word")
     >>> captioner = ImageCaptioner.from_preset(
-    ...     "flickr8k_lstm", ImageCaptionerPreprocessor(tokenizer))
+    ...     "flickr8k_lstm", preprocessor=ImageCaptionerPreprocessor(tokenizer))
     >>> captioner.fit(uint8_images, captions, epochs=10)
     >>> captioner.generate(uint8_images[:2])
     ['a dog runs through the grass', 'two children play on the beach']
@@ -73,6 +76,13 @@ class ImageCaptioner(
 
     backbone_cls = CaptioningBackbone
     preprocessor_cls = ImageCaptionerPreprocessor
+    # `from_preset(preset, preprocessor=..., **overrides)`: a fresh
+    # captioner of the preset's architecture for the preprocessor's
+    # vocabulary and caption length; `backbone_` overrides go to
+    # `CaptioningBackbone.from_preset` (`backbone_image_encoder` replaces
+    # the preset's encoder, e.g. a `FeatureGridInput` to train on cached
+    # features).
+    _presets = PRESETS
 
     def __init__(self, backbone, preprocessor=None, **kwargs):
         self.backbone = backbone
@@ -109,26 +119,11 @@ class ImageCaptioner(
         return self._token_bias[1]
 
     @classmethod
-    def from_preset(cls, preset, preprocessor, image_encoder=None, **kwargs):
-        """A fresh captioner of the preset's architecture for
-        `preprocessor`'s vocabulary (`backbone_` arguments override the
-        backbone's); `image_encoder` replaces the preset's encoder (e.g. a
-        `FeatureGridInput` to train on cached features)."""
-        overrides = {
-            k[len("backbone_") :]: kwargs.pop(k)
-            for k in list(kwargs)
-            if k.startswith("backbone_")
+    def _backbone_defaults(cls, preset, preprocessor):
+        return {
+            **super()._backbone_defaults(preset, preprocessor),
+            "decoder_sequence_length": preprocessor.decoder_sequence_length,
         }
-        overrides.setdefault(
-            "decoder_sequence_length", preprocessor.decoder_sequence_length
-        )
-        backbone = CaptioningBackbone.from_preset(
-            preset,
-            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            image_encoder=image_encoder,
-            **overrides,
-        )
-        return cls(backbone, preprocessor, **kwargs)
 
     def compile(
         self,

@@ -17,6 +17,7 @@ from keras_hub.src.utils.tensor_utils import preprocessing_function
 
 from zoo._tensorflow import is_tf_tensor, tf
 from zoo.models.captioning.captioning_presets import PRESETS
+from zoo.models.presets import FromPreset
 
 # Anything but letters, digits and apostrophes separates words
 # (zoo.data.flickr8k.normalize_caption is the same rule in Python).
@@ -28,7 +29,7 @@ def _describe(shape):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
+class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
     """Raw images and captions -> the inputs and targets of an
     `ImageCaptioner`.
 
@@ -127,12 +128,18 @@ class ImageCaptionerPreprocessor(keras_hub.models.Preprocessor):
     def image_size(self, value):
         self._target_size = tuple(int(n) for n in value)
 
+    # `from_preset(preset, tokenizer=..., **overrides)`: the preset's image
+    # size and caption length.
+    _presets = PRESETS
+    preset_requires = {
+        "tokenizer": "the preset sets the sizes, the vocabulary is your "
+        "tokenizer's (zoo.data.tokenizers.train_subword_tokenizer(captions, "
+        'n, model_type="word"))',
+    }
+
     @classmethod
-    def from_preset(cls, preset, tokenizer, **kwargs):
-        """A preprocessor with the preset's image size and caption length."""
-        config = PRESETS.part(preset, "preprocessor")
-        config.update(kwargs)
-        return cls(tokenizer, **config)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "preprocessor"), **overrides})
 
     # --- Images -------------------------------------------------------------
 

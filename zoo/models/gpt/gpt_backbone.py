@@ -18,6 +18,7 @@ from zoo.layers import PositionalEmbedding, TransformerDecoder
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.gpt.gpt_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -36,7 +37,7 @@ def gpt_kernel_initializer():
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
+class GPTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
     """Decoder-only Transformer: token ids -> hidden states.
 
     Args:
@@ -181,7 +182,8 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
 
         Example:
 
-        >>> GPTBackbone.from_preset("nanogpt", 65).flops_per_token()
+        >>> backbone = GPTBackbone.from_preset("nanogpt", vocabulary_size=65)
+        >>> backbone.flops_per_token()
         71112960
         """
         context = self.sequence_length if context is None else int(context)
@@ -194,13 +196,17 @@ class GPTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             + 12 * self.num_layers * self.hidden_dim * context
         )
 
+    # `from_preset(preset, vocabulary_size=..., **overrides)`: the preset's
+    # architecture (`zoo.models.gpt.PRESETS`), fresh weights.
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your tokenizer",
+    }
+
     @classmethod
-    def from_preset(cls, preset, vocabulary_size, **kwargs):
-        """The preset's architecture (see `zoo.models.gpt.PRESETS`) with
-        `vocabulary_size` and any argument overridden; fresh weights."""
-        config = PRESETS.part(preset, "backbone")
-        config.update(kwargs)
-        return cls(vocabulary_size=vocabulary_size, **config)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "backbone"), **overrides})
 
     def get_config(self):
         config = super().get_config()

@@ -40,14 +40,17 @@ from zoo.models.generation import (
 )
 from zoo.models.gpt.gpt_backbone import GPTBackbone
 from zoo.models.gpt.gpt_preprocessor import GPTPreprocessor
+from zoo.models.gpt.gpt_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.presets import TaskFromPreset
 from zoo.models.raw_text import RawTextMixin
 from zoo.saving import register_alias
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class GPTCausalLM(
+    TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
@@ -72,7 +75,8 @@ class GPTCausalLM(
     Example:
 
     >>> tokenizer = CharacterTokenizer.from_text(text)
-    >>> gpt = GPTCausalLM.from_preset("smoke", GPTPreprocessor(tokenizer, 32))
+    >>> gpt = GPTCausalLM.from_preset(
+    ...     "smoke", preprocessor=GPTPreprocessor(tokenizer, 32))
     >>> gpt.fit(["some training text", ...], epochs=1)
     >>> gpt.generate(["ROMEO:"], max_length=64, sampler="top_k", seed=1)
     """
@@ -82,6 +86,10 @@ class GPTCausalLM(
 
     backbone_cls = GPTBackbone
     preprocessor_cls = GPTPreprocessor
+    # `from_preset(preset, preprocessor=..., **overrides)`: a fresh GPT of
+    # the preset's size for the preprocessor's tokenizer; `backbone_`
+    # overrides go to `GPTBackbone.from_preset`.
+    _presets = PRESETS
 
     def __init__(self, backbone, preprocessor=None, **kwargs):
         # === Layers ===
@@ -104,22 +112,6 @@ class GPTCausalLM(
         super().__init__(
             inputs=inputs, outputs=self.logits_dtype(logits), **kwargs
         )
-
-    @classmethod
-    def from_preset(cls, preset, preprocessor, **kwargs):
-        """A fresh GPT of the preset's size for `preprocessor`'s tokenizer
-        (`backbone_` arguments in `kwargs` override the preset's)."""
-        overrides = {
-            k[len("backbone_") :]: kwargs.pop(k)
-            for k in list(kwargs)
-            if k.startswith("backbone_")
-        }
-        backbone = GPTBackbone.from_preset(
-            preset,
-            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            **overrides,
-        )
-        return cls(backbone, preprocessor, **kwargs)
 
     # --- Training -------------------------------------------------------
 

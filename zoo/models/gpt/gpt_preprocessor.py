@@ -5,10 +5,11 @@ import keras
 import keras_hub
 
 from zoo.models.gpt.gpt_presets import PRESETS
+from zoo.models.presets import FromPreset
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class GPTPreprocessor(keras_hub.models.CausalLMPreprocessor):
+class GPTPreprocessor(FromPreset, keras_hub.models.CausalLMPreprocessor):
     """Strings -> `{"token_ids", "padding_mask"}` and next-token targets.
 
     keras-hub's `CausalLMPreprocessor` with a zoo or keras-hub tokenizer.
@@ -59,12 +60,20 @@ class GPTPreprocessor(keras_hub.models.CausalLMPreprocessor):
             **kwargs,
         )
 
+    # `from_preset(preset, tokenizer=..., **overrides)`: packs to the
+    # preset's context length.
+    _presets = PRESETS
+    preset_requires = {
+        "tokenizer": "the preset sets the lengths, the vocabulary is your "
+        "tokenizer's (e.g. CharacterTokenizer.from_text(text))",
+    }
+
     @classmethod
-    def from_preset(cls, preset, tokenizer, **kwargs):
-        """A preprocessor packing to the preset's context length."""
-        length = PRESETS.part(preset, "backbone")["sequence_length"]
-        kwargs.setdefault("sequence_length", length)
-        return cls(tokenizer, **kwargs)
+    def _from_preset(cls, preset, **overrides):
+        length = cls.preset_part(preset, "backbone")["sequence_length"]
+        config = {"sequence_length": length}
+        config.update(cls.preset_part(preset, "preprocessor"))
+        return cls(**{**config, **overrides})
 
     def build(self, input_shape):
         # keras-hub's build reads start/end/pad ids that only its model

@@ -1,5 +1,7 @@
 """GPT presets: architectures and the schedules `recipes/gpt_text.py` trains
-them with (`GPTBackbone.from_preset`, `GPT.from_preset`)."""
+them with (`GPTBackbone.from_preset`, `GPT.from_preset`). The tokenizer is
+the recipe's `--tokenizer` (characters by default), the preprocessor packs
+to the backbone's `sequence_length`: both sections are empty."""
 
 from zoo.models.presets import Presets
 
@@ -16,6 +18,9 @@ PRESETS = Presets(
                 sequence_length=128,
                 dropout=0.0,
             ),
+            "tokenizer": {},
+            "preprocessor": {},
+            "task": {},
             "training": dict(
                 batch_size=32,
                 steps=2200,
@@ -37,6 +42,9 @@ PRESETS = Presets(
                 sequence_length=256,
                 dropout=0.2,
             ),
+            "tokenizer": {},
+            "preprocessor": {},
+            "task": {},
             "training": dict(
                 batch_size=64,
                 steps=5000,
@@ -60,6 +68,9 @@ PRESETS = Presets(
                 sequence_length=1024,
                 dropout=0.0,
             ),
+            "tokenizer": {},
+            "preprocessor": {},
+            "task": {},
             "training": dict(
                 batch_size=16,
                 steps=5000,
@@ -80,6 +91,9 @@ PRESETS = Presets(
                 sequence_length=32,
                 dropout=0.0,
             ),
+            "tokenizer": {},
+            "preprocessor": {},
+            "task": {},
             "training": dict(
                 batch_size=16,
                 steps=30,

@@ -34,6 +34,7 @@ from zoo.layers.sublayers import call_sublayer, without_keras_mask
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.decoding import TransformerDecoding
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset, preset_kind_class
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 ATTENTIONS = ("bahdanau", "luong_dot", "luong_general")
@@ -51,12 +52,21 @@ def _inputs():
     }
 
 
-class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
-    """Base of the encoder-decoder backbones: `from_preset` and config."""
+class Seq2SeqBackbone(
+    FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone
+):
+    """Base of the encoder-decoder backbones: the functional model's
+    outputs and `from_preset(preset, vocabulary_size=..., **overrides)`,
+    the preset's backbone (`zoo.models.seq2seq.PRESETS`) with fresh
+    weights; on this base class, the preset's own kind."""
 
-    def _finish(
-        self, inputs, encoder_output, decoder_output, dtype, config, **kwargs
-    ):
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your tokenizer",
+    }
+
+    def _finish(self, inputs, encoder_output, decoder_output, dtype, **kwargs):
         check_model_kwargs(self, kwargs)
         keras_hub.models.Backbone.__init__(
             self,
@@ -68,37 +78,29 @@ class Seq2SeqBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             dtype=dtype,
             **kwargs,
         )
-        self._zoo_config = dict(config)
-        for key, value in config.items():
-            setattr(self, key, value)
 
     @classmethod
-    def from_preset(cls, preset, vocabulary_size, **kwargs):
-        """The preset's backbone (`zoo.models.seq2seq.PRESETS`) for a
-        vocabulary of `vocabulary_size`, arguments overridden by `kwargs`;
-        fresh weights. On this base class, the preset's own kind."""
-        config = PRESETS.part(preset, "backbone")
-        kind = config.pop("kind")
-        backbone_cls = {
-            "transformer": TransformerSeq2SeqBackbone,
-            "rnn": RNNSeq2SeqBackbone,
-        }[kind]
-        if cls is not Seq2SeqBackbone and cls is not backbone_cls:
-            raise ValueError(f"Preset {preset!r} is a {backbone_cls.__name__}.")
-        sequence_lengths = PRESETS.part(preset, "preprocessor")
-        config.setdefault(
-            "encoder_sequence_length",
-            sequence_lengths["encoder_sequence_length"],
+    def preset_class(cls, preset):
+        return preset_kind_class(
+            cls,
+            preset,
+            Seq2SeqBackbone,
+            "kind",
+            {
+                "transformer": TransformerSeq2SeqBackbone,
+                "rnn": RNNSeq2SeqBackbone,
+            },
         )
-        config.setdefault(
-            "decoder_sequence_length",
-            sequence_lengths["decoder_sequence_length"],
-        )
-        config.update(kwargs)
-        return backbone_cls(vocabulary_size=vocabulary_size, **config)
 
-    def get_config(self):
-        return {**super().get_config(), **self._zoo_config}
+    @classmethod
+    def _from_preset(cls, preset, **overrides):
+        config = cls.preset_part(preset, "backbone")
+        del config["kind"]
+        # The positions default to the preprocessor's lengths.
+        lengths = cls.preset_part(preset, "preprocessor")
+        for key in ("encoder_sequence_length", "decoder_sequence_length"):
+            config.setdefault(key, lengths[key])
+        return cls.preset_class(preset)(**{**config, **overrides})
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -254,31 +256,47 @@ class TransformerSeq2SeqBackbone(TransformerDecoding, Seq2SeqBackbone):
             )
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        self._finish(
-            inputs,
-            encoder_output,
-            x,
-            dtype,
-            dict(
-                vocabulary_size=vocabulary_size,
-                num_layers=num_layers,
-                num_heads=num_heads,
-                hidden_dim=hidden_dim,
-                intermediate_dim=intermediate_dim,
-                encoder_sequence_length=encoder_sequence_length,
-                decoder_sequence_length=decoder_sequence_length,
-                positions=positions,
-                dropout=dropout,
-                norm_first=norm_first,
-                share_embeddings=share_embeddings,
-                tie_weights=tie_weights,
-                layer_norm_epsilon=layer_norm_epsilon,
-                attention_dropout=dropout
-                if attention_dropout is None
-                else attention_dropout,
-            ),
-            **kwargs,
+        self._finish(inputs, encoder_output, x, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.encoder_sequence_length = encoder_sequence_length
+        self.decoder_sequence_length = decoder_sequence_length
+        self.positions = positions
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.share_embeddings = share_embeddings
+        self.tie_weights = tie_weights
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_dropout = (
+            dropout if attention_dropout is None else attention_dropout
         )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "encoder_sequence_length": self.encoder_sequence_length,
+                "decoder_sequence_length": self.decoder_sequence_length,
+                "positions": self.positions,
+                "dropout": self.dropout,
+                "norm_first": self.norm_first,
+                "share_embeddings": self.share_embeddings,
+                "tie_weights": self.tie_weights,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
+            }
+        )
+        return config
 
     def encode(self, token_ids, padding_mask, check_ids=True):
         """The encoder: `(batch, src_len, hidden_dim)`."""
@@ -443,24 +461,35 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
         x = self._attentional(
             states, encoder_output, inputs["encoder_padding_mask"]
         )
-        self._finish(
-            inputs,
-            encoder_output,
-            x,
-            dtype,
-            dict(
-                vocabulary_size=vocabulary_size,
-                embedding_dim=embedding_dim,
-                encoder_units=encoder_units,
-                decoder_units=decoder_units,
-                attention=attention,
-                attention_units=attention_units,
-                dropout=dropout,
-                encoder_sequence_length=encoder_sequence_length,
-                decoder_sequence_length=decoder_sequence_length,
-            ),
-            **kwargs,
+        self._finish(inputs, encoder_output, x, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.encoder_units = encoder_units
+        self.decoder_units = decoder_units
+        self.attention = attention
+        self.attention_units = attention_units
+        self.dropout = dropout
+        self.encoder_sequence_length = encoder_sequence_length
+        self.decoder_sequence_length = decoder_sequence_length
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "encoder_units": self.encoder_units,
+                "decoder_units": self.decoder_units,
+                "attention": self.attention,
+                "attention_units": self.attention_units,
+                "dropout": self.dropout,
+                "encoder_sequence_length": self.encoder_sequence_length,
+                "decoder_sequence_length": self.decoder_sequence_length,
+            }
         )
+        return config
 
     def encode(self, token_ids, padding_mask, check_ids=True):
         """The bidirectional GRU's states `(batch, src_len, 2 * units)`."""

@@ -6,11 +6,14 @@ import keras
 import keras_hub
 
 from zoo._tensorflow import tf
+from zoo.models.presets import FromPreset
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TranslationPreprocessor(keras_hub.models.Seq2SeqLMPreprocessor):
+class TranslationPreprocessor(
+    FromPreset, keras_hub.models.Seq2SeqLMPreprocessor
+):
     """Source and target sentences -> token ids for a seq2seq model.
 
     The encoder reads `<s> source </s>`, the decoder `<s> target` and learns
@@ -72,12 +75,17 @@ class TranslationPreprocessor(keras_hub.models.Seq2SeqLMPreprocessor):
             )
         self.pad_to_multiple_of = pad_to_multiple_of
 
+    # `from_preset(preset, tokenizer=..., **overrides)`: the preset's
+    # sequence lengths.
+    _presets = PRESETS
+    preset_requires = {
+        "tokenizer": "the preset sets the lengths, the vocabulary is your "
+        "subword tokenizer's (zoo.data.tokenizers.train_subword_tokenizer)",
+    }
+
     @classmethod
-    def from_preset(cls, preset, tokenizer, **kwargs):
-        """A preprocessor with the preset's sequence lengths."""
-        config = PRESETS.part(preset, "preprocessor")
-        config.update(kwargs)
-        return cls(tokenizer, **config)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "preprocessor"), **overrides})
 
     def call(self, x, y=None, sample_weight=None, **kwargs):
         if not isinstance(x, dict):

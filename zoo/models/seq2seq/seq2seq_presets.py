@@ -26,6 +26,7 @@ PRESETS = Presets(
             ),
             "preprocessor": dict(_TEXT),
             "tokenizer": dict(vocabulary_size=8000),
+            "task": {},
             "training": dict(
                 epochs=10,
                 batch_size=128,
@@ -49,6 +50,7 @@ PRESETS = Presets(
             ),
             "preprocessor": dict(_TEXT),
             "tokenizer": dict(vocabulary_size=10000),
+            "task": {},
             "training": dict(
                 epochs=20,
                 batch_size=128,
@@ -74,6 +76,7 @@ PRESETS = Presets(
             ),
             "preprocessor": dict(_TEXT),
             "tokenizer": dict(vocabulary_size=8000),
+            "task": {},
             "training": dict(
                 epochs=10,
                 batch_size=128,
@@ -98,6 +101,7 @@ PRESETS = Presets(
             ),
             "preprocessor": dict(_TEXT),
             "tokenizer": dict(vocabulary_size=10000),
+            "task": {},
             "training": dict(
                 epochs=15,
                 batch_size=128,
@@ -124,6 +128,7 @@ PRESETS = Presets(
                 pad_to_multiple_of=8,
             ),
             "tokenizer": dict(vocabulary_size=120),
+            "task": {},
             "training": dict(
                 epochs=3,
                 batch_size=32,
@@ -151,6 +156,7 @@ PRESETS = Presets(
                 pad_to_multiple_of=8,
             ),
             "tokenizer": dict(vocabulary_size=120),
+            "task": {},
             "training": dict(
                 epochs=3,
                 batch_size=32,

@@ -26,12 +26,15 @@ from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.presets import TaskFromPreset
 from zoo.models.seq2seq.seq2seq_backbones import Seq2SeqBackbone
 from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
+from zoo.models.seq2seq.seq2seq_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class Translator(
+    TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
     GenerationMixin,
@@ -57,7 +60,8 @@ class Translator(
 
     >>> tokenizer = train_subword_tokenizer(german + english, 8000)
     >>> translator = Translator.from_preset(
-    ...     "transformer_cpu_small", TranslationPreprocessor(tokenizer))
+    ...     "transformer_cpu_small",
+    ...     preprocessor=TranslationPreprocessor(tokenizer))
     >>> translator.fit(german, english, epochs=10)
     >>> translator.generate(["Zwei Hunde spielen im Schnee."])
     ['Two dogs play in the snow.']
@@ -69,6 +73,11 @@ class Translator(
 
     backbone_cls = Seq2SeqBackbone
     preprocessor_cls = TranslationPreprocessor
+    # `from_preset(preset, preprocessor=..., **overrides)`: a fresh
+    # translator of the preset's architecture for the preprocessor's
+    # vocabulary and sequence lengths; `backbone_` overrides go to
+    # `Seq2SeqBackbone.from_preset`.
+    _presets = PRESETS
 
     def __init__(self, backbone, preprocessor=None, **kwargs):
         self.backbone = backbone
@@ -85,26 +94,12 @@ class Translator(
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 
     @classmethod
-    def from_preset(cls, preset, preprocessor, **kwargs):
-        """A fresh translator of the preset's architecture for
-        `preprocessor`'s vocabulary (`backbone_` arguments override)."""
-        overrides = {
-            k[len("backbone_") :]: kwargs.pop(k)
-            for k in list(kwargs)
-            if k.startswith("backbone_")
+    def _backbone_defaults(cls, preset, preprocessor):
+        return {
+            **super()._backbone_defaults(preset, preprocessor),
+            "encoder_sequence_length": preprocessor.encoder_sequence_length,
+            "decoder_sequence_length": preprocessor.decoder_sequence_length,
         }
-        overrides.setdefault(
-            "encoder_sequence_length", preprocessor.encoder_sequence_length
-        )
-        overrides.setdefault(
-            "decoder_sequence_length", preprocessor.decoder_sequence_length
-        )
-        backbone = Seq2SeqBackbone.from_preset(
-            preset,
-            vocabulary_size=preprocessor.tokenizer.vocabulary_size(),
-            **overrides,
-        )
-        return cls(backbone, preprocessor, **kwargs)
 
     def compile(
         self,

@@ -9,6 +9,7 @@ from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.presets import TaskFromPreset, constructor_arguments
 from zoo.models.raw_text import RawTextMixin
 from zoo.models.text_classifier.text_classifier_backbones import (
     TextClassifierBackbone,
@@ -22,6 +23,7 @@ from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 @keras.saving.register_keras_serializable(package="zoo")
 class TextClassifier(
+    TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
     RawTextMixin,
@@ -58,7 +60,8 @@ class TextClassifier(
 
     >>> preprocessor = TextClassifierPreprocessor.from_preset("imdb_attention")
     >>> preprocessor.adapt(train_texts)
-    >>> classifier = TextClassifier.from_preset("imdb_attention", preprocessor)
+    >>> classifier = TextClassifier.from_preset(
+    ...     "imdb_attention", preprocessor=preprocessor)
     >>> classifier.fit(train_texts, train_labels, epochs=3)
     >>> classifier.predict(["an utterly wonderful film", "a waste of two hours"])
     array([[0.97], [0.03]], dtype=float32)
@@ -66,6 +69,18 @@ class TextClassifier(
 
     backbone_cls = TextClassifierBackbone
     preprocessor_cls = TextClassifierPreprocessor
+    # `from_preset(preset, preprocessor=..., **overrides)`: a fresh
+    # classifier of the preset (`zoo.models.text_classifier.PRESETS`) for an
+    # adapted preprocessor: the backbone's vocabulary (and a Transformer's
+    # positions) follow it. `backbone_` overrides go to
+    # `TextClassifierBackbone.from_preset`, the others, over the preset's
+    # task section, to the task.
+    _presets = PRESETS
+    preset_requires = {
+        "preprocessor": "the task takes its vocabulary from an adapted "
+        "preprocessor, e.g. TextClassifierPreprocessor.from_preset("
+        "{preset!r}) adapted on the training texts",
+    }
 
     def __init__(
         self, backbone, preprocessor=None, num_classes=1, dropout=0.3, **kwargs
@@ -99,26 +114,12 @@ class TextClassifier(
         super().__init__(inputs=token_ids, outputs=outputs, **kwargs)
 
     @classmethod
-    def from_preset(cls, preset, preprocessor, **kwargs):
-        """A fresh classifier of the preset (see
-        `zoo.models.text_classifier.PRESETS`) for an adapted `preprocessor`:
-        the backbone's vocabulary (and positions) follow it. Arguments
-        starting with `backbone_` override the backbone's, the others the
-        task's."""
-        overrides = {
-            k[len("backbone_") :]: kwargs.pop(k)
-            for k in list(kwargs)
-            if k.startswith("backbone_")
-        }
-        if PRESETS.part(preset, "backbone")["class"] == (
-            "TransformerEncoderBackbone"
-        ):
-            overrides.setdefault("sequence_length", preprocessor.output_length)
-        backbone = TextClassifierBackbone.from_preset(
-            preset, vocabulary_size=preprocessor.vocabulary_size, **overrides
-        )
-        task = {**PRESETS.part(preset, "task"), **kwargs}
-        return cls(backbone, preprocessor, **task)
+    def _backbone_defaults(cls, preset, preprocessor):
+        defaults = {"vocabulary_size": preprocessor.vocabulary_size}
+        backbone = cls.backbone_cls.preset_class(preset)
+        if "sequence_length" in constructor_arguments(backbone):
+            defaults["sequence_length"] = preprocessor.output_length
+        return defaults
 
     def compile(
         self, optimizer="adam", loss="auto", metrics=("accuracy",), **kwargs

@@ -33,6 +33,7 @@ from zoo.layers import (
 )
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset, preset_kind_class
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 POOLING_LAYER_NAME = "attention_pooling"
@@ -41,9 +42,14 @@ POOLING_LAYER_NAME = "attention_pooling"
 QUERY_MAP_SCALE = 0.03
 
 
-class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
-    """Base of the text classifier backbones: the shared word-id stem, the
-    config and `from_preset`.
+class TextClassifierBackbone(
+    FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone
+):
+    """Base of the text classifier backbones: the shared word-id stem and
+    `from_preset(preset, vocabulary_size=..., **overrides)`, the preset's
+    backbone (`zoo.models.text_classifier.
+    PRESETS`) with fresh weights; on this base class, the preset's own
+    class.
 
     The stem, in order: `RandomTokenWindow(train_window)` when
     `train_window` (train on random slices of each review, read all of it
@@ -51,6 +57,25 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
     token table (named "embedding"; id 0 is padding and masked) and dropout.
     Subclasses build the rest in their `__init__`.
     """
+
+    _presets = PRESETS
+    preset_requires = {
+        "vocabulary_size": "the preset fixes the architecture, the "
+        "vocabulary comes from your adapted preprocessor "
+        "(preprocessor.vocabulary_size)",
+    }
+
+    @classmethod
+    def preset_class(cls, preset):
+        return preset_kind_class(
+            cls, preset, TextClassifierBackbone, "class", BACKBONES
+        )
+
+    @classmethod
+    def _from_preset(cls, preset, **overrides):
+        config = cls.preset_part(preset, "backbone")
+        del config["class"]
+        return cls.preset_class(preset)(**{**config, **overrides})
 
     def _stem(
         self,
@@ -67,18 +92,7 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         positions="learned",
     ):
         """The word-id stem; token + position embeddings when
-        `sequence_length` is given. Records the stem's config."""
-        self._zoo_config = dict(
-            vocabulary_size=vocabulary_size,
-            embedding_dim=embedding_dim,
-            dropout=dropout,
-            word_dropout=word_dropout,
-            train_window=train_window,
-            embeddings_initializer=keras.initializers.serialize(
-                keras.initializers.get(embeddings_initializer)
-            ),
-            embedding_dtype=embedding_dtype,
-        )
+        `sequence_length` is given."""
         x = token_ids
         if train_window:
             self.train_window_layer = RandomTokenWindow(
@@ -125,10 +139,9 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
         return self.pooling
 
     def _finish(
-        self, token_ids, sequence_output, pooled_output, dtype, config, **kwargs
+        self, token_ids, sequence_output, pooled_output, dtype, **kwargs
     ):
-        """The functional model; `config` (the architecture's own
-        arguments) joins the stem's in `get_config`."""
+        """The functional model."""
         check_model_kwargs(self, kwargs)
         keras_hub.models.Backbone.__init__(
             self,
@@ -140,30 +153,6 @@ class TextClassifierBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             dtype=dtype,
             **kwargs,
         )
-        self._zoo_config = {**self._zoo_config, **config}
-        for key, value in self._zoo_config.items():
-            setattr(self, key, value)
-
-    @classmethod
-    def from_preset(cls, preset, vocabulary_size, **kwargs):
-        """The preset's backbone (see
-        `zoo.models.text_classifier.PRESETS`) with `vocabulary_size` and any
-        argument overridden; fresh weights. Called on this base class it
-        builds the preset's own backbone class."""
-        part = PRESETS.part(preset, "backbone")
-        backbone_cls = BACKBONES[part.pop("class")]
-        if cls is not TextClassifierBackbone and backbone_cls is not cls:
-            raise ValueError(
-                f"Preset {preset!r} is a {backbone_cls.__name__}, not a "
-                f"{cls.__name__}."
-            )
-        part.update(kwargs)
-        return backbone_cls(vocabulary_size=vocabulary_size, **part)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self._zoo_config)
-        return config
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -228,7 +217,33 @@ class MeanPoolingBackbone(TextClassifierBackbone):
             dtype=dtype, name="mean_pooling"
         )
         pooled = self.pooling(x)
-        self._finish(token_ids, x, pooled, dtype, {}, **kwargs)
+        self._finish(token_ids, x, pooled, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.dropout = dropout
+        self.word_dropout = word_dropout
+        self.train_window = train_window
+        self.embeddings_initializer = keras.initializers.serialize(
+            keras.initializers.get(embeddings_initializer)
+        )
+        self.embedding_dtype = embedding_dtype
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "dropout": self.dropout,
+                "word_dropout": self.word_dropout,
+                "train_window": self.train_window,
+                "embeddings_initializer": self.embeddings_initializer,
+                "embedding_dtype": self.embedding_dtype,
+            }
+        )
+        return config
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -318,19 +333,41 @@ class AttentionPoolingBackbone(TextClassifierBackbone):
         pooled, _ = self._attention_pooling(entropy_weight, dtype, **options)(
             x, return_attention_scores=True
         )
-        self._finish(
-            token_ids,
-            x,
-            pooled,
-            dtype,
-            dict(
-                query=query,
-                query_initializer=query_initializer,
-                map_scale=map_scale,
-                entropy_weight=entropy_weight,
-            ),
-            **kwargs,
+        self._finish(token_ids, x, pooled, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.dropout = dropout
+        self.word_dropout = word_dropout
+        self.train_window = train_window
+        self.embeddings_initializer = keras.initializers.serialize(
+            keras.initializers.get(embeddings_initializer)
         )
+        self.embedding_dtype = embedding_dtype
+        self.query = query
+        self.query_initializer = query_initializer
+        self.map_scale = map_scale
+        self.entropy_weight = entropy_weight
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "dropout": self.dropout,
+                "word_dropout": self.word_dropout,
+                "train_window": self.train_window,
+                "embeddings_initializer": self.embeddings_initializer,
+                "embedding_dtype": self.embedding_dtype,
+                "query": self.query,
+                "query_initializer": self.query_initializer,
+                "map_scale": self.map_scale,
+                "entropy_weight": self.entropy_weight,
+            }
+        )
+        return config
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -417,20 +454,43 @@ class RecurrentAttentionBackbone(TextClassifierBackbone):
         pooled, _ = self._attention_pooling(
             entropy_weight, dtype, query_initializer=query_initializer
         )(states, return_attention_scores=True)
-        self._finish(
-            token_ids,
-            states,
-            pooled,
-            dtype,
-            dict(
-                rnn_units=rnn_units,
-                rnn_cell=rnn_cell,
-                rnn_skip=rnn_skip,
-                query_initializer=query_initializer,
-                entropy_weight=entropy_weight,
-            ),
-            **kwargs,
+        self._finish(token_ids, states, pooled, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.dropout = dropout
+        self.word_dropout = word_dropout
+        self.train_window = train_window
+        self.embeddings_initializer = keras.initializers.serialize(
+            keras.initializers.get(embeddings_initializer)
         )
+        self.embedding_dtype = embedding_dtype
+        self.rnn_units = rnn_units
+        self.rnn_cell = rnn_cell
+        self.rnn_skip = rnn_skip
+        self.query_initializer = query_initializer
+        self.entropy_weight = entropy_weight
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "dropout": self.dropout,
+                "word_dropout": self.word_dropout,
+                "train_window": self.train_window,
+                "embeddings_initializer": self.embeddings_initializer,
+                "embedding_dtype": self.embedding_dtype,
+                "rnn_units": self.rnn_units,
+                "rnn_cell": self.rnn_cell,
+                "rnn_skip": self.rnn_skip,
+                "query_initializer": self.query_initializer,
+                "entropy_weight": self.entropy_weight,
+            }
+        )
+        return config
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -513,23 +573,49 @@ class TransformerEncoderBackbone(TextClassifierBackbone):
         pooled, _ = self._attention_pooling(
             entropy_weight, dtype, query_initializer=query_initializer
         )(x, return_attention_scores=True)
-        self._finish(
-            token_ids,
-            x,
-            pooled,
-            dtype,
-            dict(
-                sequence_length=sequence_length,
-                num_layers=num_layers,
-                num_heads=num_heads,
-                intermediate_dim=intermediate_dim,
-                positions=positions,
-                norm_first=norm_first,
-                query_initializer=query_initializer,
-                entropy_weight=entropy_weight,
-            ),
-            **kwargs,
+        self._finish(token_ids, x, pooled, dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.dropout = dropout
+        self.word_dropout = word_dropout
+        self.train_window = train_window
+        self.embeddings_initializer = keras.initializers.serialize(
+            keras.initializers.get(embeddings_initializer)
         )
+        self.embedding_dtype = embedding_dtype
+        self.sequence_length = sequence_length
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.positions = positions
+        self.norm_first = norm_first
+        self.query_initializer = query_initializer
+        self.entropy_weight = entropy_weight
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "dropout": self.dropout,
+                "word_dropout": self.word_dropout,
+                "train_window": self.train_window,
+                "embeddings_initializer": self.embeddings_initializer,
+                "embedding_dtype": self.embedding_dtype,
+                "sequence_length": self.sequence_length,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "positions": self.positions,
+                "norm_first": self.norm_first,
+                "query_initializer": self.query_initializer,
+                "entropy_weight": self.entropy_weight,
+            }
+        )
+        return config
 
 
 BACKBONES = {

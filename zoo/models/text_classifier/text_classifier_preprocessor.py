@@ -17,6 +17,7 @@ import keras
 import keras_hub
 
 from zoo._tensorflow import is_dataset, tf
+from zoo.models.presets import FromPreset
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 _PUNCTUATION = "[" + re.escape(string.punctuation) + "]"
@@ -38,7 +39,7 @@ def standardize_review(text):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
+class TextClassifierPreprocessor(FromPreset, keras_hub.models.Preprocessor):
     """Raw strings -> `(batch, sequence_length)` word ids, 0 = padding.
 
     Id 0 is padding and id 1 is out-of-vocabulary, as in `TextVectorization`.
@@ -109,13 +110,14 @@ class TextClassifierPreprocessor(keras_hub.models.Preprocessor):
             # layer's config does not carry, and would be lost on saving.
             self.vectorizer.set_vocabulary(list(vocabulary))
 
+    # `from_preset(preset, **overrides)`: an un-adapted preprocessor with
+    # the preset's vocabulary size, length and n-grams (`adapt` it on
+    # training text).
+    _presets = PRESETS
+
     @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """An un-adapted preprocessor with the preset's vocabulary size,
-        length and n-grams (`adapt` it on training text)."""
-        config = PRESETS.part(preset, "preprocessor")
-        config.update(kwargs)
-        return cls(**config)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "preprocessor"), **overrides})
 
     def _standardize(self, texts):
         texts = standardize_review(texts)

@@ -1,7 +1,9 @@
 """Text classifier presets: the IMDB lab's models, each with its backbone,
 preprocessor, head and the settings `recipes/imdb_attention.py` trains it
 with (`TextClassifier.from_preset`, `TextClassifierPreprocessor.from_preset`,
-`TextClassifierBackbone.from_preset`)."""
+`TextClassifierBackbone.from_preset`). The backbone section's `"class"`
+names the backbone; the preprocessor is its own tokenizer (it adapts a
+vocabulary of `max_tokens` words), so the tokenizer section is empty."""
 
 from zoo.models.presets import Presets
 
@@ -14,6 +16,7 @@ def _preset(description, backbone, preprocessor=_WORDS, **fit):
     return {
         "description": description,
         "backbone": backbone,
+        "tokenizer": {},
         "preprocessor": dict(preprocessor),
         "task": dict(dropout=0.3),
         "training": {**_FIT, **fit},

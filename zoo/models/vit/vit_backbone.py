@@ -21,13 +21,14 @@ from zoo.layers import (
 )
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.presets import FromPreset
 from zoo.models.vit.vit_presets import PRESETS
 
 POOLINGS = ("class_token", "average")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class ViTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
+class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
     """Vision Transformer: images -> token states and a pooled vector.
 
     Args:
@@ -209,13 +210,13 @@ class ViTBackbone(KeepsWeightsOnError, keras_hub.models.Backbone):
             scores.append(weights)
         return scores
 
+    # `from_preset(preset, **overrides)`: the preset's architecture
+    # (`zoo.models.vit.PRESETS`), fresh weights.
+    _presets = PRESETS
+
     @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """The preset's architecture (see `zoo.models.vit.PRESETS`), any
-        argument overridden; fresh weights."""
-        config = PRESETS.part(preset, "backbone")
-        config.update(kwargs)
-        return cls(**config)
+    def _from_preset(cls, preset, **overrides):
+        return cls(**{**cls.preset_part(preset, "backbone"), **overrides})
 
     def get_config(self):
         config = super().get_config()

@@ -9,12 +9,15 @@ from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
+from zoo.models.presets import TaskFromPreset, split_backbone_overrides
 from zoo.models.vit.vit_backbone import ViTBackbone, attention_rollout
 from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
+from zoo.models.vit.vit_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ViTImageClassifier(
+    TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
     PortableCompileConfig,
@@ -48,6 +51,12 @@ class ViTImageClassifier(
 
     backbone_cls = ViTBackbone
     preprocessor_cls = ViTImageClassifierPreprocessor
+    # `from_preset(preset, **overrides)`: a fresh classifier of the preset
+    # (`zoo.models.vit.PRESETS`); `backbone_` overrides go to the backbone.
+    # Without a `preprocessor`, one for the backbone's image size and
+    # channels (`preprocessor=None`: none, float images in).
+    _presets = PRESETS
+    preset_requires = {}
 
     def __init__(
         self, backbone, preprocessor=None, num_classes=10, dropout=0.0, **kwargs
@@ -75,20 +84,15 @@ class ViTImageClassifier(
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
     @classmethod
-    def from_preset(cls, preset, num_classes=10, preprocessor="auto", **kwargs):
-        """A fresh classifier of the preset (`zoo.models.vit.PRESETS`);
-        `backbone_` arguments override the backbone's."""
-        overrides = {
-            k[len("backbone_") :]: kwargs.pop(k)
-            for k in list(kwargs)
-            if k.startswith("backbone_")
-        }
-        backbone = ViTBackbone.from_preset(preset, **overrides)
-        if preprocessor == "auto":
-            preprocessor = ViTImageClassifierPreprocessor(
+    def _from_preset(cls, preset, **overrides):
+        backbone_overrides, task_overrides = split_backbone_overrides(overrides)
+        backbone = ViTBackbone.from_preset(preset, **backbone_overrides)
+        if "preprocessor" not in task_overrides:
+            task_overrides["preprocessor"] = ViTImageClassifierPreprocessor(
                 backbone.image_size, backbone.num_channels
             )
-        return cls(backbone, preprocessor, num_classes=num_classes, **kwargs)
+        task = {**cls.preset_part(preset, "task"), **task_overrides}
+        return cls(backbone, **task)
 
     def compile(
         self,

@@ -12,12 +12,13 @@ import keras_hub
 import numpy as np
 
 from zoo._tensorflow import is_tf_tensor, tf
+from zoo.models.presets import FromPreset
 from zoo.models.vit.vit_presets import PRESETS
 
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ViTImageClassifierPreprocessor(
-    keras_hub.models.ImageClassifierPreprocessor
+    FromPreset, keras_hub.models.ImageClassifierPreprocessor
 ):
     """Raw images (and labels) -> `(batch, height, width, num_channels)`
     float images in [0, 1].
@@ -70,13 +71,19 @@ class ViTImageClassifierPreprocessor(
         self.num_channels = int(num_channels)
         self.scale = scale
 
+    # `from_preset(preset, **overrides)`: for the preset's image size and
+    # channels (its backbone's).
+    _presets = PRESETS
+
     @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """For the preset's image size and channels."""
-        backbone = PRESETS.part(preset, "backbone")
-        kwargs.setdefault("image_size", backbone["image_size"])
-        kwargs.setdefault("num_channels", backbone["num_channels"])
-        return cls(**kwargs)
+    def _from_preset(cls, preset, **overrides):
+        backbone = cls.preset_part(preset, "backbone")
+        config = {
+            "image_size": backbone["image_size"],
+            "num_channels": backbone["num_channels"],
+            **cls.preset_part(preset, "preprocessor"),
+        }
+        return cls(**{**config, **overrides})
 
     def _channels(self, images):
         """Checks the rank, adds a grey channel axis, repeats grey for a

@@ -1,5 +1,8 @@
 """Vision Transformer presets: architectures and the schedules
-`recipes/vit_images.py` trains them with."""
+`recipes/vit_images.py` trains them with (`translate`: the random
+translation of the training images, a share of their size). The
+preprocessor reads the backbone's image size and channels; the task's
+`num_classes` is the data's."""
 
 from zoo.models.presets import Presets
 
@@ -21,6 +24,18 @@ PRESETS = Presets(
                 dropout=0.1,
                 pooling="class_token",
             ),
+            "tokenizer": {},
+            "preprocessor": {},
+            "task": {},
+            "training": dict(
+                epochs=30,
+                batch_size=128,
+                learning_rate=1e-3,
+                weight_decay=0.05,
+                warmup_fraction=0.1,
+                label_smoothing=0.1,
+                translate=0.1,
+            ),
         },
         "cifar": {
             "description": "32x32 colour images in 4x4 patches (64 + 1 tokens), "
@@ -38,6 +53,18 @@ PRESETS = Presets(
                 drop_path_rate=0.1,
                 pooling="class_token",
             ),
+            "tokenizer": {},
+            "preprocessor": {},
+            "task": {},
+            "training": dict(
+                epochs=200,
+                batch_size=128,
+                learning_rate=1e-3,
+                weight_decay=0.05,
+                warmup_fraction=0.025,
+                label_smoothing=0.1,
+                translate=0.125,
+            ),
         },
         "smoke": {
             "description": "2 layers, 32 wide, 8x8 images: the same code path "
@@ -52,6 +79,18 @@ PRESETS = Presets(
                 intermediate_dim=64,
                 dropout=0.0,
                 pooling="class_token",
+            ),
+            "tokenizer": {},
+            "preprocessor": {},
+            "task": {},
+            "training": dict(
+                epochs=3,
+                batch_size=32,
+                learning_rate=3e-3,
+                weight_decay=0.0,
+                warmup_fraction=0.1,
+                label_smoothing=0.0,
+                translate=0.0,
             ),
         },
     },
