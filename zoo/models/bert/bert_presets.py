@@ -32,7 +32,7 @@ PRESETS = Presets(
             },
             "task": {"masked_lm": {}, "classifier": dict(dropout=0.1)},
             # Fewer steps stay on the masked-LM plateau (frequent tokens, no
-            # context): 2,000 steps of 64 x 128 tokens did (docs/bert.md).
+            # context; docs/log/bert.md has the runs).
             "training": {
                 "pretraining": dict(
                     epochs=18,
