@@ -74,11 +74,15 @@ class GPTCausalLM(
 
     Example:
 
+    >>> from zoo.data.tokenizers import CharacterTokenizer
+    >>> text = "to be or not to be, that is the question"
     >>> tokenizer = CharacterTokenizer.from_text(text)
     >>> gpt = GPTCausalLM.from_preset(
-    ...     "smoke", preprocessor=GPTPreprocessor(tokenizer, 32))
-    >>> gpt.fit(["some training text", ...], epochs=1)
-    >>> gpt.generate(["ROMEO:"], max_length=64, sampler="top_k", seed=1)
+    ...     "smoke", preprocessor=GPTPreprocessor(tokenizer, 16))
+    >>> history = gpt.fit([text], epochs=1, verbose=0)
+    >>> texts = gpt.generate(["to be"], max_length=24, sampler="top_k", seed=1)
+    >>> len(texts), texts[0].startswith("to be")  # the sampled rest: random
+    (1, True)
     """
 
     # `zoo.export`: a `generate` signature besides `serving_default`.

@@ -37,10 +37,11 @@ class GPTPreprocessor(FromPreset, keras_hub.models.CausalLMPreprocessor):
 
     Example:
 
+    >>> from zoo.data.tokenizers import CharacterTokenizer
     >>> tokenizer = CharacterTokenizer.from_text("to be or not to be")
     >>> preprocessor = GPTPreprocessor(tokenizer, sequence_length=8)
     >>> x, y, weights = preprocessor(["to be"])
-    >>> x["token_ids"].shape, y.shape
+    >>> tuple(x["token_ids"].shape), tuple(y.shape)
     ((1, 8), (1, 8))
     """
 
