@@ -38,9 +38,6 @@ NOT_RUNNABLE_YET = {
     "zoo.models.captioning.image_captioner_preprocessor",
     "zoo.models.captioning.image_encoders",
     "zoo.models.generation",
-    "zoo.models.seq2seq.seq2seq_backbones",
-    "zoo.models.seq2seq.seq2seq_preprocessor",
-    "zoo.models.seq2seq.translator",
     "zoo.models.text_classifier.text_classifier",
     "zoo.models.vit.vit_image_classifier",
 }

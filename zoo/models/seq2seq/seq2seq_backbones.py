@@ -323,8 +323,12 @@ class TransformerSeq2SeqBackbone(TransformerDecoding, Seq2SeqBackbone):
 
         Example:
 
-        >>> weights = backbone.cross_attention(src, src_mask, tgt)
-        >>> weights.shape   # (1, 3, 8, tgt_len, src_len) for 3 x 8 heads
+        >>> backbone = TransformerSeq2SeqBackbone(
+        ...     100, num_layers=2, num_heads=2, hidden_dim=16,
+        ...     intermediate_dim=32)
+        >>> src = np.ones((1, 7), "int32")
+        >>> backbone.cross_attention(src, src, src[:, :5]).shape
+        (1, 2, 2, 5, 7)
         """
         length = decoder_token_ids.shape[1]
         if length is not None and length < self.decoder_sequence_length:
@@ -600,8 +604,12 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
 
         Example:
 
-        >>> weights = backbone.cross_attention(src, src_mask, tgt)
-        >>> weights.shape   # (1, 1, 1, tgt_len, src_len)
+        >>> backbone = RNNSeq2SeqBackbone(
+        ...     100, embedding_dim=8, encoder_units=8, decoder_units=16,
+        ...     attention_units=8)
+        >>> src = np.ones((1, 7), "int32")
+        >>> backbone.cross_attention(src, src, src[:, :5]).shape
+        (1, 1, 1, 5, 7)
         """
         encoder_output = without_keras_mask(
             self.encode(encoder_token_ids, encoder_padding_mask)

@@ -47,10 +47,13 @@ class TranslationPreprocessor(
 
     Example:
 
-    >>> tokenizer = train_subword_tokenizer(german + english, 8000)
+    >>> from zoo.data.tokenizers import train_subword_tokenizer
+    >>> german = ["Zwei Hunde spielen.", "Ein Mann liest.", "Eine Frau singt."]
+    >>> english = ["Two dogs play.", "A man reads.", "A woman sings."]
+    >>> tokenizer = train_subword_tokenizer(german + english, 60)
     >>> preprocessor = TranslationPreprocessor(tokenizer, 64, 64)
     >>> x, y, w = preprocessor(["Zwei Hunde spielen."], ["Two dogs play."])
-    >>> x["encoder_token_ids"].shape, y.shape
+    >>> tuple(x["encoder_token_ids"].shape), tuple(y.shape)
     ((1, 64), (1, 64))
     """
 

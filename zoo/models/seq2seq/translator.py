@@ -58,12 +58,20 @@ class Translator(
 
     Example:
 
-    >>> tokenizer = train_subword_tokenizer(german + english, 8000)
+    >>> from zoo.data.tokenizers import train_subword_tokenizer
+    >>> german = ["Zwei Hunde spielen.", "Ein Mann liest.", "Eine Frau singt."]
+    >>> english = ["Two dogs play.", "A man reads.", "A woman sings."]
+    >>> tokenizer = train_subword_tokenizer(german + english, 60)
     >>> translator = Translator.from_preset(
-    ...     "transformer_cpu_small",
-    ...     preprocessor=TranslationPreprocessor(tokenizer))
-    >>> translator.fit(german, english, epochs=10)
-    >>> translator.generate(["Zwei Hunde spielen im Schnee."])
+    ...     "smoke", preprocessor=TranslationPreprocessor(tokenizer))
+    >>> history = translator.fit(german, english, epochs=1, verbose=0)
+    >>> len(translator.generate(["Zwei Hunde spielen."]))  # words: untrained
+    1
+
+    Trained on a real corpus (the "transformer_cpu_small" preset, a
+    vocabulary of 8000 and some epochs), the same call reads:
+
+    >>> translator.generate(["Zwei Hunde spielen im Schnee."])  # doctest: +SKIP
     ['Two dogs play in the snow.']
     """
 
