@@ -56,12 +56,21 @@ class BertMaskedLM(
 
     Example:
 
-    >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=8000)
-    >>> preprocessor = BertMaskedLMPreprocessor(tokenizer, sequence_length=128)
-    >>> mlm = BertMaskedLM.from_preset("cpu_mini", preprocessor=preprocessor)
+    >>> from zoo.data.tokenizers import train_bert_tokenizer
+    >>> texts = ["this movie was really good", "a waste of two hours"]
+    >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=100)
+    >>> preprocessor = BertMaskedLMPreprocessor(tokenizer, sequence_length=16)
+    >>> mlm = BertMaskedLM.from_preset("smoke", preprocessor=preprocessor)
     >>> mlm.compile()
-    >>> mlm.fit(texts, epochs=1)
-    >>> mlm.fill_mask("this movie was [MASK] good", top_k=3)
+    >>> history = mlm.fit(texts, epochs=1, verbose=0)
+    >>> guesses = mlm.fill_mask("this movie was [MASK] good", top_k=3)
+    >>> len(guesses), len(guesses[0])  # untrained: the words are random
+    (1, 3)
+
+    Pre-trained on a real corpus (the "cpu_mini" preset, a vocabulary of
+    8000), the guesses read:
+
+    >>> mlm.fill_mask("this movie was [MASK] good", top_k=3)  # doctest: +SKIP
     [[('really', 0.41), ('very', 0.22), ('so', 0.09)]]
     """
 

@@ -37,6 +37,7 @@ class MaskedLMHead(keras_hub.layers.MaskedLMHead):
 
     Example:
 
+    >>> from zoo.layers.embedding import TokenEmbedding
     >>> embedding = TokenEmbedding(100, 16)
     >>> head = MaskedLMHead(token_embedding=embedding,
     ...                     intermediate_activation="gelu")

@@ -74,11 +74,13 @@ class BertMaskedLMPreprocessor(
 
     Example:
 
-    >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=8000)
+    >>> from zoo.data.tokenizers import train_bert_tokenizer
+    >>> texts = ["this movie was really good", "a waste of two hours"]
+    >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=100)
     >>> preprocessor = BertMaskedLMPreprocessor(tokenizer, sequence_length=128)
     >>> x, y, weights = preprocessor(["this movie was really good"])
-    >>> x["token_ids"].shape, x["mask_positions"].shape
-    ((1, 128), (1, 20))
+    >>> tuple(x["token_ids"].shape), tuple(x["mask_positions"].shape)
+    ((1, 128), (1, 24))
     """
 
     def __init__(
@@ -149,8 +151,11 @@ class BertClassifierPreprocessor(
 
     Example:
 
+    >>> from zoo.data.tokenizers import train_bert_tokenizer
+    >>> texts = ["this movie was really good", "a waste of two hours"]
+    >>> tokenizer = train_bert_tokenizer(texts, vocabulary_size=100)
     >>> preprocessor = BertClassifierPreprocessor(tokenizer, sequence_length=256)
-    >>> preprocessor(["a waste of two hours"])["token_ids"].shape
+    >>> tuple(preprocessor(["a waste of two hours"])["token_ids"].shape)
     (1, 256)
     """
 
