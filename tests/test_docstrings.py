@@ -28,7 +28,6 @@ NOT_RUNNABLE_YET = {
     "zoo.data.tokenizers",
     "zoo.distribute",
     "zoo.layers.sublayers",
-    "zoo.models.bert.bert_classifier",
     "zoo.models.captioning.captioning_backbone",
     "zoo.models.captioning.convert_efficientnet_lite",
     "zoo.models.captioning.image_captioner",
