@@ -248,6 +248,7 @@ class ShowAttendTellBackbone(CaptioningBackbone):
 
     Example:
 
+    >>> from zoo.models.captioning.image_encoders import FeatureGridInput
     >>> encoder = FeatureGridInput((7, 7), 32)
     >>> backbone = ShowAttendTellBackbone(encoder, vocabulary_size=100,
     ...     embedding_dim=16, hidden_dim=32, attention_units=16)
@@ -458,6 +459,7 @@ class TransformerCaptionBackbone(TransformerDecoding, CaptioningBackbone):
 
     Example:
 
+    >>> from zoo.models.captioning.image_encoders import FeatureGridInput
     >>> encoder = FeatureGridInput((7, 7), 32)
     >>> backbone = TransformerCaptionBackbone(encoder, vocabulary_size=100,
     ...     num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32)

@@ -74,11 +74,13 @@ class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
 
     Example:
 
+    >>> from zoo.data.tokenizers import train_subword_tokenizer
+    >>> captions = ["A dog runs on the grass.", "Two children play."]
     >>> tokenizer = train_subword_tokenizer(captions, 500, model_type="word")
     >>> preprocessor = ImageCaptionerPreprocessor(tokenizer, (224, 224))
     >>> x, y, w = preprocessor(np.zeros((1, 300, 400, 3), "uint8"),
     ...                        ["A dog runs on the grass."])
-    >>> x["images"].shape, x["decoder_token_ids"].shape
+    >>> tuple(x["images"].shape), tuple(x["decoder_token_ids"].shape)
     ((1, 224, 224, 3), (1, 24))
     """
 
