@@ -29,7 +29,6 @@ NOT_RUNNABLE_YET = {
     "zoo.distribute",
     "zoo.layers.sublayers",
     "zoo.models.captioning.convert_efficientnet_lite",
-    "zoo.models.captioning.image_captioner",
     "zoo.models.captioning.image_encoders",
     "zoo.models.generation",
     "zoo.models.text_classifier.text_classifier",

@@ -62,11 +62,22 @@ class ImageCaptioner(
 
     Example:
 
-    >>> tokenizer = train_subword_tokenizer(captions, 2600, model_type="word")
+    >>> from zoo.data.tokenizers import train_subword_tokenizer
+    >>> captions = ["a dog runs through the grass", "two children play"]
+    >>> tokenizer = train_subword_tokenizer(captions, 100, model_type="word")
+    >>> preprocessor = ImageCaptionerPreprocessor.from_preset(
+    ...     "smoke", tokenizer=tokenizer)
     >>> captioner = ImageCaptioner.from_preset(
-    ...     "flickr8k_lstm", preprocessor=ImageCaptionerPreprocessor(tokenizer))
-    >>> captioner.fit(uint8_images, captions, epochs=10)
-    >>> captioner.generate(uint8_images[:2])
+    ...     "smoke", preprocessor=preprocessor)
+    >>> uint8_images = np.zeros((2, 32, 32, 3), "uint8")
+    >>> history = captioner.fit(uint8_images, captions, epochs=1, verbose=0)
+    >>> len(captioner.generate(uint8_images))  # words: untrained, random
+    2
+
+    Trained on Flickr8k (the "flickr8k_lstm" preset, a vocabulary of 2600
+    words), the captions read:
+
+    >>> captioner.generate(uint8_images[:2])  # doctest: +SKIP
     ['a dog runs through the grass', 'two children play on the beach']
     """
 
@@ -287,6 +298,13 @@ class ImageCaptioner(
 
         Example:
 
+        >>> from zoo.data.tokenizers import train_subword_tokenizer
+        >>> from zoo.models.captioning.image_captioner_preprocessor import (
+        ...     ImageCaptionerPreprocessor)
+        >>> tokenizer = train_subword_tokenizer(["a dog runs"], 100, "word")
+        >>> captioner = ImageCaptioner.from_preset(
+        ...     "smoke", preprocessor=ImageCaptionerPreprocessor.from_preset(
+        ...         "smoke", tokenizer=tokenizer))
         >>> count = captioner.quantize_decoder()
         >>> captioner.backbone.output_projection.quantization_mode
         'int8'
