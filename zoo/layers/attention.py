@@ -531,10 +531,12 @@ def merge_padding_and_attention_mask(
         attention_mask: optional `(batch, q_len, k_len)`.
     """
     mask = None
+    # `expand_dims`, not `[:, None]`: TFLite's own strided slice takes no
+    # boolean new axis (a LiteRT export would need TensorFlow's op).
     if query_mask is not None:
-        mask = ops.cast(query_mask, "bool")[:, :, None]
+        mask = ops.expand_dims(ops.cast(query_mask, "bool"), 2)
     if key_mask is not None:
-        key_mask = ops.cast(key_mask, "bool")[:, None, :]
+        key_mask = ops.expand_dims(ops.cast(key_mask, "bool"), 1)
         mask = key_mask if mask is None else mask & key_mask
     if attention_mask is not None:
         attention_mask = ops.cast(attention_mask, "bool")

@@ -76,10 +76,12 @@ def _mask_to_4d(mask, rank):
     """Brings a mask to a shape broadcastable to (batch, heads, q_len, k_len)."""
     mask = ops.cast(mask, "bool")
     mask_rank = len(mask.shape)
+    # `expand_dims`, not `mask[:, None]`: TFLite's own strided slice takes
+    # no boolean new axis (a LiteRT export would need TensorFlow's op).
     if mask_rank == 2:  # (batch, k_len): a key padding mask
-        return mask[:, None, None, :]
+        return ops.expand_dims(mask, (1, 2))
     if mask_rank == 3:  # (batch, q_len, k_len)
-        return mask[:, None, :, :]
+        return ops.expand_dims(mask, 1)
     if mask_rank == 4 and rank == 4:  # (batch, heads, q_len, k_len)
         return mask
     raise ValueError(
