@@ -532,7 +532,7 @@ def merge_padding_and_attention_mask(
     """
     mask = None
     # `expand_dims`, not `[:, None]`: TFLite's own strided slice takes no
-    # boolean new axis (a LiteRT export would need TensorFlow's op).
+    # new axis on unknown sizes (a LiteRT export would need TensorFlow's).
     if query_mask is not None:
         mask = ops.expand_dims(ops.cast(query_mask, "bool"), 2)
     if key_mask is not None:

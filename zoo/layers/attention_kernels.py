@@ -77,7 +77,7 @@ def _mask_to_4d(mask, rank):
     mask = ops.cast(mask, "bool")
     mask_rank = len(mask.shape)
     # `expand_dims`, not `mask[:, None]`: TFLite's own strided slice takes
-    # no boolean new axis (a LiteRT export would need TensorFlow's op).
+    # no new axis on unknown sizes (a LiteRT export would need TensorFlow's).
     if mask_rank == 2:  # (batch, k_len): a key padding mask
         return ops.expand_dims(mask, (1, 2))
     if mask_rank == 3:  # (batch, q_len, k_len)
