@@ -201,6 +201,26 @@ def test_onnx_export_keeps_rows_that_see_no_key_finite(tmp_path):
     assert export.check_onnx(backbone, path, ids) < 1e-4
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch",
+    reason="the packed RNNs run under PyTorch only",
+)
+def test_onnx_export_of_a_packed_bidirectional_rnn(tmp_path):
+    """Under PyTorch the RNN packs each row's real tokens with a stable
+    argsort, which torch.onnx cannot convert: the export runs the masked
+    RNNs, which give the same outputs."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip(ONNX_CONVERTERS["torch"])
+    keras.utils.set_random_seed(0)
+    backbone = TextClassifierBackbone.from_preset(
+        "imdb_rnn", vocabulary_size=50, embedding_dim=8, rnn_units=8
+    )
+    ids = np.random.default_rng(0).integers(1, 50, (2, 12)).astype("int32")
+    ids[-1, 6:] = 0
+    path = export.export_onnx(backbone, tmp_path / "rnn.onnx", ids)
+    assert export.check_onnx(backbone, path, ids) < 1e-4
+
+
 def test_onnx_input_signature_names_each_input():
     keras.utils.set_random_seed(0)
     backbone = GPTBackbone.from_preset("smoke", vocabulary_size=50)
