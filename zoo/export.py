@@ -1,4 +1,5 @@
-"""Export a task for serving: a TensorFlow SavedModel that takes raw input.
+"""Export a task for serving (a TensorFlow SavedModel that takes raw input),
+or a model's numeric forward pass to ONNX.
 
 `export_for_serving(task, path)` writes a SavedModel whose signatures take
 raw input: a `(batch,)` string tensor for text tasks, a `(batch, height,
@@ -23,6 +24,13 @@ under any backend exports the same way.
 
 `check_export(path, inputs, expected)` loads the export in a fresh process
 that imports TensorFlow only and compares its answers with `expected`.
+
+`export_onnx(model, path, inputs)` writes a model's numeric forward pass
+(a backbone on token ids and padding masks, or on float images) as ONNX
+with Keras' exporter under the current backend, and `check_onnx(model,
+path, inputs)` runs it in onnxruntime against `predict`
+(`pip install "attention-zoo[onnx]"`; docs/export.md says what exports
+on which backend).
 
 Example:
 
