@@ -155,7 +155,7 @@ def test_onnx_export_of_a_backbone_matches_predict(tmp_path):
     padding), run in onnxruntime: within 1e-4 of `predict` under the
     current backend. A model with other weights is far from it, so the
     check can fail."""
-    pytest.importorskip("onnxruntime")
+    onnxruntime = pytest.importorskip("onnxruntime")
     pytest.importorskip(ONNX_CONVERTERS[keras.backend.backend()])
     keras.utils.set_random_seed(0)
     backbone = GPTBackbone.from_preset("smoke", vocabulary_size=50)
@@ -166,8 +166,13 @@ def test_onnx_export_of_a_backbone_matches_predict(tmp_path):
     inputs = {"token_ids": ids, "padding_mask": mask}
     path = tmp_path / "gpt.onnx"
     assert export.export_onnx(backbone, path, inputs) == str(path)
-    [logits] = export.run_onnx(path, inputs)
-    assert logits.shape == (3, 16, 32)
+    # The graph's inputs carry the model's input names (`run_onnx` feeds
+    # a dict by them).
+    session = onnxruntime.InferenceSession(str(path))
+    names = [spec.name.split(":")[0] for spec in session.get_inputs()]
+    assert sorted(names) == ["padding_mask", "token_ids"]
+    [hidden] = export.run_onnx(path, inputs)
+    assert hidden.shape == (3, 16, 32)  # the sequence output
     assert export.check_onnx(backbone, path, inputs) < 1e-4
     keras.utils.set_random_seed(1)
     other = GPTBackbone.from_preset("smoke", vocabulary_size=50)

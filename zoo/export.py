@@ -673,10 +673,11 @@ _ONNX_DTYPES = {
 
 def run_onnx(path, inputs):
     """Runs the ONNX file at `path` in onnxruntime (CPU) on `inputs` (what
-    the exported model's `predict` takes: its inputs are matched in Keras'
-    flattening order, dict keys sorted, and cast to the dtypes the graph
-    declares). Returns the outputs as a list of NumPy arrays, in the same
-    order as `keras.tree.flatten(model.predict(inputs))`."""
+    the exported model's `predict` takes: a dict's entries go to the graph
+    inputs of their names, other inputs in Keras' flattening order; each
+    is cast to the dtype the graph declares). Returns the outputs as a
+    list of NumPy arrays, in the order of
+    `keras.tree.flatten(model.predict(inputs))`."""
     try:
         import onnxruntime
     except ImportError as error:
@@ -688,6 +689,9 @@ def run_onnx(path, inputs):
     )
     arrays = keras.tree.flatten(inputs)
     declared = session.get_inputs()
+    names = [spec.name.split(":")[0] for spec in declared]
+    if isinstance(inputs, dict) and set(names) == set(inputs):
+        arrays = [inputs[name] for name in names]
     if len(arrays) != len(declared):
         raise ValueError(
             f"The ONNX graph takes {len(declared)} inputs "
