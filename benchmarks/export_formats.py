@@ -33,11 +33,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, ROOT)
-
-from benchmarks.workers import benchmark_parser, run_benchmark
+from zoo.testing.benchmarks import benchmark_parser, run_benchmark
 
 FAMILIES = (
     "gpt",
@@ -153,23 +149,33 @@ def family(name):
             text,
         )
     return {
-        "gpt": (lambda: GPTBackbone.from_preset("smoke", 50), gpt),
-        "bert": (lambda: BertBackbone.from_preset("smoke", 200), bert),
+        "gpt": (
+            lambda: GPTBackbone.from_preset("smoke", vocabulary_size=50),
+            gpt,
+        ),
+        "bert": (
+            lambda: BertBackbone.from_preset("smoke", vocabulary_size=200),
+            bert,
+        ),
         "seq2seq_transformer": (
-            lambda: Seq2SeqBackbone.from_preset("smoke", 120),
+            lambda: Seq2SeqBackbone.from_preset("smoke", vocabulary_size=120),
             seq2seq,
         ),
         "seq2seq_rnn": (
-            lambda: Seq2SeqBackbone.from_preset("rnn_smoke", 120),
+            lambda: Seq2SeqBackbone.from_preset(
+                "rnn_smoke", vocabulary_size=120
+            ),
             seq2seq,
         ),
         "vit": (lambda: ViTBackbone.from_preset("smoke"), images((8, 8), 1)),
         "caption_lstm": (
-            lambda: CaptioningBackbone.from_preset("smoke", 60),
+            lambda: CaptioningBackbone.from_preset("smoke", vocabulary_size=60),
             caption,
         ),
         "caption_transformer": (
-            lambda: CaptioningBackbone.from_preset("transformer_smoke", 60),
+            lambda: CaptioningBackbone.from_preset(
+                "transformer_smoke", vocabulary_size=60
+            ),
             caption,
         ),
     }[name]
