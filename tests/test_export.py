@@ -19,8 +19,10 @@ from tests.models.gpt.test_gpt import make_gpt
 from tests.models.seq2seq.test_translator import GERMAN, translator
 from tests.models.vit.test_vit import digits
 from zoo import export
+from zoo.models.gpt import GPTBackbone
 from zoo.models.text_classifier import (
     TextClassifier,
+    TextClassifierBackbone,
     TextClassifierPreprocessor,
 )
 from zoo.models.vit import ViTImageClassifier
@@ -138,6 +140,110 @@ def test_masked_lm_exports_fill_mask(tmp_path):
     )
     assert result["fill_mask_identical"] == "3/3"
     assert result["max_probability_diff"] < 1e-5
+
+
+# The converter Keras' ONNX export uses on each backend.
+ONNX_CONVERTERS = {
+    "tensorflow": "tf2onnx",
+    "jax": "jax2onnx",
+    "torch": "onnxscript",
+}
+
+
+def test_onnx_export_of_a_backbone_matches_predict(tmp_path):
+    """`export_onnx` on token ids and a padding mask (the last row half
+    padding), run in onnxruntime: within 1e-4 of `predict` under the
+    current backend. A model with other weights is far from it, so the
+    check can fail."""
+    onnxruntime = pytest.importorskip("onnxruntime")
+    pytest.importorskip(ONNX_CONVERTERS[keras.backend.backend()])
+    keras.utils.set_random_seed(0)
+    backbone = GPTBackbone.from_preset("smoke", vocabulary_size=50)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 50, (3, 16)).astype("int32")
+    mask = np.ones_like(ids)
+    ids[-1, 8:], mask[-1, 8:] = 0, 0
+    inputs = {"token_ids": ids, "padding_mask": mask}
+    path = tmp_path / "gpt.onnx"
+    assert export.export_onnx(backbone, path, inputs) == str(path)
+    # The graph's inputs carry the model's input names (`run_onnx` feeds
+    # a dict by them).
+    session = onnxruntime.InferenceSession(str(path))
+    names = [spec.name.split(":")[0] for spec in session.get_inputs()]
+    assert sorted(names) == ["padding_mask", "token_ids"]
+    [hidden] = export.run_onnx(path, inputs)
+    assert hidden.shape == (3, 16, 32)  # the sequence output
+    assert export.check_onnx(backbone, path, inputs) < 1e-4
+    keras.utils.set_random_seed(1)
+    other = GPTBackbone.from_preset("smoke", vocabulary_size=50)
+    assert export.check_onnx(other, path, inputs) > 1e-3
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch",
+    reason="the shortcut an export must not take is PyTorch's",
+)
+def test_onnx_export_keeps_rows_that_see_no_key_finite(tmp_path):
+    """Padded queries of a bidirectional encoder see no key. PyTorch's CPU
+    attention gives them zeros, which zoo relies on once a probe (the first
+    eager call) has asked; onnxruntime's softmax gives NaN, so an export
+    made after that call keeps zoo's own check of such rows."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip(ONNX_CONVERTERS["torch"])
+    keras.utils.set_random_seed(0)
+    backbone = TextClassifierBackbone.from_preset(
+        "imdb_transformer",
+        vocabulary_size=50,
+        embedding_dim=8,
+        sequence_length=16,
+        num_heads=2,
+        intermediate_dim=16,
+    )
+    ids = np.random.default_rng(0).integers(1, 50, (2, 16)).astype("int32")
+    ids[-1, 8:] = 0
+    backbone.predict(ids, verbose=0)  # eager: the probe has answered
+    path = export.export_onnx(backbone, tmp_path / "encoder.onnx", ids)
+    assert export.check_onnx(backbone, path, ids) < 1e-4
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch",
+    reason="the packed RNNs run under PyTorch only",
+)
+def test_onnx_export_of_a_packed_bidirectional_rnn(tmp_path):
+    """Under PyTorch the RNN packs each row's real tokens with a stable
+    argsort, which torch.onnx cannot convert: the export runs the masked
+    RNNs, which give the same outputs."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip(ONNX_CONVERTERS["torch"])
+    keras.utils.set_random_seed(0)
+    backbone = TextClassifierBackbone.from_preset(
+        "imdb_rnn", vocabulary_size=50, embedding_dim=8, rnn_units=8
+    )
+    ids = np.random.default_rng(0).integers(1, 50, (2, 12)).astype("int32")
+    ids[-1, 6:] = 0
+    path = export.export_onnx(backbone, tmp_path / "rnn.onnx", ids)
+    assert export.check_onnx(backbone, path, ids) < 1e-4
+
+
+def test_onnx_input_signature_names_each_input():
+    keras.utils.set_random_seed(0)
+    backbone = GPTBackbone.from_preset("smoke", vocabulary_size=50)
+    [dynamic] = export.onnx_input_signature(backbone)
+    assert sorted(dynamic) == ["padding_mask", "token_ids"]
+    assert tuple(dynamic["token_ids"].shape) == (None, None)
+    assert dynamic["token_ids"].name == "token_ids"
+    ids = np.zeros((2, 5), "int32")
+    [fixed] = export.onnx_input_signature(
+        backbone, {"token_ids": ids, "padding_mask": ids}
+    )
+    assert tuple(fixed["padding_mask"].shape) == (2, 5)
+    assert fixed["padding_mask"].dtype == "int32"
+    task = ViTImageClassifier.from_preset("smoke", num_classes=2)
+    [images] = export.onnx_input_signature(
+        task.backbone, np.zeros((4, 8, 8, 1), "float32")
+    )
+    assert tuple(images.shape) == (4, 8, 8, 1) and images.name == "images"
 
 
 def test_what_cannot_be_exported_is_one_clear_error(tmp_path):

@@ -86,6 +86,27 @@ def compiling():
     return bool(torch.compiler.is_compiling())
 
 
+def exporting_onnx():
+    """Whether this call is being traced by `torch.onnx.export` (what
+    Keras' `model.export(path, format="onnx")` runs under PyTorch).
+
+    The graph then runs in another runtime (onnxruntime), so the layers
+    take no shortcut that rests on what a PyTorch kernel does (the fused
+    attention's zeros for a query that sees no key, say). Always False on
+    JAX and TensorFlow.
+
+    Example:
+
+    >>> exporting_onnx()   # in an eager call
+    False
+    """
+    if keras.backend.backend() != "torch":
+        return False
+    import torch
+
+    return bool(torch.onnx.is_in_onnx_export())
+
+
 def compile_function(function):
     """`function` compiled with `torch.compile` under PyTorch; `function`
     itself under JAX and TensorFlow, whose compiled loops already hold it.

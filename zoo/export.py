@@ -1,4 +1,5 @@
-"""Export a task for serving: a TensorFlow SavedModel that takes raw input.
+"""Export a task for serving (a TensorFlow SavedModel that takes raw input),
+or a model's numeric forward pass to ONNX.
 
 `export_for_serving(task, path)` writes a SavedModel whose signatures take
 raw input: a `(batch,)` string tensor for text tasks, a `(batch, height,
@@ -23,6 +24,13 @@ under any backend exports the same way.
 
 `check_export(path, inputs, expected)` loads the export in a fresh process
 that imports TensorFlow only and compares its answers with `expected`.
+
+`export_onnx(model, path, inputs)` writes a model's numeric forward pass
+(a backbone on token ids and padding masks, or on float images) as ONNX
+with Keras' exporter under the current backend, and `check_onnx(model,
+path, inputs)` runs it in onnxruntime against `predict`
+(`pip install "attention-zoo[onnx]"`; docs/export.md says what exports
+on which backend).
 
 Example:
 
@@ -527,3 +535,201 @@ def check_export(path, inputs, expected, tensorflow_text=False, generated=None):
             "the TensorFlow-only check",
         )
     return json.loads(stdout.strip().splitlines()[-1])
+
+
+# ---- ONNX: the numeric model, checked in onnxruntime -----------------------
+
+ONNX_INSTALL_HINT = (
+    'pip install "attention-zoo[onnx]" (onnx, onnxruntime, and the '
+    "backend's converter: tf2onnx, jax2onnx, or onnxscript for torch.onnx)"
+)
+
+
+def onnx_input_signature(model, inputs=None):
+    """Keras' `input_signature` for exporting `model`: its own input specs
+    (unknown sizes stay unknown), or, with `inputs`, specs of exactly their
+    shapes. Each spec is named after its input (a dict input's key)."""
+    struct = model._inputs_struct  # the functional model's input structure
+    if isinstance(struct, dict):
+        named = struct
+    else:
+        named = {struct.name: struct}
+    if inputs is not None and not isinstance(inputs, dict):
+        inputs = {next(iter(named)): inputs}
+    specs = {}
+    for name, tensor in named.items():
+        shape = tuple(tensor.shape)
+        if inputs is not None:
+            shape = tuple(int(d) for d in np.shape(inputs[name]))
+        specs[name] = keras.InputSpec(
+            shape=shape, dtype=tensor.dtype, name=name
+        )
+    if isinstance(struct, dict):
+        return [specs]
+    return [next(iter(specs.values()))]
+
+
+_ERFC_REGISTERED = []
+
+
+def _register_tf2onnx_erfc():
+    """Teaches tf2onnx TensorFlow's `Erfc` (exact GELU is `0.5 x erfc(-x /
+    sqrt 2)` in TensorFlow), which it lacks: `1 - Erf(x)`, with ONNX's
+    `Erf` (opset 9 on)."""
+    if _ERFC_REGISTERED:
+        return
+    from tf2onnx import utils
+    from tf2onnx.handler import tf_op
+
+    @tf_op("Erfc")
+    class Erfc:
+        @classmethod
+        def version_9(cls, ctx, node, **kwargs):
+            node.type = "Erf"
+            dtype = utils.map_onnx_to_numpy_type(ctx.get_dtype(node.input[0]))
+            one = ctx.make_const(
+                utils.make_name("erfc_one"), np.ones((), dtype)
+            )
+            ctx.insert_new_node_on_output(
+                "Sub", node.output[0], inputs=[one.output[0], node.output[0]]
+            )
+
+    _ERFC_REGISTERED.append(Erfc)
+
+
+def export_onnx(model, path, inputs=None, opset_version=None):
+    """Writes `model`'s forward pass to `path` as ONNX: Keras'
+    `model.export(path, format="onnx")` on the model's numeric inputs
+    (token ids and padding masks, float images), with what a zoo backbone
+    needs on each backend:
+
+    - TensorFlow (tf2onnx): TensorFlow's `Erfc` (exact GELU) converted as
+      `1 - Erf`; batch and lengths may stay dynamic (`inputs=None`).
+    - JAX (jax2onnx): give `inputs`. jax2onnx cannot slice a position
+      table to a symbolic length, and with a symbolic batch it writes
+      graphs onnxruntime rejects.
+    - PyTorch (torch.onnx): give `inputs` (raises otherwise). Keras exports
+      dynamic sizes by tracing sizes of 1 with TorchScript, which fails on
+      layer normalisation and fixes some lengths in the graph. A keras-hub
+      model's variables are registered with PyTorch first (keras-hub sets
+      them past `torch.nn.Module`, where the exporter cannot see them).
+
+    Args:
+        model: a functional Keras model, e.g. a zoo backbone.
+        path: the `.onnx` file to write.
+        inputs: example inputs (what `model.predict` takes): the export
+            takes exactly their shapes. None: the model's own input shapes,
+            unknown sizes dynamic (TensorFlow).
+        opset_version: the ONNX opset; None: the converter's default.
+
+    Returns:
+        `path`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from zoo.models.vit import ViTBackbone
+    >>> backbone = ViTBackbone.from_preset("smoke")
+    >>> images = np.random.default_rng(0).random((2, 8, 8, 1), "float32")
+    >>> export_onnx(backbone, "/tmp/vit.onnx", images)  # doctest: +SKIP
+    '/tmp/vit.onnx'
+    >>> check_onnx(backbone, "/tmp/vit.onnx", images) < 1e-4  # doctest: +SKIP
+    True
+    """
+    backend = keras.backend.backend()
+    if backend == "torch" and inputs is None:
+        raise ValueError(
+            "Under PyTorch, export_onnx needs `inputs`: the export takes "
+            "their shapes (dynamic sizes are traced at 1 and some stay "
+            "fixed in the graph)."
+        )
+    path = os.fspath(path)
+    if backend == "tensorflow":
+        _register_tf2onnx_erfc()
+    if backend == "torch" and hasattr(model, "_track_variables"):
+        # keras-hub's `__setattr__` stores the variables' ParameterDict
+        # with `object.__setattr__` during construction; setting it again
+        # registers it, so `model.parameters()` and the exporter see them.
+        model._track_variables()
+    model.export(
+        path,
+        format="onnx",
+        verbose=False,
+        input_signature=onnx_input_signature(model, inputs),
+        opset_version=opset_version,
+    )
+    return path
+
+
+_ONNX_DTYPES = {
+    "tensor(float)": "float32",
+    "tensor(double)": "float64",
+    "tensor(float16)": "float16",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int64",
+    "tensor(bool)": "bool",
+}
+
+
+def run_onnx(path, inputs):
+    """Runs the ONNX file at `path` in onnxruntime (CPU) on `inputs` (what
+    the exported model's `predict` takes: a dict's entries go to the graph
+    inputs of their names, other inputs in Keras' flattening order; each
+    is cast to the dtype the graph declares). Returns the outputs as a
+    list of NumPy arrays, in the order of
+    `keras.tree.flatten(model.predict(inputs))`."""
+    try:
+        import onnxruntime
+    except ImportError as error:
+        raise ImportError(
+            f"run_onnx needs onnxruntime: {ONNX_INSTALL_HINT}."
+        ) from error
+    session = onnxruntime.InferenceSession(
+        os.fspath(path), providers=["CPUExecutionProvider"]
+    )
+    arrays = keras.tree.flatten(inputs)
+    declared = session.get_inputs()
+    names = [spec.name.split(":")[0] for spec in declared]
+    if isinstance(inputs, dict) and set(names) == set(inputs):
+        arrays = [inputs[name] for name in names]
+    if len(arrays) != len(declared):
+        raise ValueError(
+            f"The ONNX graph takes {len(declared)} inputs "
+            f"({[i.name for i in declared]}); got {len(arrays)}."
+        )
+    feed = {
+        spec.name: np.asarray(array).astype(_ONNX_DTYPES[spec.type])
+        for spec, array in zip(declared, arrays)
+    }
+    return session.run(None, feed)
+
+
+def check_onnx(model, path, inputs):
+    """The largest absolute difference between `model.predict(inputs)`
+    and the ONNX export at `path` run in onnxruntime on the same inputs
+    (`run_onnx`), over every output; NaN where either gives a NaN.
+
+    Raises:
+        ValueError: the export's outputs differ from `predict`'s in number
+            or shape.
+    """
+    got = run_onnx(path, inputs)
+    want = [
+        np.asarray(w)
+        for w in keras.tree.flatten(model.predict(inputs, verbose=0))
+    ]
+    if len(got) != len(want):
+        raise ValueError(
+            f"The ONNX graph returns {len(got)} outputs; predict "
+            f"returns {len(want)}."
+        )
+    worst = [0.0]
+    for output, expected in zip(got, want):
+        if output.shape != expected.shape:
+            raise ValueError(
+                f"An ONNX output has shape {output.shape} where predict's "
+                f"has {expected.shape}."
+            )
+        difference = np.abs(output.astype("float64") - expected)
+        worst.append(np.max(difference, initial=0.0))
+    return float(np.max(worst))  # NaN where either side has one

@@ -9,6 +9,7 @@ BENCHMARKS = (
     "attention_scaling",
     "bert_pretraining",
     "captioning",
+    "export_formats",
     "gpt_generation",
     "gpt_training",
     "layers",

@@ -157,6 +157,13 @@ def test_auto_strategy_packs_only_under_torch():
     )._packs()
 
 
+def test_inside_an_onnx_export_the_masked_rnns_run(monkeypatch):
+    monkeypatch.setattr(recurrent, "exporting_onnx", lambda: True)
+    assert not PackedBidirectional(
+        keras.layers.GRU(UNITS), strategy="packed"
+    )._packs()
+
+
 @pytest.fixture
 def chunked(monkeypatch):
     # 3-step calls on every backend, so 7 steps run as 3 + 3 + 1 (the

@@ -115,6 +115,28 @@ def test_one_step_at_a_time_equals_the_unrolled_sequence():
         np.testing.assert_allclose(to_numpy(alpha), alphas_all[:, t], atol=1e-6)
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="a TensorFlow trace on unknown sizes (a SavedModel or ONNX export)",
+)
+def test_a_tensorflow_function_of_unknown_lengths_gives_the_eager_outputs():
+    import tensorflow as tf
+
+    words, regions = _inputs()
+    layer = SoftAttentionLSTM(UNITS, ATT)
+    eager = layer(words, regions, mask=_mask())
+    traced = tf.function(
+        lambda w, r, m: layer(w, r, mask=m),
+        input_signature=[
+            tf.TensorSpec((None, None, M)),
+            tf.TensorSpec((None, None, D)),
+            tf.TensorSpec((None, None), tf.bool),
+        ],
+    )(words, regions, _mask())
+    for got, want in zip(traced, eager):
+        np.testing.assert_allclose(to_numpy(got), to_numpy(want), atol=1e-6)
+
+
 def test_the_penalty_is_its_formula():
     alphas = np_softmax(random_array((B, T, L), seed=3) * 3)
     mask = _mask()

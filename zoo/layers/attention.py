@@ -43,8 +43,10 @@ def causal_mask(query_length, key_length, offset=None):
     """
     if offset is None:
         offset = key_length - query_length
-    query_positions = ops.arange(query_length, dtype="int32")[:, None]
-    key_positions = ops.arange(key_length, dtype="int32")[None, :]
+    # `arange(0, n)` here and below: under jax2onnx (ONNX export on JAX),
+    # Keras' `arange(n)` reads as a start with no stop.
+    query_positions = ops.arange(0, query_length, dtype="int32")[:, None]
+    key_positions = ops.arange(0, key_length, dtype="int32")[None, :]
     return key_positions <= query_positions + ops.cast(offset, "int32")
 
 
@@ -529,10 +531,12 @@ def merge_padding_and_attention_mask(
         attention_mask: optional `(batch, q_len, k_len)`.
     """
     mask = None
+    # `expand_dims`, not `[:, None]`: TFLite's own strided slice takes no
+    # new axis on unknown sizes (a LiteRT export would need TensorFlow's).
     if query_mask is not None:
-        mask = ops.cast(query_mask, "bool")[:, :, None]
+        mask = ops.expand_dims(ops.cast(query_mask, "bool"), 2)
     if key_mask is not None:
-        key_mask = ops.cast(key_mask, "bool")[:, None, :]
+        key_mask = ops.expand_dims(ops.cast(key_mask, "bool"), 1)
         mask = key_mask if mask is None else mask & key_mask
     if attention_mask is not None:
         attention_mask = ops.cast(attention_mask, "bool")
@@ -553,6 +557,6 @@ def _and_masks(mask, other):
 
 def _sliding_window_mask(q_len, k_len, offset, window):
     """`(q_len, k_len)`, True where |(offset + i) - j| < window."""
-    rows = ops.arange(q_len, dtype="int32")[:, None] + offset
-    cols = ops.arange(k_len, dtype="int32")[None, :]
+    rows = ops.arange(0, q_len, dtype="int32")[:, None] + offset
+    cols = ops.arange(0, k_len, dtype="int32")[None, :]
     return ops.less(ops.abs(rows - cols), window)

@@ -32,7 +32,7 @@ import math
 import keras
 from keras import ops
 
-from zoo.accelerator import compiling
+from zoo.accelerator import compiling, exporting_onnx
 from zoo.layers import attention  # the module: it imports this one
 from zoo.layers.softmax import masked_softmax
 
@@ -76,10 +76,12 @@ def _mask_to_4d(mask, rank):
     """Brings a mask to a shape broadcastable to (batch, heads, q_len, k_len)."""
     mask = ops.cast(mask, "bool")
     mask_rank = len(mask.shape)
+    # `expand_dims`, not `mask[:, None]`: TFLite's own strided slice takes
+    # no new axis on unknown sizes (a LiteRT export would need TensorFlow's).
     if mask_rank == 2:  # (batch, k_len): a key padding mask
-        return mask[:, None, None, :]
+        return ops.expand_dims(mask, (1, 2))
     if mask_rank == 3:  # (batch, q_len, k_len)
-        return mask[:, None, :, :]
+        return ops.expand_dims(mask, 1)
     if mask_rank == 4 and rank == 4:  # (batch, heads, q_len, k_len)
         return mask
     raise ValueError(
@@ -161,7 +163,9 @@ def _sdpa_zeroes_empty_rows(query):
     give zeros; `benchmarks/sdpa_empty_rows.py` asks each), and the other
     backends give NaN or the mean of the values, so they keep zoo's row
     check."""
-    if keras.backend.backend() != "torch":
+    if keras.backend.backend() != "torch" or exporting_onnx():
+        # An ONNX graph's softmax gives such a row NaN: an export keeps the
+        # row check.
         return False
     device = getattr(getattr(query, "device", None), "type", None)
     if device != "cpu":

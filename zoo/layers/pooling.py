@@ -272,7 +272,9 @@ def _masked_mean(x, valid):
     """Mean over the sequence axis of the real positions; 0 if there are none."""
     if valid is None:
         return ops.mean(x, axis=1)
-    weights = ops.cast(valid, x.dtype)[:, :, None]
+    # `expand_dims`, not `[:, :, None]`: TFLite's own strided slice takes
+    # no new axis on unknown sizes (a LiteRT export would need TensorFlow's).
+    weights = ops.expand_dims(ops.cast(valid, x.dtype), -1)
     total = ops.sum(x * weights, axis=1)
     count = ops.maximum(ops.sum(weights, axis=1), 1.0)
     return total / count

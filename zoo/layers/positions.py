@@ -49,16 +49,18 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     def call(self, inputs, start_index=0):
         shape = ops.shape(inputs)
         length, dim = shape[-2], inputs.shape[-1]
-        positions = ops.arange(length, dtype="float32") + ops.cast(
+        # `arange(0, n)` in this file: under jax2onnx (ONNX export on JAX),
+        # Keras' `arange(n)` reads as a start with no stop.
+        positions = ops.arange(0, length, dtype="float32") + ops.cast(
             start_index, "float32"
         )
         # Pair index i of each feature: features 2i and 2i+1 share a frequency.
-        pair = ops.cast(ops.arange(dim) // 2, "float32")
+        pair = ops.cast(ops.arange(0, dim) // 2, "float32")
         inverse_frequency = ops.power(
             float(self.max_wavelength), -2.0 * pair / float(dim)
         )
         angles = positions[:, None] * inverse_frequency[None, :]
-        is_even = ops.arange(dim) % 2 == 0
+        is_even = ops.arange(0, dim) % 2 == 0
         encoding = ops.where(is_even, ops.sin(angles), ops.cos(angles))
         return ops.broadcast_to(ops.cast(encoding, self.compute_dtype), shape)
 
@@ -128,7 +130,9 @@ class LearnedPositionEmbedding(keras.layers.Layer):
             # A gather, not a slice at a tensor offset: PyTorch's `narrow`
             # reads the offset back, which splits a torch.compile'd graph.
             positions = ops.take(
-                table, start_index + ops.arange(length, dtype="int32"), axis=0
+                table,
+                start_index + ops.arange(0, length, dtype="int32"),
+                axis=0,
             )
         else:
             positions = ops.slice(

@@ -31,6 +31,8 @@ import copy
 import keras
 from keras import ops
 
+from zoo.accelerator import exporting_onnx
+
 MERGE_MODES = ("concat", "sum", "mul", "ave")
 # Steps per RNN call when the packed RNNs run in chunks (PyTorch only).
 STEPS_PER_CALL = 32
@@ -55,9 +57,11 @@ class PackedBidirectional(keras.layers.Layer):
         strategy: "packed" (gather the real tokens, unmasked RNNs),
             "masked" (masked RNNs, as `keras.layers.Bidirectional`), or
             "auto" (default): "packed" under PyTorch, "masked" under JAX
-            and TensorFlow, whichever is faster there. The weights and
-            outputs are the same either way, so a model saved under one
-            backend runs the best way under another.
+            and TensorFlow, whichever is faster there. Inside a
+            `torch.onnx` export the masked RNNs run whatever the strategy
+            (the packing's stable sort has no ONNX conversion). The
+            weights and outputs are the same either way, so a model saved
+            under one backend runs the best way under another.
 
     Call arguments:
         inputs: float `(batch, seq, features)`.
@@ -143,6 +147,10 @@ class PackedBidirectional(keras.layers.Layer):
         return self._merge(forward * keep, backward * keep)
 
     def _packs(self):
+        if exporting_onnx():
+            # The packing's argsort is a stable sort, which torch.onnx
+            # cannot convert; the masked RNNs give the same outputs.
+            return False
         if self.strategy == "auto":
             # Only PyTorch runs masked RNN steps one by one in Python; JAX
             # and TensorFlow compile them, and there the gathers cost more

@@ -217,14 +217,18 @@ class SoftAttentionLSTM(keras.layers.Layer):
         # Python loop under PyTorch) runs one compiled step per word; the
         # words' part of the gates is one product for all steps.
         word_gates = call_sublayer(self, self.word_gates, inputs)
-        steps = (
-            ops.transpose(word_gates, (1, 0, 2)),
-            ops.transpose(ops.cast(mask, "bool"), (1, 0)),
+        # One tensor to scan over: each step's gates and, last, its mask
+        # (1 or 0). Keras' TensorFlow scan cannot trace two sequences of
+        # unknown length (a SavedModel or ONNX export of `call`).
+        real = ops.cast(ops.cast(mask, "bool"), word_gates.dtype)
+        steps = ops.transpose(
+            ops.concatenate([word_gates, real[..., None]], axis=-1),
+            (1, 0, 2),
         )
 
         def step(carry, x):
-            words, real = x
-            keep = real[:, None]
+            words = x[:, :-1]
+            keep = x[:, -1:] > 0
             state = list(carry[:2])
             _, z, alpha, new_state = self._step(words, state, annotations, keys)
             h, c = (ops.where(keep, n, s) for n, s in zip(new_state, state))
