@@ -132,7 +132,7 @@ def remove_temporaries(directory):
 
     >>> import os, tempfile
     >>> folder = tempfile.mkdtemp()
-    >>> _ = open(os.path.join(folder, ".tmp-k1ll3d.tmp.keras"), "w")
+    >>> open(os.path.join(folder, ".tmp-k1ll3d.tmp.keras"), "w").close()
     >>> remove_temporaries(folder)
     ['.tmp-k1ll3d.tmp.keras']
     >>> os.listdir(folder)
