@@ -528,7 +528,10 @@ def run(args):
         f"steps={steps_done} train_time={seconds:.0f}s "
         f"params={parameters} -> {model_path}"
     )
-    finish_run(args.output_dir)  # everything written: the backup can go
+    if len(history["loss"]) >= epochs:
+        # Everything written: the backup can go. A run that --max-minutes
+        # stopped keeps it, so the same command continues.
+        finish_run(args.output_dir)
     return metrics
 
 
