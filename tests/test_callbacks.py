@@ -3,9 +3,12 @@ StopAfterMinutes stops when the next epoch would overrun the budget,
 counting only the epochs a resumed run trains; Throughput times the
 training steps of each epoch, not the warm-up steps or validation."""
 
+import functools
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 
 import keras
 import numpy as np
@@ -299,6 +302,16 @@ def _fit_backed_up(backup, epochs, **options):
     return weights, len(history.history.get("loss", []))
 
 
+@functools.cache
+def _uninterrupted(epochs):
+    """The weights of `_fit_backed_up` run through `epochs` in one go."""
+    folder = tempfile.mkdtemp()
+    try:
+        return _fit_backed_up(os.path.join(folder, "backup"), epochs)[0]
+    finally:
+        shutil.rmtree(folder)
+
+
 def _assert_same(weights, expected):
     for mine, theirs in zip(weights, expected, strict=True):
         np.testing.assert_allclose(mine, theirs, rtol=1e-6, atol=1e-7)
@@ -382,7 +395,7 @@ def _metadata_cut(backup):
 )
 def test_a_damaged_backup_falls_back_to_the_previous_one(tmp_path, damage):
     backup = tmp_path / "backup"
-    expected, _ = _fit_backed_up(tmp_path / "whole", 4)
+    expected = _uninterrupted(4)
     _fit_backed_up(backup, 2)  # backups of epochs 2 (latest) and 1 (previous)
     damage(backup)
     with pytest.warns(UserWarning) as record:
@@ -397,7 +410,7 @@ def test_a_damaged_backup_falls_back_to_the_previous_one(tmp_path, damage):
 
 def test_with_no_whole_backup_training_starts_over(tmp_path):
     backup = tmp_path / "backup"
-    expected, _ = _fit_backed_up(tmp_path / "whole", 2)
+    expected = _uninterrupted(2)
     _fit_backed_up(backup, 2)
     for name in ("latest.weights.h5", "latest.weights.h5.bkp"):
         (backup / name).write_bytes(b"")
@@ -412,7 +425,7 @@ def test_with_no_whole_backup_training_starts_over(tmp_path):
 
 def test_a_backup_written_by_keras_callback_resumes(tmp_path):
     backup = tmp_path / "backup"
-    expected, _ = _fit_backed_up(tmp_path / "whole", 3)
+    expected = _uninterrupted(3)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.set_weights([np.full((2, 1), 0.5, "float32"), np.zeros(1, "float32")])
     model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
