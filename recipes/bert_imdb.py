@@ -13,7 +13,8 @@ and accuracy. Reviews are cut into pieces of about `--sequence-length`
 tokens, tokenised once, and masked anew each epoch from (seed, epoch, batch),
 so an interrupted run continues exactly where its last checkpoint was:
 `--resume` (checkpoints in `<output-dir>/backup` after every epoch of
-`--steps-per-epoch` batches; Ctrl-C keeps the last one).
+`--steps-per-epoch` batches, written atomically; Ctrl-C or a kill keeps the
+last one, which stays until the run's files are written).
 
 `finetune` trains a `BertClassifier` on the pretrained backbone for each
 `--folds` fold (validation holds out whole movies, as
@@ -51,6 +52,7 @@ from zoo.callbacks import (
     ReproducibleEpochs,
     StopAfterMinutes,
     Throughput,
+    finish_run,
     read_history,
 )
 from zoo.cli import (
@@ -93,6 +95,7 @@ from zoo.saving import (
     ModelFileError,
     atomic_path,
     load_model,
+    remove_temporaries,
     save_model_atomic,
     write_json_atomic,
 )
@@ -422,6 +425,7 @@ def pretrain(args):
     keras.utils.set_random_seed(args.seed)
     strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
+    remove_temporaries(args.output_dir)  # what a killed save left
     backup = os.path.join(args.output_dir, "backup")
     if os.path.isdir(backup) and not args.resume:
         raise SystemExit(
@@ -540,8 +544,10 @@ def pretrain(args):
         ReproducibleEpochs(args.seed, [batches]),
         # Every finished epoch's figures, kept across interruptions.
         keras.callbacks.CSVLogger(history_path, append=args.resume),
-        # Kept when --max-minutes stops the run, so --resume continues.
-        BackupUntilDone(backup, double_checkpoint=True),
+        # Kept when --max-minutes stops the run or it is killed, even after
+        # training: --resume continues; removed once the run's files are
+        # written.
+        BackupUntilDone(backup),
         stopper,
     ]
     start = time.perf_counter()
@@ -640,6 +646,7 @@ def pretrain(args):
         f"{accuracy:.4f} loss {loss:.4f} (held-out reviews) "
         f"train_time={seconds:.0f}s params={mlm.count_params()} -> {path}"
     )
+    finish_run(args.output_dir)  # everything written: the backup can go
     return metrics
 
 
@@ -875,6 +882,8 @@ def finetune(args):
     strategy = setup_accelerators(args, args.finetune_batch_size)
     folder = os.path.join(args.output_dir, "folds")
     os.makedirs(folder, exist_ok=True)
+    for path in (args.output_dir, folder):
+        remove_temporaries(path)  # what a killed save left
     settings = fold_settings(args)
     results, first = [], None
     for fold in args.folds:

@@ -46,8 +46,10 @@ raw images under any backend:
     captioner.generate(uint8_images, sampler="beam", num_beams=3)
     captioner.attention_maps(uint8_images[:1])              # words and alpha_t
 
-An interrupted run continues from its last finished epoch with `--resume`
-(the same command with the flag); `--max-minutes` stops it in time.
+An interrupted run, even a killed one, continues from its last finished
+epoch with `--resume` (the same command with the flag); `--max-minutes`
+stops it in time. The backup in `<output-dir>/backup` stays until the
+run's files are written.
 """
 
 import argparse
@@ -66,6 +68,7 @@ from zoo.callbacks import (
     ReproducibleEpochs,
     StopAfterMinutes,
     Throughput,
+    finish_run,
     read_history,
 )
 from zoo.cli import (
@@ -107,6 +110,7 @@ from zoo.saving import (
     ModelFileError,
     atomic_path,
     load_model,
+    remove_temporaries,
     save_model_atomic,
     write_json_atomic,
 )
@@ -638,6 +642,7 @@ def run(args):
     keras.utils.set_random_seed(args.seed)
     strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
+    remove_temporaries(args.output_dir)  # what a killed save left
     backup = check_resume(args)
     data = load_data(args)
     train_images, train_captions = data["train"]
@@ -708,8 +713,10 @@ def run(args):
         *([keep] if args.keep_best else []),
         ReproducibleEpochs(args.seed, [pairs]),
         keras.callbacks.CSVLogger(history_path, append=args.resume),
-        # Kept when --max-minutes stops the run, so --resume continues.
-        BackupUntilDone(backup, double_checkpoint=True),
+        # Kept when --max-minutes stops the run or it is killed, even after
+        # training: --resume continues; removed once the run's files are
+        # written.
+        BackupUntilDone(backup),
         stopper,
     ]
     start = time.perf_counter()
@@ -823,6 +830,7 @@ def run(args):
         f"{args.beam}) distinct {best['distinct_captions']}{extra} "
         f"train_time={seconds:.0f}s params={parameters} -> {model_path}"
     )
+    finish_run(args.output_dir)  # everything written: the backup can go
     return metrics
 
 

@@ -18,8 +18,9 @@ tokenizer). Sizes and schedules come from the presets in
 flags override them. Writes `metrics.json`, `loss_curve.png`, samples and
 `gpt_<preset>.keras` to `--output-dir`; `--ship` also writes
 `saved_models/gpt_shakespeare.keras`, which generates from strings after
-`import zoo`. Run the same command again to resume an interrupted run from
-its last finished epoch (exactly with `--pipeline ids`). The shipped model:
+`import zoo`. Run the same command again to resume an interrupted (even a
+killed) run from its last finished epoch (exactly with `--pipeline ids`);
+its backup stays until the run's files are written. The shipped model:
 
     gpt = keras.saving.load_model("saved_models/gpt_shakespeare.keras")
     gpt.generate(["ROMEO:"], max_length=1000, sampler="top_k", seed=1)
@@ -40,6 +41,7 @@ from zoo.callbacks import (
     ReproducibleEpochs,
     StopAfterMinutes,
     Throughput,
+    finish_run,
     resume_callbacks,
     resumed_history,
 )
@@ -79,6 +81,7 @@ from zoo.models.gpt import (
 from zoo.saving import (
     ModelFileError,
     load_model,
+    remove_temporaries,
     save_model_atomic,
     write_json_atomic,
 )
@@ -393,6 +396,7 @@ def run(args):
     keras.utils.set_random_seed(args.seed)
     strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
+    remove_temporaries(args.output_dir)  # what a killed save left
     text = load_corpus(args)
     train_text, val_text = split_text(text, 0.9)
     tokenizer = train_tokenizer(train_text, args.tokenizer, args.vocab_size)
@@ -419,10 +423,11 @@ def run(args):
         unit="tokens",
         flops_per_item=gpt.backbone.flops_per_token(),
     )
-    # An interrupted run resumes from its last finished epoch (weights,
-    # optimizer, schedule step; the backup goes once training ends), its
-    # curves kept across the interruption. With --pipeline ids it continues
-    # exactly: windows and dropout follow (seed, epoch).
+    # An interrupted run, even a killed one, resumes from its last finished
+    # epoch (weights, optimizer, schedule step; the backup stays until the
+    # run's files are written), its curves kept across the interruption.
+    # With --pipeline ids it continues exactly: windows and dropout follow
+    # (seed, epoch).
     # The best epoch's weights (nanoGPT keeps its best checkpoint: the model
     # overfits the small corpus), on disk before each epoch's backup.
     keep = KeepBest(args.output_dir)
@@ -523,6 +528,10 @@ def run(args):
         f"steps={steps_done} train_time={seconds:.0f}s "
         f"params={parameters} -> {model_path}"
     )
+    if len(history["loss"]) >= epochs:
+        # Everything written: the backup can go. A run that --max-minutes
+        # stopped keeps it, so the same command continues.
+        finish_run(args.output_dir)
     return metrics
 
 

@@ -64,6 +64,7 @@ from zoo.models import (
 )
 from zoo.models.text_classifier import PRESETS
 from zoo.saving import (
+    remove_temporaries,
     save_model_atomic,
     write_json_atomic,
 )
@@ -584,6 +585,7 @@ def run(args):
     keras.utils.set_random_seed(args.seed)
     strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
+    remove_temporaries(args.output_dir)  # what a killed save left
     splits = load_splits(args)
     train_texts, _ = splits["train"]
     holdout = getattr(splits, "validation_holdout", None)

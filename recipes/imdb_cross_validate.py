@@ -31,7 +31,7 @@ from zoo.cli import (
     HelpFormatter,
     at_least,
 )
-from zoo.saving import write_json_atomic
+from zoo.saving import remove_temporaries, write_json_atomic
 
 # The recipe beside this one: a package import when this module is
 # `recipes.imdb_cross_validate` (`python -m`, the tests), else a top-level
@@ -170,6 +170,7 @@ def format_table(results, folds):
 def main(argv=None):
     args = parse_args(argv)
     os.makedirs(args.output_dir, exist_ok=True)
+    remove_temporaries(args.output_dir)  # what a killed save left
     runs = {}
     for model in args.models:
         runs[model] = []

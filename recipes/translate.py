@@ -36,6 +36,7 @@ import zoo  # noqa: F401  (first: a quiet framework start-up)
 from zoo import viz
 from zoo.callbacks import (
     Throughput,
+    finish_run,
     resume_callbacks,
     resumed_history,
 )
@@ -67,6 +68,7 @@ from zoo.models.seq2seq import (
 from zoo.saving import (
     ModelFileError,
     load_model,
+    remove_temporaries,
     save_model_atomic,
     write_json_atomic,
 )
@@ -382,6 +384,7 @@ def run(args):
     keras.utils.set_random_seed(args.seed)
     strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
+    remove_temporaries(args.output_dir)  # what a killed save left
     splits = load_pairs(args)
     train_de, train_en = splits["train"]
     print(
@@ -420,9 +423,9 @@ def run(args):
     # Batches come in length buckets: the speed counts sentence pairs.
     speed = Throughput(args.batch_size, unit="sentence_pairs")
     start = time.perf_counter()
-    # An interrupted run resumes from its last finished epoch (weights,
-    # optimizer, schedule step; its curves kept); the backup goes once
-    # training ends.
+    # An interrupted run, even a killed one, resumes from its last finished
+    # epoch (weights, optimizer, schedule step; its curves kept); the
+    # backup stays until the run's files are written.
     this_run = translator.fit(
         train,
         validation_data=validation,
@@ -433,9 +436,10 @@ def run(args):
     seconds = time.perf_counter() - start
     print(speed.describe())
     history, resumed_at_epoch = resumed_history(args.output_dir, this_run)
-    # The trained model first: the backup went when fit ended, and an
-    # interruption while translating for BLEU must not lose it. A fresh
-    # optimizer: Adam's moments are of no use to translate.
+    # The trained model first, before the long BLEU measurements (a rerun
+    # after an interruption here finds the backup, trains nothing and
+    # measures again). A fresh optimizer: Adam's moments are of no use to
+    # translate.
     with strategy.scope():
         translator.compile(
             optimizer="auto", label_smoothing=args.label_smoothing
@@ -529,6 +533,7 @@ def run(args):
         f"(lowercased {bleu_lower:.2f}, beam {args.beam}){test} "
         f"train_time={seconds:.0f}s params={parameters} -> {model_path}"
     )
+    finish_run(args.output_dir)  # everything written: the backup can go
     return metrics
 
 

@@ -38,6 +38,7 @@ import zoo  # noqa: F401  (first: a quiet framework start-up)
 from zoo import viz
 from zoo.callbacks import (
     Throughput,
+    finish_run,
     resume_callbacks,
     resumed_history,
 )
@@ -64,6 +65,7 @@ from zoo.models.vit import (
     ViTImageClassifier,
 )
 from zoo.saving import (
+    remove_temporaries,
     save_model_atomic,
     write_json_atomic,
 )
@@ -252,6 +254,7 @@ def run(args):
     keras.utils.set_random_seed(args.seed)
     strategy = setup_accelerators(args, args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
+    remove_temporaries(args.output_dir)  # what a killed save left
     splits = load_data(args)
     for name in list(splits):
         splits[name], dropped = trim_to_replicas(splits[name], strategy)
@@ -281,8 +284,9 @@ def run(args):
     )
     speed = Throughput(args.batch_size, unit="images")
     start = time.perf_counter()
-    # An interrupted run resumes from its last finished epoch when started
-    # again (weights, optimizer, schedule; its curves kept).
+    # An interrupted run, even a killed one, resumes from its last finished
+    # epoch when started again (weights, optimizer, schedule; its curves
+    # kept); the backup stays until the run's files are written.
     this_run = classifier.fit(
         train_dataset(x_train, y_train, args),
         validation_data=(x_val, y_val),
@@ -366,6 +370,7 @@ def run(args):
         f"{accuracy:.4f}{test} train_time={seconds:.0f}s "
         f"params={classifier.count_params()} -> {path}"
     )
+    finish_run(args.output_dir)  # everything written: the backup can go
     return metrics
 
 

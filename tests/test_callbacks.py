@@ -3,7 +3,12 @@ StopAfterMinutes stops when the next epoch would overrun the budget,
 counting only the epochs a resumed run trains; Throughput times the
 training steps of each epoch, not the warm-up steps or validation."""
 
+import functools
+import hashlib
+import json
 import os
+import shutil
+import tempfile
 
 import keras
 import numpy as np
@@ -257,7 +262,7 @@ def test_a_run_stopped_early_keeps_its_backup_and_continues(
                 verbose=0,
                 callbacks=[
                     Tick(clock),
-                    BackupUntilDone(backup),
+                    BackupUntilDone(backup, delete_checkpoint=True),
                     StopAfterMinutes(budget),
                 ],
             ).history["loss"]
@@ -269,6 +274,196 @@ def test_a_run_stopped_early_keeps_its_backup_and_continues(
         assert trained == 2
         assert fit(float("inf")) == 3
         assert not os.path.isdir(backup)  # all 5 epochs done: removed
+
+
+# ---- BackupUntilDone: atomic backups, damaged ones, kept until finished ----
+
+X = np.linspace(-1, 1, 16, dtype="float32").reshape(8, 2)
+Y = (X @ np.array([[1.5], [-2.0]], "float32")) + 0.5
+
+
+def _fit_backed_up(backup, epochs, **options):
+    """A fixed start (weights, Adam) and fixed batches: fits that resume
+    from a backup end as the uninterrupted one does. Returns `(final
+    weights, epochs this fit trained)`."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.set_weights([np.full((2, 1), 0.5, "float32"), np.zeros(1, "float32")])
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+    history = model.fit(
+        X,
+        Y,
+        epochs=epochs,
+        batch_size=4,
+        shuffle=False,
+        verbose=0,
+        callbacks=[callbacks.BackupUntilDone(str(backup), **options)],
+    )
+    weights = [keras.ops.convert_to_numpy(w) for w in model.weights]
+    return weights, len(history.history.get("loss", []))
+
+
+@functools.cache
+def _uninterrupted(epochs):
+    """The weights of `_fit_backed_up` run through `epochs` in one go."""
+    folder = tempfile.mkdtemp()
+    try:
+        return _fit_backed_up(os.path.join(folder, "backup"), epochs)[0]
+    finally:
+        shutil.rmtree(folder)
+
+
+def _assert_same(weights, expected):
+    for mine, theirs in zip(weights, expected, strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-6, atol=1e-7)
+
+
+def _one_line_warning(record, *names):
+    messages = [str(w.message) for w in record if w.category is UserWarning]
+    assert len(messages) == 1, messages
+    assert "\n" not in messages[0]
+    for name in names:
+        assert name in messages[0], messages[0]
+    return messages[0]
+
+
+def test_a_backup_is_written_aside_and_renamed_into_place(
+    tmp_path, monkeypatch
+):
+    backup = tmp_path / "backup"
+    latest = backup / "latest.weights.h5"
+    written = []
+    save_weights = keras.Model.save_weights
+
+    def watched(model, path, *args, **kwargs):
+        # While the new weights are written, the last backup is untouched.
+        written.append(
+            (os.path.basename(path), latest.read_bytes() if written else None)
+        )
+        save_weights(model, path, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "save_weights", watched)
+    _fit_backed_up(backup, 2)
+    assert [name.startswith(".tmp-") for name, _ in written] == [True, True]
+    # The second write did not touch the first epoch's file, which is now
+    # the previous backup; the metadata names each file's checksum.
+    assert (backup / "latest.weights.h5.bkp").read_bytes() == written[1][1]
+    latest_record = json.loads((backup / "training_metadata.json").read_text())
+    previous = json.loads((backup / "training_metadata.json.bkp").read_text())
+    assert (latest_record["epoch"], previous["epoch"]) == (2, 1)
+    assert (
+        latest_record["weights_sha256"]
+        == hashlib.sha256(latest.read_bytes()).hexdigest()
+    )
+    assert sorted(os.listdir(backup)) == [
+        "latest.weights.h5",
+        "latest.weights.h5.bkp",
+        "training_metadata.json",
+        "training_metadata.json.bkp",
+    ]
+
+
+def test_a_temporary_file_left_by_a_killed_backup_is_removed(tmp_path):
+    backup = tmp_path / "backup"
+    _fit_backed_up(backup, 1)
+    (backup / ".tmp-k1ll3d.weights.h5").write_bytes(b"\x89HDF")
+    _, trained = _fit_backed_up(backup, 2)
+    assert trained == 1
+    assert not any(name.startswith(".tmp-") for name in os.listdir(backup))
+
+
+def _zero_bytes(backup):
+    (backup / "latest.weights.h5").write_bytes(b"")
+
+
+def _truncated(backup):
+    path = backup / "latest.weights.h5"
+    path.write_bytes(path.read_bytes()[:1000])
+
+
+def _weights_of_another_save(backup):
+    # Killed between the two renames: new weights, the old metadata.
+    path = backup / "latest.weights.h5"
+    path.write_bytes((backup / "latest.weights.h5.bkp").read_bytes())
+
+
+def _metadata_cut(backup):
+    (backup / "training_metadata.json").write_text('{"epo')
+
+
+@pytest.mark.parametrize(
+    "damage", [_zero_bytes, _truncated, _weights_of_another_save, _metadata_cut]
+)
+def test_a_damaged_backup_falls_back_to_the_previous_one(tmp_path, damage):
+    backup = tmp_path / "backup"
+    expected = _uninterrupted(4)
+    _fit_backed_up(backup, 2)  # backups of epochs 2 (latest) and 1 (previous)
+    damage(backup)
+    with pytest.warns(UserWarning) as record:
+        weights, trained = _fit_backed_up(backup, 4)
+    message = _one_line_warning(
+        record, str(backup / "latest.weights.h5"), "previous", "epoch 1"
+    )
+    assert "damaged" in message
+    assert trained == 3  # epochs 2 to 4, from the first epoch's backup
+    _assert_same(weights, expected)
+
+
+def test_with_no_whole_backup_training_starts_over(tmp_path):
+    backup = tmp_path / "backup"
+    expected = _uninterrupted(2)
+    _fit_backed_up(backup, 2)
+    for name in ("latest.weights.h5", "latest.weights.h5.bkp"):
+        (backup / name).write_bytes(b"")
+    with pytest.warns(UserWarning) as record:
+        weights, trained = _fit_backed_up(backup, 2)
+    _one_line_warning(
+        record, str(backup / "latest.weights.h5"), "starts from the first"
+    )
+    assert trained == 2
+    _assert_same(weights, expected)
+
+
+def test_a_backup_written_by_keras_callback_resumes(tmp_path):
+    backup = tmp_path / "backup"
+    expected = _uninterrupted(3)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.set_weights([np.full((2, 1), 0.5, "float32"), np.zeros(1, "float32")])
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+    model.fit(
+        X,
+        Y,
+        epochs=1,
+        batch_size=4,
+        shuffle=False,
+        verbose=0,
+        callbacks=[
+            keras.callbacks.BackupAndRestore(
+                str(backup), delete_checkpoint=False
+            )
+        ],
+    )
+    weights, trained = _fit_backed_up(backup, 3)
+    assert trained == 2
+    _assert_same(weights, expected)
+
+
+def test_the_backup_stays_after_fit_until_the_run_is_finished(tmp_path):
+    from zoo.callbacks import finish_run
+
+    backup = tmp_path / "backup"
+    expected, _ = _fit_backed_up(backup, 2)
+    assert (backup / "latest.weights.h5").exists()
+    # Killed before the model file was written: the same fit again has no
+    # epoch left to train and ends with the trained weights.
+    weights, trained = _fit_backed_up(backup, 2)
+    assert trained == 0
+    _assert_same(weights, expected)
+    finish_run(str(tmp_path))
+    assert not backup.exists()
+    done = callbacks.BackupUntilDone(str(backup))
+    backup.mkdir()
+    done.finish()
+    assert not backup.exists()
 
 
 def test_resumed_history_gives_the_whole_curves_and_where_this_fit_began(

@@ -11,6 +11,7 @@ import pytest
 from zoo.saving import (
     ModelFileError,
     load_model,
+    remove_temporaries,
     save_model_atomic,
     save_weights_atomic,
     write_json_atomic,
@@ -79,6 +80,29 @@ def test_weights_are_written_through_a_temporary_file(tmp_path):
     for mine, original in zip(other.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(mine, original)
     assert os.listdir(tmp_path / "sub") == ["best.weights.h5"]
+
+
+def test_what_a_killed_write_left_is_removed_and_nothing_else(tmp_path):
+    (tmp_path / ".tmp-a1b2.tmp.keras").write_bytes(b"PK half a model")
+    (tmp_path / ".tmp-c3d4").mkdir()  # atomic_directory's, float16's
+    (tmp_path / ".tmp-c3d4" / "model.weights.h5").write_bytes(b"")
+    (tmp_path / ".old-e5f6").mkdir()
+    for name in ("model.keras", ".hidden", "tmp-notes.txt"):
+        (tmp_path / name).write_text("kept")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".tmp-x.json").write_text("{")  # not searched
+    assert remove_temporaries(tmp_path) == [
+        ".old-e5f6",
+        ".tmp-a1b2.tmp.keras",
+        ".tmp-c3d4",
+    ]
+    assert sorted(os.listdir(tmp_path)) == [
+        ".hidden",
+        "model.keras",
+        "sub",
+        "tmp-notes.txt",
+    ]
+    assert remove_temporaries(tmp_path / "missing") == []
 
 
 def test_json_is_written_whole(tmp_path):

@@ -1,17 +1,25 @@
 """Keras callbacks used by the recipes."""
 
 import csv
+import hashlib
 import importlib
 import json
 import os
 import random
+import shutil
 import time
+import warnings
 
 import keras
 import numpy as np
 
 from zoo.layers import attention_entropy
-from zoo.saving import save_weights_atomic, write_json_atomic
+from zoo.saving import (
+    atomic_path,
+    remove_temporaries,
+    save_weights_atomic,
+    write_json_atomic,
+)
 
 
 class AttentionEntropyHistory(keras.callbacks.Callback):
@@ -437,21 +445,185 @@ class KeepBest(keras.callbacks.Callback):
 
 
 class BackupUntilDone(keras.callbacks.BackupAndRestore):
-    """`keras.callbacks.BackupAndRestore` that removes its backup only once
-    `fit` has run all its epochs.
+    """`keras.callbacks.BackupAndRestore` that survives being killed at any
+    point, and keeps its backup until the run's result is saved.
 
-    Keras' callback also removes it when `fit` ends early on purpose
-    (`StopAfterMinutes`, or anything that sets `model.stop_training`), so
-    running the same `fit` again started over instead of continuing. This
-    one keeps the backup then, as after a crash, and the next `fit` resumes
-    from the last finished epoch. Arguments as Keras' (`delete_checkpoint`
-    applies to a finished run).
+    - Each backup is written whole or not at all: the weights go to a
+      temporary file in `backup_dir` that is renamed over
+      `latest.weights.h5`, then `training_metadata.json` (the epoch, and
+      the weights file's SHA-256) is written the same way. A kill mid-write
+      (SIGKILL, SIGTERM) leaves the last backup as it was, and a temporary
+      file that the next `fit` removes.
+    - With `double_checkpoint` (on by default here) the backup before the
+      latest is kept beside it (`*.bkp`, a hard link where the file
+      system has them, else a copy). When `fit` starts and the latest
+      backup is damaged (an empty or truncated file, as Keras' own
+      callback leaves when killed mid-write; metadata that is not whole;
+      weights that fail the checksum, as after a kill between the two
+      files), it warns in one line naming the file and resumes from the
+      previous one; with no whole backup left, it warns and training
+      starts from the first epoch. A damaged backup never stops a run.
+    - The backup stays when `fit` ends: a run killed after training, before
+      its model file is written, resumes with no epoch left to train and
+      writes it then. Call `finish()` (or `finish_run` for
+      `resume_callbacks`' folder) once the result is safely on disk. With
+      `delete_checkpoint=True`, `fit` removes it as Keras' callback does,
+      but only once it has run all its epochs: never when it stopped early
+      (`StopAfterMinutes`, anything that sets `model.stop_training`).
+
+    Args:
+        backup_dir: a local folder for this run's backup only.
+        save_freq: "epoch" or a number of batches, as Keras'.
+        double_checkpoint: keep the previous backup to fall back on.
+        delete_checkpoint: remove the backup when `fit` has run all its
+            epochs (default False: `finish()` does).
 
     Example:
 
-    >>> model.fit(data, epochs=20, callbacks=[
-    ...     BackupUntilDone("runs/x/backup"), StopAfterMinutes(30)])
+    >>> import os, tempfile
+    >>> run = tempfile.mkdtemp()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> backup = BackupUntilDone(os.path.join(run, "backup"))
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=[backup])
+    >>> sorted(os.listdir(backup.backup_dir))  # kept after fit
+    ['latest.weights.h5', 'latest.weights.h5.bkp',
+     'training_metadata.json', 'training_metadata.json.bkp']
+    >>> path = os.path.join(run, "model.keras")
+    >>> _ = zoo.saving.save_model_atomic(model, path)
+    >>> backup.finish()  # only now: the run's result is on disk
+    >>> os.listdir(run)
+    ['model.keras']
     """
+
+    def __init__(
+        self,
+        backup_dir,
+        save_freq="epoch",
+        double_checkpoint=True,
+        delete_checkpoint=False,
+    ):
+        super().__init__(
+            backup_dir,
+            save_freq=save_freq,
+            double_checkpoint=double_checkpoint,
+            delete_checkpoint=delete_checkpoint,
+        )
+
+    def _pairs(self):
+        """The latest backup and the one before, each `(weights, metadata)`."""
+        return [
+            (self._weights_path, self._training_metadata_path),
+            (self._prev_weights_path, self._prev_training_metadata_path),
+        ]
+
+    def on_train_begin(self, logs=None):
+        if not self.model.built:
+            raise ValueError(
+                f"BackupUntilDone needs a built model before fit(); "
+                f"{self.model.name} is not built (call it on a batch first)."
+            )
+        self._current_epoch = 0
+        if not os.path.isdir(self.backup_dir):
+            return
+        remove_temporaries(self.backup_dir)
+        latest, previous = self._pairs()
+        damaged = None
+        for pair in (latest, previous):
+            if not any(map(os.path.exists, pair)):
+                continue
+            problem = self._check(*pair)
+            if problem is None:
+                if pair is previous:  # made the latest again, then loaded
+                    for path, target in zip(previous, latest):
+                        _link_atomic(path, target)
+                problem = self._restore()
+            if problem is None:
+                if damaged is not None:
+                    warnings.warn(
+                        f"{damaged[0]}: damaged backup ({damaged[1]}); "
+                        f"resuming from the previous one, {pair[0]} "
+                        f"(epoch {self._current_epoch}).",
+                        stacklevel=2,
+                    )
+                return
+            damaged = damaged or (pair[0], problem)
+            for path in {*pair, *latest}:  # never kept as the previous one
+                if os.path.exists(path):
+                    os.remove(path)
+        if damaged is not None:
+            warnings.warn(
+                f"{damaged[0]}: damaged backup ({damaged[1]}) and no whole "
+                "earlier one; training starts from the first epoch.",
+                stacklevel=2,
+            )
+
+    @staticmethod
+    def _check(weights, metadata):
+        """What is wrong with one backup's files, or None."""
+        try:
+            with open(metadata) as f:
+                record = json.load(f)
+            int(record["epoch"])
+        except FileNotFoundError:
+            return f"{os.path.basename(metadata)} is missing"
+        except (ValueError, KeyError, TypeError):
+            return f"{os.path.basename(metadata)} is not whole"
+        if not os.path.exists(weights):
+            return "missing"
+        import h5py
+
+        if not h5py.is_hdf5(weights):
+            return (
+                f"{os.path.getsize(weights)} bytes, not an HDF5 file: "
+                "truncated or empty"
+            )
+        digest = record.get("weights_sha256")
+        if digest is not None and digest != _sha256(weights):
+            return (
+                f"not the checksum in {os.path.basename(metadata)}: "
+                "truncated, or written by a save that was interrupted"
+            )
+        return None
+
+    def _restore(self):
+        """Loads the latest backup into the model: None, or what is wrong
+        with it (the model's weights may then be partly overwritten)."""
+        with open(self._training_metadata_path) as f:
+            epoch = int(json.load(f)["epoch"])
+        optimizer = self.model.optimizer
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(self.model.trainable_variables)
+        try:
+            self.model.load_weights(self._weights_path)
+        except OSError as error:  # h5py: a damaged file
+            return str(error).splitlines()[0] if str(error) else "unreadable"
+        self.model._initial_epoch = epoch
+        self._current_epoch = epoch
+        return None
+
+    def _save_model(self):
+        """Writes the backup: weights, then metadata, each through a
+        temporary file renamed into place; the latest pair becomes the
+        previous one (`double_checkpoint`) just before the new weights are
+        renamed over it."""
+        os.makedirs(self.backup_dir, exist_ok=True)
+        with atomic_path(self._weights_path, suffix=".weights.h5") as tmp:
+            self.model.save_weights(tmp, overwrite=True)
+            digest = _sha256(tmp)
+            latest = self._pairs()[0]
+            if self.double_checkpoint and all(map(os.path.exists, latest)):
+                for path, previous in zip(latest, self._pairs()[1]):
+                    _link_atomic(path, previous)
+        write_json_atomic(
+            {
+                "epoch": self._current_epoch,
+                "batch": self._last_batch_seen,
+                "weights_sha256": digest,
+            },
+            self._training_metadata_path,
+        )
 
     def on_train_end(self, logs=None):
         epochs = (self.params or {}).get("epochs")
@@ -459,25 +631,75 @@ class BackupUntilDone(keras.callbacks.BackupAndRestore):
             return  # stopped early: the next fit continues from here
         super().on_train_end(logs)
 
+    def finish(self):
+        """Removes the backup: call it once the run's result (its `.keras`
+        file, its metrics) is safely written; until then a rerun resumes."""
+        shutil.rmtree(self.backup_dir, ignore_errors=True)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _link_atomic(source, target):
+    """Makes `target` the file `source` is, atomically: a hard link renamed
+    into place (a copy where the file system has no hard links)."""
+    with atomic_path(target) as tmp:
+        os.remove(tmp)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+
+
+def finish_run(directory):
+    """Removes the backup that `resume_callbacks(directory)` keeps
+    (`<directory>/backup`): call it last, once the run's model file and
+    metrics are written. Until then, running the same command again
+    resumes (after training has ended: with no epoch left to train, it
+    only writes the files again).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> run = tempfile.mkdtemp()
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> _ = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, verbose=0,
+    ...               callbacks=resume_callbacks(run))
+    >>> sorted(os.listdir(run))
+    ['backup', 'history.csv']
+    >>> finish_run(run)  # after writing the model file and metrics
+    >>> os.listdir(run)
+    ['history.csv']
+    """
+    shutil.rmtree(os.path.join(directory, BACKUP_FOLDER), ignore_errors=True)
+
 
 def resume_callbacks(directory):
     """Callbacks that let a recipe's `fit` resume where it was interrupted:
     `BackupUntilDone` in `<directory>/backup` (weights, optimizer,
-    schedule step and epoch after every epoch; removed once `fit` has run
-    all its epochs, kept when it stopped early) and a
-    `keras.callbacks.CSVLogger` of every epoch's
-    figures in `<directory>/history.csv`, appended to when a backup is
-    there, so `read_history` gives the whole run's curves.
+    schedule step and epoch after every epoch, written atomically, with
+    the previous epoch's to fall back on; kept when `fit` ends, until
+    `finish_run(directory)`) and a `keras.callbacks.CSVLogger` of every
+    epoch's figures in `<directory>/history.csv`, appended to when a backup
+    is there, so `read_history` gives the whole run's curves.
 
-    Run the same `fit` again after an interruption and it continues from
-    the last finished epoch. For the same batches and dropout as the
-    uninterrupted run, make them a function of the epoch
+    Run the same `fit` again after an interruption, even a kill, and it
+    continues from the last finished epoch. For the same batches and
+    dropout as the uninterrupted run, make them a function of the epoch
     (`ReproducibleEpochs`).
 
     Example:
 
     >>> model.fit(data, epochs=10, callbacks=resume_callbacks("runs/x"))
     >>> curves = read_history(os.path.join("runs/x", HISTORY_FILE))
+    >>> save_model_atomic(model, "runs/x/model.keras")
+    >>> finish_run("runs/x")   # the backup goes once the model is written
     """
     return [
         keras.callbacks.CSVLogger(

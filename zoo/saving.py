@@ -1,6 +1,7 @@
 """Atomic writes: a crash or Ctrl-C mid-save never leaves a half-written file
-where a good one was; and a checked `load_model` that says what is wrong
-with a missing, truncated or foreign model file."""
+where a good one was (a kill leaves at most a ".tmp-" file beside it, which
+`remove_temporaries` clears); and a checked `load_model` that says what is
+wrong with a missing, truncated or foreign model file."""
 
 import contextlib
 import json
@@ -39,6 +40,9 @@ def atomic_path(path, suffix=None):
     replaces `path` when the block ends without an error, and the temporary
     file is gone either way, so `path` is always the old file or the whole
     new one.
+
+    The temporary file is named ".tmp-<random><suffix>"; one that a killed
+    process left behind is removed by `remove_temporaries`.
 
     Args:
         path: the file to write.
@@ -104,6 +108,52 @@ def atomic_directory(path):
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+TEMPORARY_PREFIXES = (".tmp-", ".old-")
+
+
+def remove_temporaries(directory):
+    """Removes what a killed atomic write left in `directory`: the files and
+    folders of `atomic_path`, `atomic_directory` and the savers built on
+    them, whose names start with ".tmp-" or ".old-". A write that
+    finishes, or fails with a Python exception, removes its own; a process
+    killed mid-write (SIGKILL, or SIGTERM without a handler) cannot. Only
+    `directory` itself is searched, not its subfolders. Call it as a run
+    starts, not beside another process writing to the same folder.
+
+    Args:
+        directory: a folder; a missing one is nothing to clean.
+
+    Returns:
+        The removed names, sorted.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> open(os.path.join(folder, ".tmp-k1ll3d.tmp.keras"), "w").close()
+    >>> remove_temporaries(folder)
+    ['.tmp-k1ll3d.tmp.keras']
+    >>> os.listdir(folder)
+    []
+    """
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    removed = []
+    for name in names:
+        if not name.startswith(TEMPORARY_PREFIXES):
+            continue
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        removed.append(name)
+    return removed
 
 
 def _publish(tmp, path):

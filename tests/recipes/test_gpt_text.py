@@ -229,6 +229,18 @@ def test_an_interrupted_run_on_token_windows_resumes_exactly(
 
 
 @pytest.mark.one_backend
+def test_a_run_stopped_by_its_budget_keeps_its_backup_to_continue(tmp_path):
+    argv = ["--steps", "10", "--eval-interval", "5"]  # two epochs
+    stopped, out = smoke(tmp_path, *argv, "--max-minutes", "0.0001")
+    assert len(stopped["history"]["loss"]) == 1
+    assert (out / "gpt_smoke.keras").exists()  # what it trained, saved
+    assert (out / "backup").is_dir()  # kept: the same command continues
+    resumed, _ = smoke(tmp_path, *argv)
+    assert resumed["resumed_at_epoch"] == 1 and resumed["steps"] == 10
+    assert not (out / "backup").exists()
+
+
+@pytest.mark.one_backend
 def test_token_windows_train_without_tensorflow(tmp_path):
     """The accelerator path: a machine with JAX or PyTorch and no
     TensorFlow trains, samples and saves from the character ids."""

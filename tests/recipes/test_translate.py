@@ -203,7 +203,7 @@ def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path, monkeypatch):
     # The curves cover the whole run, the first epoch from the log the
     # interrupted run left.
     assert len(metrics["history"]["loss"]) == 2
-    assert not (tmp_path / "backup").exists()  # removed once training ends
+    assert not (tmp_path / "backup").exists()  # removed once all is written
 
 
 @pytest.mark.one_backend
