@@ -34,6 +34,7 @@ from zoo.models.arguments import (
 )
 from zoo.models.generation import (
     GenerationMixin,
+    check_max_length,
     finish_rows,
     pad_rows,
     resolve_sampler,
@@ -301,8 +302,10 @@ class GPTCausalLM(
             inputs: a string or a list of strings; or, ids in and ids out,
                 `{"token_ids": (batch, n), "padding_mask": (batch, n)}` with
                 each prompt left-aligned where the mask is True.
-            max_length: total length, prompt included; default: the context
-                length (for id inputs, their width `n`).
+            max_length: total length, prompt included: an integer from 2
+                to `zoo.models.generation.MAX_GENERATION_LENGTH`
+                (1,000,000); default: the context length (for id inputs,
+                their width `n`).
             sampler: "greedy", "top_k", "top_p", "beam" or "random" (see
                 `zoo.models.generation.get_sampler`; options such as `k=`,
                 `p=`, `num_beams=` go in `sampler_options`); default: the one
@@ -325,17 +328,20 @@ class GPTCausalLM(
 
         Raises:
             ValueError: no prompt, an empty prompt, a prompt with no room
-                left below `max_length`, or an id outside the vocabulary.
+                left below `max_length`, an id outside the vocabulary, or
+                `max_length` or a sampler argument out of range (`k` < 1,
+                `p` outside (0, 1], `temperature` <= 0, `num_beams` < 1,
+                NaN or a fraction where an integer belongs: see
+                `zoo.models.generation.get_sampler`), before any work.
         """
-        prompts, scalar, as_ids, width = self._prompt_ids(inputs)
         context = self.backbone.sequence_length
+        if max_length is not None:  # before reading the prompts
+            max_length = check_max_length(max_length)
+        # The sampler's arguments too, before any work.
+        self.select_sampler(sampler, temperature, seed, **sampler_options)
+        prompts, scalar, as_ids, width = self._prompt_ids(inputs)
         if max_length is None:
-            max_length = width or context
-        max_length = int(max_length)
-        if max_length < 2:
-            raise ValueError(
-                f"max_length must be at least 2; got {max_length}."
-            )
+            max_length = check_max_length(width or context)
         lengths = [len(p) for p in prompts]
         for length in lengths:
             if length == 0:
@@ -349,7 +355,6 @@ class GPTCausalLM(
                     "raise max_length."
                 )
         stops = self.resolve_stop_token_ids(stop_token_ids)
-        self.select_sampler(sampler, temperature, seed, **sampler_options)
 
         rows, done, filled = prompts, [False] * len(prompts), 0
         unfinished = rows

@@ -22,7 +22,12 @@ from zoo.data.text import fit_dataset, texts_of
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.decoding import EncoderDecoderGeneration
-from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
+from zoo.models.generation import (
+    GenerationMixin,
+    check_max_length,
+    finish_rows,
+    resolve_sampler,
+)
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
@@ -280,23 +285,25 @@ class Translator(
             A string, or a list of strings: detokenised, cased as trained.
 
         Raises:
-            ValueError: no sentence, an empty sentence, or `max_length` out
-                of range. A sentence longer than the encoder's sequence
-                length is truncated, with a warning.
+            ValueError: no sentence, an empty sentence, or `max_length` or
+                a sampler argument out of range (see
+                `zoo.models.generation.get_sampler`), before any work. A
+                sentence longer than the encoder's sequence length is
+                truncated, with a warning.
         """
         if self.preprocessor is None:
             raise ValueError(
                 "This Translator has no preprocessor, so it "
                 "cannot read strings."
             )
-        texts, scalar = texts_of(inputs, "generate", "sentence")
         limit = self.preprocessor.decoder_sequence_length
-        max_length = limit if max_length is None else int(max_length)
-        if not 2 <= max_length <= limit:
-            raise ValueError(
-                f"max_length={max_length} must be in [2, {limit}]"
-                ": the decoder's sequence length."
-            )
+        max_length = check_max_length(
+            limit if max_length is None else max_length,
+            limit,
+            "the decoder's sequence length",
+        )
+        self.select_sampler(sampler, temperature, seed, **sampler_options)
+        texts, scalar = texts_of(inputs, "generate", "sentence")
         source = self._source_ids(texts)
         tokenizer = self.preprocessor.tokenizer
         target_ids = np.zeros((len(texts), max_length), "int32")
@@ -304,7 +311,6 @@ class Translator(
         target_mask = np.zeros_like(target_ids, dtype=bool)
         target_mask[:, 0] = True
         stops = (int(tokenizer.end_token_id),)
-        self.select_sampler(sampler, temperature, seed, **sampler_options)
         outputs = self.run_generate_step(
             {
                 **source,
