@@ -1,11 +1,13 @@
-"""zoo.models.generation under the current backend: every sampler
-argument refused the same way, in one line naming it, before anything
-runs. The tasks' use of these
+"""zoo.models.generation under the current backend: what the random
+samplers draw from a known distribution (the nucleus of top-p, the k
+likeliest of top-k), and every sampler argument refused the same way,
+in one line naming it, before anything runs. The tasks' use of these
 checks is tested with each task (tests/models/gpt, seq2seq, captioning)."""
 
 import keras_hub
 import numpy as np
 import pytest
+from keras import ops
 
 from zoo.models.generation import (
     MAX_GENERATION_LENGTH,
@@ -13,6 +15,51 @@ from zoo.models.generation import (
     check_sampler,
     get_sampler,
 )
+
+# Token 0 then 1 hold 90% of the mass: top-p with p=0.8 keeps exactly the
+# two of them (0.6 < 0.8 <= 0.9), p=0.5 token 0 alone, top-k with k=2 the
+# same two.
+PEAKED = np.log(np.array([0.6, 0.3, 0.05, 0.05], "float32"))
+
+
+def draws(sampler, rows=8, length=64):
+    """The tokens `sampler` draws after a one-token prompt, each step from
+    the distribution `PEAKED` whatever came before: `rows * (length - 1)`
+    draws."""
+
+    def next(prompt, cache, index):
+        logits = ops.broadcast_to(
+            ops.convert_to_tensor(PEAKED), (ops.shape(prompt)[0], 4)
+        )
+        return logits, None, cache
+
+    prompt = np.zeros((rows, length), "int32")
+    mask = np.zeros((rows, length), bool)
+    mask[:, 0] = True
+    out = sampler(
+        next, prompt, cache=np.zeros((rows, 1), "float32"), index=1, mask=mask
+    )
+    return ops.convert_to_numpy(out)[:, 1:]
+
+
+@pytest.mark.parametrize(
+    "name, options, drawn",
+    [
+        ("top_p", {"p": 0.8}, {0, 1}),
+        ("top_p", {"p": 0.5}, {0}),
+        ("top_p", {"p": 1.0}, {0, 1, 2, 3}),
+        ("top_k", {"k": 2}, {0, 1}),
+    ],
+)
+def test_random_samplers_draw_from_their_nucleus_only(name, options, drawn):
+    """Each token of the nucleus occurs (504 draws: the chance that token 1,
+    at 1/3 of the kept mass, never does is below 1e-88) and nothing else
+    does. A top-p that ignored `p` would draw all four tokens at p=0.5."""
+    tokens = draws(get_sampler(name, seed=3, **options))
+    assert set(np.unique(tokens).tolist()) == drawn
+    if drawn == {0, 1}:  # in about their 2:1 proportion
+        assert 0.5 < np.mean(tokens == 0) < 0.8
+
 
 BAD_OPTIONS = [
     # (sampler, options, what the message names)
