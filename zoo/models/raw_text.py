@@ -11,9 +11,12 @@ class RawTextMixin:
     Put it first: `class TextClassifier(RawTextMixin, PortableCompileConfig,
     keras_hub.models.Task)`. A lone string is a batch of one and an empty
     batch is an error naming the call, before keras-hub's pipeline sees
-    either; `fit` reshuffles arrays every epoch, as `keras.Model.fit` does
-    (keras-hub's tasks turn them into a dataset in order). Datasets pass
-    through unchanged.
+    either; so is None, a number, a nested list or a list holding
+    something other than strings (`zoo.data.text.text_batch`); `fit`
+    reshuffles arrays every epoch, as `keras.Model.fit` does (keras-hub's
+    tasks turn them into a dataset in order). Datasets pass through
+    unchanged. `text_segments` (a class attribute): whether a tuple is
+    segments of a pair (BERT's tasks), not a batch.
 
     A `keras.utils.PyDataset` is taken as model input already preprocessed
     (e.g. `zoo.data.masked_lm.MaskedLMBatches`, `zoo.data.corpus.
@@ -21,6 +24,8 @@ class RawTextMixin:
     own order, with no TensorFlow pipeline; `validation_data` must then be
     one too.
     """
+
+    text_segments = False
 
     def fit(
         self,
@@ -46,7 +51,7 @@ class RawTextMixin:
                 validation_data=validation_data,
                 **kwargs,
             )
-        x = text_batch(x, "fit")
+        x = text_batch(x, "fit", self.text_segments)
         if validation_data is None:  # held out before x becomes a dataset
             (x, y, sample_weight), validation_data = split_validation_arrays(
                 x, y, sample_weight, validation_split
@@ -67,7 +72,11 @@ class RawTextMixin:
     def evaluate(self, x=None, y=None, *args, **kwargs):
         if isinstance(x, keras.utils.PyDataset):
             return keras.Model.evaluate(self, x, *args, **kwargs)
-        return super().evaluate(text_batch(x, "evaluate"), y, *args, **kwargs)
+        return super().evaluate(
+            text_batch(x, "evaluate", self.text_segments), y, *args, **kwargs
+        )
 
     def predict(self, x, *args, **kwargs):
-        return super().predict(text_batch(x, "predict"), *args, **kwargs)
+        return super().predict(
+            text_batch(x, "predict", self.text_segments), *args, **kwargs
+        )

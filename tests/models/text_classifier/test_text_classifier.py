@@ -338,11 +338,25 @@ def test_errors_name_the_problem():
             classifier.predict(bad)
     with pytest.raises(TypeError, match="fit\\(\\) reads text"):
         classifier.fit([1, 2], np.array([0, 1]))
-    # A lone string is a batch of one.
-    assert np.asarray(classifier.predict("a dull film", verbose=0)).shape == (
-        1,
-        1,
-    )
+    # None, a nested list, a 2-D array: one line naming what is expected.
+    for call in (classifier.predict, classifier.attention_weights):
+        name = call.__name__
+        with pytest.raises(
+            TypeError, match=f"{name}\\(\\) reads text, but got None: pass"
+        ) as error:
+            call(None)
+        assert "\n" not in str(error.value)
+        for nested in ([["a dull film", "dull"]], np.array([["a", "b"]])):
+            with pytest.raises(
+                ValueError,
+                match=f"{name}\\(\\) reads a string or a list \\(or 1-D "
+                "array\\) of strings, but got a (nested list|2-D array)",
+            ) as error:
+                call(nested)
+            assert "\n" not in str(error.value)
+    # A lone string, or a 0-d array holding one, is a batch of one.
+    for lone in ("a dull film", np.array("a dull film")):
+        assert np.asarray(classifier.predict(lone, verbose=0)).shape == (1, 1)
 
 
 def test_presets_build_their_backbones_for_the_preprocessor():

@@ -71,6 +71,7 @@ class BertTextClassifier(
     array([[0.98], [0.02]], dtype=float32)
     """
 
+    text_segments = True  # a tuple of batches is a pair (RawTextMixin)
     backbone_cls = BertBackbone
     preprocessor_cls = BertClassifierPreprocessor
     # `from_preset(preset, preprocessor=..., **overrides)`: fresh weights
