@@ -4,6 +4,8 @@ padding never changing a prediction, the attention weights, the backbones'
 features, presets, raw strings through a `.keras` round trip, training on
 raw strings, mixed precision and the errors."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -357,6 +359,42 @@ def test_errors_name_the_problem():
     # A lone string, or a 0-d array holding one, is a batch of one.
     for lone in ("a dull film", np.array("a dull film")):
         assert np.asarray(classifier.predict(lone, verbose=0)).shape == (1, 1)
+
+
+def test_texts_with_no_known_word_are_a_warning_and_a_share():
+    """ "zzzz qqqq" got a confident probability without a word; now each
+    predict call warns once (whatever the batches), naming how many texts
+    have no known word, and unknown_token_share gives each text's share."""
+    classifier = _classifier("mean")
+    texts = [
+        "zzzz qqqq",
+        "a dull film",
+        "schrecklich",
+        "\U0001f600",
+        "film zzzz",
+    ]
+    np.testing.assert_allclose(
+        classifier.unknown_token_share(texts), [1, 0, 1, 1, 0.5]
+    )
+    np.testing.assert_allclose(
+        classifier.preprocessor.unknown_token_share("dull"), [0.0]
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        classifier.predict(texts, batch_size=1, verbose=0)
+        classifier.attention_weights(texts[:2])
+        classifier.predict(TEXTS, verbose=0)  # every word known: silent
+    messages = [str(w.message) for w in caught]
+    assert messages == [
+        "predict(): 3 of 5 texts have no token in the model's vocabulary "
+        "(the first at index 0: 'zzzz qqqq'); what the model gives for them "
+        "reflects none of their words.",
+        "attention_weights(): 1 of 2 texts have no token in the model's "
+        "vocabulary (the first at index 0: 'zzzz qqqq'); what the model "
+        "gives for them reflects none of their words.",
+    ]
+    assert all(w.category is UserWarning for w in caught)
+    assert all(w.filename == __file__ for w in caught)  # the caller's line
 
 
 def test_presets_build_their_backbones_for_the_preprocessor():

@@ -173,6 +173,10 @@ class BertMaskedLM(
                 characters), or `top_k` out of range.
             TypeError: None, a number, or a list holding something other
                 than strings.
+
+        Warns:
+            UserWarning: texts with no token in the vocabulary besides
+                their masks (only emoji, say), once per call.
         """
         if self.preprocessor is None:
             raise ValueError(
@@ -210,6 +214,7 @@ class BertMaskedLM(
                 row + [int(tokenizer.pad_token_id)] * (length - len(row))
             )
             positions.append(where)
+        self._warn_unknown_texts(texts, "fill_mask", stacklevel=3)
         most = max(len(p) for p in positions)
         token_ids = np.array(rows, "int32")
         mask_positions = np.array(
