@@ -347,6 +347,14 @@ def test_generation_errors_and_truncation_warning():
         model.alignments(GERMAN[:2])
     with pytest.raises(ValueError, match="one target sentence; got 2"):
         model.alignments(GERMAN[0], ENGLISH[:2])
+    # A character the tokenizer never saw (an emoji): the encoder reads
+    # <unk>, as the GPT's prompts do; a warning names it.
+    with pytest.warns(
+        UserWarning,
+        match=r"generate\(\): sentence 1 has 1 piece\(s\) outside the "
+        r"vocabulary \('\U0001f600'\); the model reads them as the unknown",
+    ):
+        model.generate([GERMAN[0], GERMAN[1] + " \U0001f600"], max_length=4)
     with pytest.warns(UserWarning, match="truncated"):
         model.generate(" ".join(GERMAN[:12]), max_length=8)
     with warnings.catch_warnings(record=True) as caught:

@@ -16,8 +16,6 @@ Generation (`zoo.models.generation`) starts from raw strings too:
   recomputed in full for each token (what rebuilding the cache costs).
 """
 
-import warnings
-
 import keras
 import keras_hub
 import numpy as np
@@ -45,7 +43,7 @@ from zoo.models.gpt.gpt_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
-from zoo.models.raw_text import RawTextMixin
+from zoo.models.raw_text import RawTextMixin, warn_unknown_pieces
 from zoo.saving import register_alias
 
 
@@ -433,7 +431,14 @@ class GPTCausalLM(
             ids = np.asarray(tokenizer.tokenize(text), "int32").reshape(-1)
             unknowns = 0 if unknown is None else int(np.sum(ids == unknown))
             if unknowns:
-                _warn_unknown(tokenizer, text, i, unknowns)
+                warn_unknown_pieces(
+                    tokenizer,
+                    text,
+                    f"generate(): prompt {i}",
+                    unknowns,
+                    after=", and the returned text leaves them out",
+                    stacklevel=4,
+                )
             if (
                 len(ids)
                 and self.preprocessor.add_start_token
@@ -459,26 +464,6 @@ class GPTCausalLM(
             for t in np.asarray(texts, dtype=object).reshape(-1)
         ]
         return texts[0] if scalar else texts
-
-
-def _warn_unknown(tokenizer, text, index, count):
-    """A warning for a prompt the tokenizer reads partly as its unknown
-    token: the model sees that token, and the returned text leaves it out
-    (it is a special token)."""
-    shown = ""
-    if hasattr(tokenizer, "token_to_id") and len(text) < 10_000:
-        unknown = tokenizer.unknown_token_id
-        chars = sorted(
-            {ch for ch in text if tokenizer.token_to_id(ch) == unknown}
-        )
-        if chars and len(chars) <= 10:
-            shown = " (" + ", ".join(repr(ch) for ch in chars) + ")"
-    warnings.warn(
-        f"generate(): prompt {index} has {count} token(s) outside the "
-        f"vocabulary{shown}; the model reads them as the unknown token, "
-        "and the returned text leaves them out.",
-        stacklevel=4,
-    )
 
 
 # The zoo's earlier name: code that imports it and files saved with it.

@@ -32,6 +32,7 @@ from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
+from zoo.models.raw_text import warn_unknown_pieces
 from zoo.models.seq2seq.seq2seq_backbones import Seq2SeqBackbone
 from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
@@ -287,9 +288,13 @@ class Translator(
         Raises:
             ValueError: no sentence, an empty sentence, or `max_length` or
                 a sampler argument out of range (see
-                `zoo.models.generation.get_sampler`), before any work. A
-                sentence longer than the encoder's sequence length is
-                truncated, with a warning.
+                `zoo.models.generation.get_sampler`), before any work.
+
+        Warns:
+            UserWarning: a sentence with pieces outside the vocabulary
+                (characters never seen in training, e.g. emoji; the
+                encoder reads the unknown piece), or longer than the
+                encoder's sequence length (truncated).
         """
         if self.preprocessor is None:
             raise ValueError(
@@ -339,13 +344,26 @@ class Translator(
         ]
         return translations[0] if scalar else translations
 
-    def _source_ids(self, texts):
+    def _source_ids(self, texts, method="generate"):
         """Encoder ids and mask of the sources, with the errors and the
-        truncation warning of `generate`."""
+        warnings of `generate`: pieces outside the vocabulary (characters
+        never seen in training: the encoder reads `<unk>`), truncation."""
         tokenizer = self.preprocessor.tokenizer
         length = self.preprocessor.encoder_sequence_length
+        unknown = getattr(tokenizer, "unknown_token_id", None)
         for i, text in enumerate(texts):
-            count = len(np.asarray(tokenizer.tokenize(text)).reshape(-1))
+            ids = np.asarray(tokenizer.tokenize(text)).reshape(-1)
+            count = len(ids)
+            unknowns = 0 if unknown is None else int(np.sum(ids == unknown))
+            if unknowns:
+                warn_unknown_pieces(
+                    tokenizer,
+                    text,
+                    f"{method}(): sentence {i}",
+                    unknowns,
+                    unit="piece",
+                    stacklevel=4,
+                )
             if count == 0:
                 raise ValueError(
                     f"Source sentence {i} is empty"
@@ -398,7 +416,7 @@ class Translator(
             else _one_sentence(target, "target")
         )
         tokenizer = self.preprocessor.tokenizer
-        source_ids = self._source_ids([source])
+        source_ids = self._source_ids([source], "alignments")
         real = int(source_ids["encoder_padding_mask"][0].sum())
         length = self.preprocessor.decoder_sequence_length
         pieces_of_target = [
