@@ -384,8 +384,8 @@ def test_texts_with_no_known_word_are_a_warning_and_a_share():
         classifier.predict(texts, batch_size=1, verbose=0)
         classifier.attention_weights(texts[:2])
         classifier.predict(TEXTS, verbose=0)  # every word known: silent
-    messages = [str(w.message) for w in caught]
-    assert messages == [
+    ours = [w for w in caught if "vocabulary" in str(w.message)]
+    assert [str(w.message) for w in ours] == [
         "predict(): 3 of 5 texts have no token in the model's vocabulary "
         "(the first at index 0: 'zzzz qqqq'); what the model gives for them "
         "reflects none of their words.",
@@ -393,8 +393,8 @@ def test_texts_with_no_known_word_are_a_warning_and_a_share():
         "vocabulary (the first at index 0: 'zzzz qqqq'); what the model "
         "gives for them reflects none of their words.",
     ]
-    assert all(w.category is UserWarning for w in caught)
-    assert all(w.filename == __file__ for w in caught)  # the caller's line
+    assert all(w.category is UserWarning for w in ours)
+    assert all(w.filename == __file__ for w in ours)  # the caller's line
 
 
 def test_presets_build_their_backbones_for_the_preprocessor():
