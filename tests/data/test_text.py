@@ -6,7 +6,14 @@ import warnings
 import numpy as np
 import pytest
 
-from zoo.data.text import fit_dataset, text_batch, text_dataset, texts_of
+from zoo.data.text import (
+    check_texts,
+    excerpt,
+    fit_dataset,
+    text_batch,
+    text_dataset,
+    texts_of,
+)
 
 
 def batches(dataset):
@@ -68,14 +75,17 @@ def test_text_batch_and_texts_of_take_strings_and_name_anything_else():
     assert text_batch("one", "predict") == ["one"]
     words = np.array(["a", "b"])
     assert text_batch(words, "predict") is words
-    assert text_batch((["a", "b"], ["c", "d"]), "fit") == (
+    assert text_batch((["a", "b"], ["c", "d"]), "fit", segments=True) == (
         ["a", "b"],
         ["c", "d"],
     )
     for bad, shown in (
         (["a", 1], "int 1"),
-        ([None], "NoneType None"),
-        (np.array([0.5]), "float64 np.float64\\(0.5\\)"),
+        ([None], "None"),
+        (None, "None"),
+        (3, "int 3"),
+        (np.array([0.5]), "float 0.5"),
+        (np.array([[1, 2]]), "int 1"),  # the type, whatever the shape
     ):
         with pytest.raises(
             TypeError,
@@ -88,11 +98,49 @@ def test_text_batch_and_texts_of_take_strings_and_name_anything_else():
     assert texts_of(np.array([["a"], ["b"]]), "generate") == (["a", "b"], False)
     with pytest.raises(
         TypeError,
-        match="got NoneType None: pass a string or a list of strings, or ids",
+        match="got None: pass a string or a list of strings, or ids",
     ):
         texts_of(None, "generate", hint=", or ids")
     with pytest.raises(ValueError, match="needs at least one prompt"):
         texts_of([], "generate", "prompt")
+
+
+def test_a_text_is_a_string_in_a_flat_batch_or_one_line_says_what_is_not():
+    # A 0-d array holds one text (as a lone string does); a column (n, 1),
+    # from a data frame say, is its n texts.
+    assert text_batch(np.array("one"), "predict") == ["one"]
+    assert texts_of(np.array("one"), "generate") == (["one"], True)
+    assert check_texts([["a"], ["b"]], "predict") == ["a", "b"]
+    assert list(check_texts(np.array([["a"], ["b"]]), "predict")) == ["a", "b"]
+    # Anything nested beyond a column names its shape, in one line.
+    for bad, shown in (
+        ([["a film", "dull"]], "a nested list \\(item 0 is a list of 2\\)"),
+        (["a", ["b", "c"]], "a nested list \\(item 1 is a list of 2\\)"),
+        ([["a"], ["b", "c"]], "a nested list \\(item 1 is a list of 2\\)"),
+        (np.array([["a", "b"]]), "a 2-D array of shape \\(1, 2\\)"),
+    ):
+        for check in (text_batch, texts_of):
+            with pytest.raises(
+                ValueError, match=f"reads a string .* got {shown}"
+            ) as e:
+                check(bad, "predict")
+            assert "\n" not in str(e.value)
+    # Without segments a tuple is a batch; with them, each is checked.
+    assert check_texts(("a", "b"), "predict") == ("a", "b")
+    with pytest.raises(ValueError, match="nested list"):
+        check_texts((["a"], ["b", "c"]), "predict")
+    with pytest.raises(TypeError, match="reads text, but got None"):
+        check_texts((["a"], None), "predict", segments=True)
+    # Datasets, tensors and dicts are the pipeline's to read.
+    feed = {"token_ids": np.zeros((1, 2))}
+    assert check_texts(feed, "predict") is feed
+
+
+def test_an_excerpt_quotes_the_start_of_a_long_text():
+    assert excerpt("short") == "'short'"
+    long = excerpt("x" * 100_000)
+    assert long == repr("x" * 60) + "..." and len(long) < 70
+    assert excerpt(b"caf\xc3\xa9") == "'café'"
 
 
 def test_empty_or_blank_texts_are_a_warning_naming_how_many():

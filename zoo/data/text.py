@@ -5,6 +5,7 @@ the datasets here hold raw strings: the tokenizer runs inside `tf.data`,
 on every backend, and the model file carries it.
 """
 
+import numbers
 import warnings
 
 import keras
@@ -187,41 +188,178 @@ def fit_dataset(x, y=None, sample_weight=None, batch_size=None, shuffle=True):
     return dataset, None, None, None
 
 
+_EXPECTED = "a string or a list (or 1-D array) of strings"
+
+
 def _not_text(items, method, hint=""):
     """A TypeError for the first item of `items` that is not a string, or
     None when they all are."""
     for item in items:
         if not isinstance(item, (str, bytes)):
-            shown = repr(item)
-            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            if item is None:
+                got = "None"
+            else:
+                shown = repr(item)
+                shown = shown if len(shown) <= 40 else shown[:37] + "..."
+                got = f"{type(item).__name__} {shown}"
             return TypeError(
-                f"{method}() reads text, but got {type(item).__name__} "
-                f"{shown}: pass a string or a list of strings{hint}."
+                f"{method}() reads text, but got {got}: pass a string or a "
+                f"list of strings{hint}."
             )
     return None
 
 
-def text_batch(x, method):
-    """What a task's `fit`, `evaluate` or `predict` (named `method`, for the
-    message) reads: a lone string becomes a batch of one; an empty batch is
-    an error naming the call, and so is a list or array holding something
-    other than strings (a number, None), before keras-hub's pipeline sees
-    either; empty or blank texts are a warning. Datasets and tensors pass
-    through unchanged."""
-    if isinstance(x, (str, bytes)):
-        x = [x]
-    if isinstance(x, (list, tuple, np.ndarray)):
-        if len(x) == 0:
-            raise ValueError(
-                f"{method}() got no texts: pass a list of strings, e.g. "
-                f'{method}(["an utterly wonderful film"]).'
-            )
-        items = list(_items(x))
-        error = _not_text(items, method)
-        if error:
+def _flat_texts(x, method, hint=""):
+    """`(items, flat)`: the items of a list, tuple or array `x`, one per
+    text, and `x` itself when it is already flat (else the flat list of
+    its items). A column, `(n, 1)` (an array, or a list of one-item
+    lists), counts as its `n` texts; any other nesting is one ValueError
+    naming its shape, and an item that is not a string one TypeError."""
+    if isinstance(x, np.ndarray):
+        items = x.reshape(-1).tolist()
+        error = _not_text(items, method, hint)
+        if error:  # numbers, say: the type first, whatever the shape
             raise error
-        _warn_if_empty(items, method)
+        if x.ndim == 1 or (x.ndim == 2 and x.shape[1] == 1):
+            return items, x if x.ndim == 1 else x.reshape(-1)
+        raise ValueError(
+            f"{method}() reads {_EXPECTED}{hint}, but got a {x.ndim}-D "
+            f"array of shape {x.shape}: pass one text per row."
+        )
+    items, flat = list(x), x
+    sizes = [_size(item) for item in items]
+    if any(size is not None for size in sizes):
+        if all(size == 1 for size in sizes):  # a column
+            items = flat = [_only(item) for item in items]
+        else:
+            first = next(
+                (i for i, size in enumerate(sizes) if size not in (None, 1)),
+                next(i for i, size in enumerate(sizes) if size is not None),
+            )
+            raise ValueError(
+                f"{method}() reads {_EXPECTED}{hint}, but got a nested "
+                f"list (item {first} is a {type(items[first]).__name__} of "
+                f"{sizes[first]}): pass one flat list of texts."
+            )
+    error = _not_text(items, method, hint)
+    if error:
+        raise error
+    return items, flat
+
+
+def _size(item):
+    """How many entries a list, tuple or array item holds; None for
+    anything else (a text)."""
+    if isinstance(item, np.ndarray):
+        return item.size
+    return len(item) if isinstance(item, (list, tuple)) else None
+
+
+def _only(item):
+    """The one entry of a one-entry list, tuple or array."""
+    return item.reshape(-1)[0] if isinstance(item, np.ndarray) else item[0]
+
+
+def _text_items(x, method, hint="", segments=False):
+    """`(texts, scalar, x)`: the texts of `x` (a flat list, to check), whether
+    `x` was a lone string, and `x` as a keras-hub pipeline should read it
+    (a lone string, or a 0-d array holding one, becomes a batch of one; a
+    column, a flat list). With `segments`, a tuple is a pair (or more) of
+    segments, each checked on its own.
+
+    Raises:
+        TypeError: `x` is None, a number, or holds something other than
+            strings.
+        ValueError: `x` is nested beyond a column.
+    """
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x.item()  # a 0-d array holds one text (or something else)
+    if isinstance(x, (str, bytes)):
+        return [x], True, [x]
+    if segments and isinstance(x, tuple):
+        texts, parts = [], []
+        for segment in x:
+            items, _, part = _text_items(segment, method, hint)
+            texts += items
+            parts.append(part)
+        return texts, False, tuple(parts)
+    if isinstance(x, (list, tuple, np.ndarray)):
+        items, flat = _flat_texts(x, method, hint)
+        return items, False, flat
+    if hasattr(x, "__array__") and not isinstance(x, numbers.Number):
+        return _text_items(np.asarray(x), method, hint, segments)
+    raise _not_text([x], method, hint) or TypeError(
+        f"{method}() reads {_EXPECTED}{hint}; got {type(x).__name__}."
+    )
+
+
+def check_texts(x, method, segments=False):
+    """`x` as a keras-hub pipeline should read it, checked as `text_batch`
+    checks it (no warning): a lone string, or a 0-d array holding one, is
+    a batch of one; a column `(n, 1)`, its `n` texts. Datasets, tensors
+    and dicts pass through unchanged.
+
+    Example:
+
+    >>> check_texts("a fine film", "predict")
+    ['a fine film']
+    >>> check_texts(None, "predict")
+    Traceback (most recent call last):
+      ...
+    TypeError: predict() reads text, but got None: pass a string ...
+    """
+    if _passes_through(x):
+        return x
+    return _text_items(x, method, segments=segments)[2]
+
+
+def excerpt(text, limit=60):
+    """`text` quoted for a message: its `repr`, cut to its first `limit`
+    characters and "..." when longer (a 100,000-character review must not
+    fill the screen).
+
+    Example:
+
+    >>> excerpt("a" * 100, 5)
+    "'aaaaa'..."
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = str(text)
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def text_batch(x, method, segments=False):
+    """What a task's `fit`, `evaluate` or `predict` (named `method`, for the
+    message) reads: a lone string (or a 0-d array holding one) becomes a
+    batch of one, and a column `(n, 1)` its `n` texts; an empty batch is
+    an error naming the call, and so is None, a number, a nested list or a
+    2-D array (beyond a column), or a list or array holding something
+    other than strings, each in one line, before keras-hub's pipeline sees
+    them; empty or blank texts are a warning. With `segments` (a pair
+    classifier), a tuple is segments, each checked alike. Datasets,
+    tensors and dicts pass through unchanged."""
+    if _passes_through(x):
+        return x
+    texts, _, x = _text_items(x, method, segments=segments)
+    if not texts:
+        raise ValueError(
+            f"{method}() got no texts: pass a list of strings, e.g. "
+            f'{method}(["an utterly wonderful film"]).'
+        )
+    _warn_if_empty(texts, method)
     return x
+
+
+def _passes_through(x):
+    """Inputs a keras-hub task reads itself: datasets, `PyDataset`s, dicts
+    of preprocessed inputs, tensors (anything with a shape but not a NumPy
+    array)."""
+    return (
+        is_dataset(x)
+        or isinstance(x, (dict, keras.utils.PyDataset))
+        or (hasattr(x, "shape") and not isinstance(x, np.ndarray))
+    )
 
 
 def _warn_if_empty(texts, method):
@@ -237,35 +375,19 @@ def _warn_if_empty(texts, method):
         )
 
 
-def _items(x):
-    """The leaves of `x`: lists, tuples and arrays of texts (a tuple is a
-    pair of segments for a pair classifier)."""
-    for leaf in keras.tree.flatten(x):
-        if isinstance(leaf, np.ndarray):
-            yield from leaf.reshape(-1)
-        else:
-            yield leaf
-
-
 def texts_of(inputs, method, what="text", hint=""):
     """`(texts, scalar)`: `inputs` (a string, or a list or array of
-    strings or bytes) as a flat list of `str`, and whether it was a lone
-    string, for the tasks' `generate`-style methods.
+    strings or bytes; a column `(n, 1)` counts as its `n` texts) as a flat
+    list of `str`, and whether it was a lone string, for the tasks'
+    `generate`-style methods.
 
     Raises:
-        TypeError: an item that is not a string (named, with `hint`
-            appended to the message).
-        ValueError: no `what` at all (e.g. an empty list).
+        TypeError: None, a number, or an item that is not a string (named,
+            with `hint` appended to the message).
+        ValueError: a nested list or a 2-D array beyond a column, or no
+            `what` at all (e.g. an empty list).
     """
-    scalar = isinstance(inputs, (str, bytes))
-    items = (
-        [inputs]
-        if scalar
-        else np.asarray(inputs, dtype=object).reshape(-1).tolist()
-    )
-    error = _not_text(items, method, hint)
-    if error:
-        raise error
+    items, scalar, _ = _text_items(inputs, method, hint)
     if not items:
         raise ValueError(f"{method}() needs at least one {what}.")
     return [

@@ -5,11 +5,19 @@ Keras' functional `Model` ignores keyword arguments it does not know, so
 default 28 x 28 model without a word. The zoo's backbones and tasks pass
 what they do not take themselves through `check_model_kwargs` first
 (`from_preset` checks its overrides before that, `zoo.models.presets`).
+
+Numeric arguments of the tasks' methods (a sampler's `k`, `p` and
+`temperature`, a generation's `max_length`) go through `check_integer` and
+`check_number`, which refuse a bad value in one line naming the argument,
+the value and what is accepted, the same way on every backend.
 """
 
 import inspect
+import math
+import numbers
 
 import keras_hub
+import numpy as np
 
 # What keras-hub's `Backbone`/`Task` and `keras.Model` take, and what their
 # `get_config` writes into a saved file; a `Task` also takes `compile`.
@@ -100,4 +108,90 @@ def check_vocabulary_fits(task, vocabulary_size):
         f"{type(task).__name__}: the tokenizer has {size} tokens but the "
         f"backbone embeds {vocabulary_size}. Build the backbone with "
         f"vocabulary_size={size} (or more)."
+    )
+
+
+def shown(value, limit=40):
+    """`value` as an error message quotes it: `repr` for strings, a float
+    in at most 12 significant digits (`1e+12`), `str` otherwise (a NumPy
+    scalar reads `nan`, not `np.float64(nan)`), cut to `limit`
+    characters."""
+    if isinstance(value, (str, bytes)):
+        text = repr(value)
+    elif isinstance(value, float) or isinstance(value, np.floating):
+        text = format(float(value), ".12g")
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_integer(name, value, low, high=None, meaning=""):
+    """`value` as an `int`, or one ValueError line naming `name`, the value
+    and what is accepted: an integer (an integral float such as `5.0`
+    counts; a bool, a string, NaN or `2.5` does not) in `[low, high]`
+    (`high` None: no upper bound).
+
+    Args:
+        name: the argument, for the message.
+        value: what was given.
+        low, high: the accepted bounds, both included.
+        meaning: what the argument is or what sets its bound, appended to
+            the message in parentheses (e.g. "the decoder's sequence
+            length").
+
+    Example:
+
+    >>> check_integer("k", 3.0, 1)
+    3
+    >>> check_integer("k", 0, 1, meaning="tokens drawn from")
+    Traceback (most recent call last):
+      ...
+    ValueError: k must be an integer >= 1 (tokens drawn from); got 0.
+    """
+    integral = isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real)
+        and math.isfinite(float(value))
+        and float(value).is_integer()
+    )
+    if integral and not isinstance(value, (bool, np.bool_)):
+        number = int(value)
+        if number >= low and (high is None or number <= high):
+            return number
+    accepted = f">= {low}" if high is None else f"in [{low}, {high}]"
+    about = f" ({meaning})" if meaning else ""
+    raise ValueError(
+        f"{name} must be an integer {accepted}{about}; got {shown(value)}."
+    )
+
+
+def check_number(
+    name, value, low, high=None, low_open=False, meaning="", hint=""
+):
+    """`value` as a `float`, or one ValueError line naming `name`, the value
+    and what is accepted: a finite real number (not a bool or a string)
+    from `low` (excluded when `low_open`) to `high` (included; None: no
+    upper bound). `hint` is appended to the message as a sentence.
+
+    Example:
+
+    >>> check_number("p", 1.5, 0, 1, low_open=True)
+    Traceback (most recent call last):
+      ...
+    ValueError: p must be a number in (0, 1]; got 1.5.
+    """
+    if isinstance(value, numbers.Real) and not isinstance(
+        value, (bool, np.bool_)
+    ):
+        number = float(value)
+        above = number > low if low_open else number >= low
+        if math.isfinite(number) and above and (high is None or number <= high):
+            return number
+    if high is None:
+        accepted = f"a finite number {'>' if low_open else '>='} {low}"
+    else:
+        accepted = f"a number in {'(' if low_open else '['}{low}, {high}]"
+    about = f" ({meaning})" if meaning else ""
+    more = f" {hint}" if hint else ""
+    raise ValueError(
+        f"{name} must be {accepted}{about}; got {shown(value)}.{more}"
     )

@@ -17,6 +17,13 @@ mixes in `GenerationMixin`, which
 * resolves `stop_token_ids="auto"` to the tokenizer's end token;
 * cuts each row after its first stop token and strips prompts
   (`finish_rows`).
+
+Every sampler argument is checked here, before any work and the same way
+on every backend (`check_sampler_options`, `check_sampler`), and so is a
+generation's `max_length` (`check_max_length`): a bad value is one
+ValueError line naming the argument, the value and what is accepted
+(keras-hub's samplers take `k=0` or `p=2` without a word, and the backends
+then fail, or return the prompt unchanged, each in its own way).
 """
 
 import warnings
@@ -29,8 +36,24 @@ from keras_hub.src.utils.tensor_utils import any_equal
 
 from zoo.accelerator import compile_function
 from zoo.layers.sublayers import reused_casts
+from zoo.models.arguments import check_integer, check_number, shown
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
+
+# The options each sampler takes besides `temperature` and `seed`.
+SAMPLER_OPTIONS = {
+    "greedy": (),
+    "top_k": ("k",),
+    "top_p": ("p", "k"),
+    "beam": ("num_beams", "length_penalty", "return_all_beams"),
+    "random": (),
+}
+
+# The most tokens a generation writes, prompt included. Past a model's
+# context every new token recomputes the whole window, so even this many
+# takes hours on a CPU; an absurd `max_length` (1e12) is refused in one line
+# rather than allocating its buffers (terabytes) or running for ever.
+MAX_GENERATION_LENGTH = 1_000_000
 
 
 class BeamSampler(keras_hub.samplers.BeamSampler):
@@ -60,14 +83,10 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
     """
 
     def __init__(self, num_beams=5, length_penalty=0.6, **kwargs):
+        num_beams = check_sampler_option("num_beams", num_beams)
+        length_penalty = check_sampler_option("length_penalty", length_penalty)
         super().__init__(num_beams=num_beams, **kwargs)
-        if int(num_beams) < 1:
-            raise ValueError(f"num_beams must be >= 1; got {num_beams}.")
-        if not float(length_penalty) >= 0:
-            raise ValueError(
-                f"length_penalty must be >= 0; got {length_penalty}."
-            )
-        self.length_penalty = float(length_penalty)
+        self.length_penalty = length_penalty
 
     def __call__(
         self,
@@ -235,9 +254,110 @@ class TopPSampler(_KWithinVocabulary, keras_hub.samplers.TopPSampler):
 def resolve_sampler(sampler):
     """What a task's `compile(sampler=...)` takes: zoo's sampler for one of
     `SAMPLERS` given by name (keras-hub's would be used otherwise: its beam
-    search does not end beams at stop tokens), anything else unchanged."""
+    search does not end beams at stop tokens), a sampler object checked
+    (`check_sampler`), anything else unchanged."""
     if isinstance(sampler, str) and sampler in SAMPLERS:
         return get_sampler(sampler)
+    if isinstance(sampler, keras_hub.samplers.Sampler):
+        return check_sampler(sampler)
+    return sampler
+
+
+def check_sampler_option(name, value, k_optional=False):
+    """`value` of the sampler argument `name` ("temperature", "k", "p",
+    "num_beams" or "length_penalty"), as the sampler should hold it (an
+    int or a float), or one ValueError line naming the argument, the value
+    and what is accepted. `k_optional`: `k` may be None (top-p's cut
+    before the nucleus). Other arguments come back unchanged.
+
+    Example:
+
+    >>> check_sampler_option("p", 0)
+    Traceback (most recent call last):
+      ...
+    ValueError: p must be a number in (0, 1] (the probability mass ...); got 0.
+    """
+    if name == "temperature":
+        return check_number(
+            "temperature",
+            value,
+            0,
+            low_open=True,
+            hint='For the most likely token at every step use sampler="greedy".',
+        )
+    if name == "k":
+        if value is None and k_optional:
+            return None
+        return check_integer(
+            "k", value, 1, meaning="how many of the likeliest tokens to keep"
+        )
+    if name == "p":
+        return check_number(
+            "p",
+            value,
+            0,
+            1,
+            low_open=True,
+            meaning="the probability mass top-p draws from",
+        )
+    if name == "num_beams":
+        return check_integer(
+            "num_beams", value, 1, meaning="beams kept per row"
+        )
+    if name == "length_penalty":
+        return check_number("length_penalty", value, 0)
+    return value
+
+
+def check_sampler_options(name, temperature=1.0, **options):
+    """`(temperature, options)` of the sampler `name` (one of `SAMPLERS`),
+    checked and converted by `check_sampler_option`.
+
+    Raises:
+        ValueError: an unknown sampler name, or a value out of range.
+        TypeError: an option the sampler does not take.
+    """
+    if not isinstance(name, str) or name not in SAMPLERS:
+        raise ValueError(
+            f"sampler must be one of {SAMPLERS}; got {shown(name)}."
+        )
+    taken = SAMPLER_OPTIONS[name]
+    unknown = sorted(option for option in options if option not in taken)
+    if unknown:
+        takes = f"the options {', '.join(taken)}" if taken else "no options"
+        raise TypeError(
+            f"sampler={name!r} takes {takes} (and temperature, seed); got "
+            + ", ".join(f"{o}={shown(options[o])}" for o in unknown)
+            + "."
+        )
+    temperature = check_sampler_option("temperature", temperature)
+    options = {
+        option: check_sampler_option(option, value, k_optional=name == "top_p")
+        for option, value in options.items()
+    }
+    return temperature, options
+
+
+def check_sampler(sampler):
+    """A keras-hub sampler object (e.g. given to `compile(sampler=...)`)
+    with its `temperature`, `k`, `p`, `num_beams` and `length_penalty`
+    checked as `get_sampler` checks them (and held as int or float);
+    returns it.
+
+    Example:
+
+    >>> check_sampler(keras_hub.samplers.TopKSampler(k=0))
+    Traceback (most recent call last):
+      ...
+    ValueError: k must be an integer >= 1 (how many ... tokens ...); got 0.
+    """
+    k_optional = isinstance(sampler, keras_hub.samplers.TopPSampler)
+    for name in ("temperature", "k", "p", "num_beams", "length_penalty"):
+        if name in vars(sampler):
+            value = getattr(sampler, name)
+            setattr(
+                sampler, name, check_sampler_option(name, value, k_optional)
+            )
     return sampler
 
 
@@ -256,17 +376,19 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
     Returns:
         A sampler, called as keras-hub's tasks call it.
 
+    Raises:
+        ValueError: an unknown name, or an argument out of range, before
+            anything runs (`check_sampler_options`): `temperature` a
+            finite number > 0 (a zero would divide the logits by zero),
+            `k` an integer >= 1, `p` in (0, 1], `num_beams` an integer
+            >= 1, `length_penalty` a finite number >= 0.
+        TypeError: an option the sampler does not take.
+
     Example:
 
     >>> sampler = get_sampler("top_k", k=5, seed=1)
     """
-    # Not `temperature <= 0`: NaN must fail too. A zero temperature would
-    # divide the logits by zero and sample garbage (or nothing) silently.
-    if not float(temperature) > 0:
-        raise ValueError(
-            f"temperature must be > 0; got {temperature}. For the most "
-            'likely token at every step use sampler="greedy".'
-        )
+    temperature, options = check_sampler_options(name, temperature, **options)
     samplers = keras_hub.samplers
     if name == "greedy":
         return samplers.GreedySampler(temperature=temperature, **options)
@@ -283,7 +405,28 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
         return samplers.RandomSampler(
             seed=seed, temperature=temperature, **options
         )
-    raise ValueError(f"sampler must be one of {SAMPLERS}; got {name!r}.")
+    raise AssertionError(name)  # check_sampler_options knows every name
+
+
+def check_max_length(max_length, high=MAX_GENERATION_LENGTH, meaning=None):
+    """`max_length` of a generation as an int, or one ValueError line
+    naming it, its value and the accepted range `[2, high]` (NaN, 2.5, a
+    string and an absurd length alike); `meaning` says what sets `high`
+    (default: the cap `MAX_GENERATION_LENGTH`).
+
+    Example:
+
+    >>> check_max_length(1e12)
+    Traceback (most recent call last):
+      ...
+    ValueError: max_length must be an integer in [2, 1000000] (...); got 1e+12.
+    """
+    if meaning is None:
+        meaning = (
+            "the most tokens a generation writes, prompt included: "
+            "zoo.models.generation.MAX_GENERATION_LENGTH"
+        )
+    return check_integer("max_length", max_length, 2, high, meaning)
 
 
 def reset_seed(sampler, seed):
@@ -468,9 +611,14 @@ class GenerationMixin:
                 "to: name it, e.g. generate(..., sampler='beam', "
                 "num_beams=4) or sampler='top_k', k=10."
             )
-        setting = (sampler, float(temperature), tuple(sorted(options.items())))
+        # Checked before anything else reads them (`get_sampler` checks
+        # the rest), whether or not this setting was seen before.
+        temperature = check_sampler_option("temperature", temperature)
+        if sampler is not None:
+            check_sampler_options(sampler, temperature, **options)
+        setting = (sampler, temperature, tuple(sorted(options.items())))
         if setting not in self._samplers:
-            if sampler is None and not options and float(temperature) == 1.0:
+            if sampler is None and not options and temperature == 1.0:
                 chosen = self._compiled_sampler
             else:
                 chosen = get_sampler(

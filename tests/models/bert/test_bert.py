@@ -336,8 +336,22 @@ def test_fill_mask_errors_are_clear():
         mlm.fill_mask("no mask here")
     with pytest.raises(ValueError, match="no texts"):
         mlm.fill_mask([])
-    with pytest.raises(ValueError, match="top_k"):
-        mlm.fill_mask("the [MASK]", top_k=0)
+    for top_k in (0, 2.5, "3"):
+        with pytest.raises(ValueError, match="top_k must be an integer in"):
+            mlm.fill_mask("the [MASK]", top_k=top_k)
+    # A long text is quoted by its start, not echoed whole.
+    with pytest.raises(ValueError, match="no \\[MASK\\]") as error:
+        mlm.fill_mask("x" * 100_000)
+    assert len(str(error.value)) < 200 and "..." in str(error.value)
+    with pytest.raises(TypeError, match="fill_mask\\(\\) reads text"):
+        mlm.fill_mask(None)
+    # No known token besides the mask (only emoji): a warning, once.
+    with pytest.warns(
+        UserWarning,
+        match=r"fill_mask\(\): 1 of 2 texts have no token in the model's "
+        r"vocabulary \(the first at index 1",
+    ):
+        mlm.fill_mask(["the [MASK]", "\U0001f600 [MASK] \U0001f600"], top_k=1)
 
 
 def test_predict_on_no_texts_is_a_clear_error():
@@ -351,6 +365,29 @@ def test_predict_on_no_texts_is_a_clear_error():
         TypeError, match="predict\\(\\) reads text, but got int"
     ):
         classifier.predict(["a fine film", 7])
+    with pytest.raises(
+        TypeError, match="predict\\(\\) reads text, but got None"
+    ):
+        classifier.predict(None)
+    with pytest.raises(ValueError, match="but got a nested list"):
+        classifier.predict([["a fine film", "dull"]])
+    # Only emoji: every WordPiece token is [UNK]. A warning naming how
+    # many, and the share of [UNK] per text (pairs: over both segments).
+    emoji = "\U0001f600 \U0001f600"
+    np.testing.assert_allclose(
+        classifier.unknown_token_share(["a fine film", emoji, "film " + emoji]),
+        [0, 1, 2 / 3],
+    )
+    with pytest.warns(
+        UserWarning,
+        match=r"predict\(\): 1 of 2 texts have no token in the model's "
+        r"vocabulary \(the first at index 1: '\U0001f600",
+    ):
+        classifier.predict(["a fine film", emoji], verbose=0)
+    np.testing.assert_allclose(
+        classifier.unknown_token_share((["a fine", emoji], ["film", emoji])),
+        [0, 1],
+    )
     # Pairs of segments (a tuple of two batches) are text too, as arrays or
     # lists, and give the same probabilities either way.
     first, second = ["a fine film", "dull"], ["truly", "and too long"]

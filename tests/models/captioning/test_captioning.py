@@ -165,11 +165,18 @@ def test_every_bad_image_is_one_clear_error(images, message):
 
 def test_generation_arguments_out_of_range_are_refused():
     model = captioner("lstm")
-    for bad in (0, 1, LENGTH + 1, 2.5, "long"):
-        with pytest.raises(ValueError, match="max_length"):
+    for bad in (0, 1, LENGTH + 1, 2.5, "long", float("nan")):
+        with pytest.raises(
+            ValueError,
+            match=f"max_length must be an integer in \\[2, {LENGTH}\\]",
+        ):
             model.generate(IMAGES[:1], max_length=bad)
-    with pytest.raises(ValueError, match="num_beams must be >= 1"):
+    with pytest.raises(ValueError, match="num_beams must be an integer >= 1"):
         model.generate(IMAGES[:1], sampler="beam", num_beams=0)
+    with pytest.raises(ValueError, match=r"p must be a number in \(0, 1\]"):
+        model.generate(IMAGES[:1], sampler="top_p", p=0)
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
+        model.generate(IMAGES[:1], batch_size=0)
     with pytest.raises(ValueError, match="need the sampler"):
         model.generate(IMAGES[:1], num_beams=2)
     with pytest.raises(ValueError, match="generate\\(images\\)"):

@@ -3,6 +3,7 @@ with keras-hub samplers (within the context and past it), errors, saving,
 presets, mixed precision and training on raw strings."""
 
 import keras
+import keras_hub
 import numpy as np
 import pytest
 from keras import ops
@@ -317,8 +318,15 @@ def test_samplers_past_the_context():
 
 def test_prompt_and_length_errors():
     gpt = make_gpt()
-    with pytest.raises(ValueError, match="at least 2"):
-        gpt.generate("to be", max_length=1)
+    # max_length: an integer from 2 to a named cap, refused before any
+    # buffer is allocated (1e12 would be terabytes).
+    for bad in (1, 1e12, float("nan"), 12.5, "12"):
+        with pytest.raises(
+            ValueError,
+            match=r"max_length must be an integer in \[2, 1000000\] "
+            r"\(.*MAX_GENERATION_LENGTH\)",
+        ):
+            gpt.generate("to be", max_length=bad)
     with pytest.raises(ValueError, match="at least one prompt"):
         gpt.generate([], max_length=10)
     with pytest.raises(ValueError, match="no room"):
@@ -341,15 +349,30 @@ def test_prompt_and_length_errors():
         gpt.generate("to be", max_length=10, sampler="nucleus")
     # A zero (or NaN) temperature divides the logits by zero: refused for
     # every sampler rather than sampling garbage.
-    for sampler in ("greedy", "top_k"):
+    for sampler in ("greedy", "top_k", None):
         for temperature in (0.0, -1.0, float("nan")):
-            with pytest.raises(ValueError, match="temperature must be > 0"):
+            with pytest.raises(
+                ValueError, match="temperature must be a finite number > 0"
+            ):
                 gpt.generate(
                     "to be",
                     max_length=10,
                     sampler=sampler,
                     temperature=temperature,
                 )
+    # Sampler options: one line on every backend (k=0 returned the prompt
+    # unchanged under TensorFlow and failed otherwise under JAX and torch),
+    # checked before the prompts are read.
+    for options, message in (
+        (dict(sampler="top_k", k=0), "k must be an integer >= 1"),
+        (dict(sampler="top_p", p=1.5), r"p must be a number in \(0, 1\]"),
+        (dict(sampler="beam", num_beams=0), "num_beams must be an integer"),
+    ):
+        with pytest.raises(ValueError, match=message) as error:
+            gpt.generate(None, max_length=10, **options)
+        assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
+        gpt.compile(sampler=keras_hub.samplers.TopKSampler(k=0))
 
 
 def test_out_of_range_token_ids_are_an_error():

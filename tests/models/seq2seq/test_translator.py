@@ -327,10 +327,17 @@ def test_generation_errors_and_truncation_warning():
         {"encoder_text": GERMAN[:2], "decoder_text": ENGLISH[:2]}, verbose=0
     )
     assert logits.shape[:2] == (2, 32)
-    with pytest.raises(ValueError, match="max_length"):
-        model.generate(GERMAN[:1], max_length=33)
-    with pytest.raises(ValueError, match="num_beams"):
+    for bad in (33, 2.5, float("nan")):
+        with pytest.raises(
+            ValueError,
+            match=r"max_length must be an integer in \[2, 32\] \(the "
+            r"decoder.s sequence length\)",
+        ):
+            model.generate(GERMAN[:1], max_length=bad)
+    with pytest.raises(ValueError, match="num_beams must be an integer >= 1"):
         model.generate(GERMAN[:1], sampler="beam", num_beams=0)
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
+        model.generate(GERMAN[:1], sampler="top_k", k=0)
     for bad in (None, 3, [GERMAN[0], None]):
         with pytest.raises(TypeError, match="generate\\(\\) reads text"):
             model.generate(bad)
@@ -340,6 +347,14 @@ def test_generation_errors_and_truncation_warning():
         model.alignments(GERMAN[:2])
     with pytest.raises(ValueError, match="one target sentence; got 2"):
         model.alignments(GERMAN[0], ENGLISH[:2])
+    # A character the tokenizer never saw (an emoji): the encoder reads
+    # <unk>, as the GPT's prompts do; a warning names it.
+    with pytest.warns(
+        UserWarning,
+        match=r"generate\(\): sentence 1 has 1 piece\(s\) outside the "
+        r"vocabulary \('\U0001f600'\); the model reads them as the unknown",
+    ):
+        model.generate([GERMAN[0], GERMAN[1] + " \U0001f600"], max_length=4)
     with pytest.warns(UserWarning, match="truncated"):
         model.generate(" ".join(GERMAN[:12]), max_length=8)
     with warnings.catch_warnings(record=True) as caught:

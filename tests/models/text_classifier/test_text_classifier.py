@@ -4,6 +4,8 @@ padding never changing a prediction, the attention weights, the backbones'
 features, presets, raw strings through a `.keras` round trip, training on
 raw strings, mixed precision and the errors."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -338,11 +340,61 @@ def test_errors_name_the_problem():
             classifier.predict(bad)
     with pytest.raises(TypeError, match="fit\\(\\) reads text"):
         classifier.fit([1, 2], np.array([0, 1]))
-    # A lone string is a batch of one.
-    assert np.asarray(classifier.predict("a dull film", verbose=0)).shape == (
-        1,
-        1,
+    # None, a nested list, a 2-D array: one line naming what is expected.
+    for call in (classifier.predict, classifier.attention_weights):
+        name = call.__name__
+        with pytest.raises(
+            TypeError, match=f"{name}\\(\\) reads text, but got None: pass"
+        ) as error:
+            call(None)
+        assert "\n" not in str(error.value)
+        for nested in ([["a dull film", "dull"]], np.array([["a", "b"]])):
+            with pytest.raises(
+                ValueError,
+                match=f"{name}\\(\\) reads a string or a list \\(or 1-D "
+                "array\\) of strings, but got a (nested list|2-D array)",
+            ) as error:
+                call(nested)
+            assert "\n" not in str(error.value)
+    # A lone string, or a 0-d array holding one, is a batch of one.
+    for lone in ("a dull film", np.array("a dull film")):
+        assert np.asarray(classifier.predict(lone, verbose=0)).shape == (1, 1)
+
+
+def test_texts_with_no_known_word_are_a_warning_and_a_share():
+    """ "zzzz qqqq" got a confident probability without a word; now each
+    predict call warns once (whatever the batches), naming how many texts
+    have no known word, and unknown_token_share gives each text's share."""
+    classifier = _classifier("mean")
+    texts = [
+        "zzzz qqqq",
+        "a dull film",
+        "schrecklich",
+        "\U0001f600",
+        "film zzzz",
+    ]
+    np.testing.assert_allclose(
+        classifier.unknown_token_share(texts), [1, 0, 1, 1, 0.5]
     )
+    np.testing.assert_allclose(
+        classifier.preprocessor.unknown_token_share("dull"), [0.0]
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        classifier.predict(texts, batch_size=1, verbose=0)
+        classifier.attention_weights(texts[:2])
+        classifier.predict(TEXTS, verbose=0)  # every word known: silent
+    ours = [w for w in caught if "vocabulary" in str(w.message)]
+    assert [str(w.message) for w in ours] == [
+        "predict(): 3 of 5 texts have no token in the model's vocabulary "
+        "(the first at index 0: 'zzzz qqqq'); what the model gives for them "
+        "reflects none of their words.",
+        "attention_weights(): 1 of 2 texts have no token in the model's "
+        "vocabulary (the first at index 0: 'zzzz qqqq'); what the model "
+        "gives for them reflects none of their words.",
+    ]
+    assert all(w.category is UserWarning for w in ours)
+    assert all(w.filename == __file__ for w in ours)  # the caller's line
 
 
 def test_presets_build_their_backbones_for_the_preprocessor():

@@ -64,6 +64,10 @@ class BertTextClassifier(
     >>> classifier.predict(texts, verbose=0).shape
     (2, 1)
 
+    `predict` warns, once per call, when texts have no WordPiece token in
+    the vocabulary (only emoji, say), and `unknown_token_share(texts)`
+    gives each text's share of `[UNK]` tokens.
+
     Fine-tuned from the shipped `saved_models/bert_imdb_mlm.keras` on IMDB
     (not run here: it needs the data set), the probabilities read:
 
@@ -71,6 +75,7 @@ class BertTextClassifier(
     array([[0.98], [0.02]], dtype=float32)
     """
 
+    text_segments = True  # a tuple of batches is a pair (RawTextMixin)
     backbone_cls = BertBackbone
     preprocessor_cls = BertClassifierPreprocessor
     # `from_preset(preset, preprocessor=..., **overrides)`: fresh weights

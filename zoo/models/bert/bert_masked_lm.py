@@ -4,9 +4,10 @@ import keras
 import keras_hub
 import numpy as np
 
-from zoo.data.text import text_batch
+from zoo.data.text import excerpt, text_batch
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import (
+    check_integer,
     check_model_kwargs,
     check_preprocessor_fits,
     check_vocabulary_fits,
@@ -77,6 +78,7 @@ class BertMaskedLM(
     # `zoo.export`: `fill_mask` is the export's signature (and default).
     exports_predict = False
     exports_generate = "masked_lm"
+    text_segments = True  # a tuple of batches is segments (RawTextMixin)
 
     backbone_cls = BertBackbone
     preprocessor_cls = BertMaskedLMPreprocessor
@@ -167,7 +169,14 @@ class BertMaskedLM(
 
         Raises:
             ValueError: no texts, a text without `[MASK]` (or with its masks
-                cut off by the length), or `top_k` out of range.
+                cut off by the length; the message quotes its first 60
+                characters), or `top_k` out of range.
+            TypeError: None, a number, or a list holding something other
+                than strings.
+
+        Warns:
+            UserWarning: texts with no token in the vocabulary besides
+                their masks (only emoji, say), once per call.
         """
         if self.preprocessor is None:
             raise ValueError(
@@ -177,11 +186,13 @@ class BertMaskedLM(
         scalar = isinstance(texts, (str, bytes))
         texts = [strip_markup(t) for t in text_batch(texts, "fill_mask")]
         tokenizer = self.preprocessor.tokenizer
-        vocabulary_size = int(tokenizer.vocabulary_size())
-        if not 1 <= int(top_k) <= vocabulary_size:
-            raise ValueError(
-                f"top_k={top_k} must be in [1, {vocabulary_size}]."
-            )
+        top_k = check_integer(
+            "top_k",
+            top_k,
+            1,
+            int(tokenizer.vocabulary_size()),
+            "the vocabulary's size",
+        )
         length = int(self.preprocessor.sequence_length)
         mask_id = int(tokenizer.mask_token_id)
         rows, positions = [], []
@@ -196,13 +207,14 @@ class BertMaskedLM(
             where = [i for i, token in enumerate(row) if token == mask_id]
             if not where:
                 raise ValueError(
-                    f"fill_mask: {text!r} has no [MASK] token within its "
-                    f"first {length - 2} tokens."
+                    f"fill_mask: {excerpt(text)} has no [MASK] token "
+                    f"within its first {length - 2} tokens."
                 )
             rows.append(
                 row + [int(tokenizer.pad_token_id)] * (length - len(row))
             )
             positions.append(where)
+        self._warn_unknown_texts(texts, "fill_mask", stacklevel=3)
         most = max(len(p) for p in positions)
         token_ids = np.array(rows, "int32")
         mask_positions = np.array(

@@ -14,8 +14,10 @@ import numpy as np
 
 from zoo._tensorflow import is_tf_tensor, tf
 from zoo.data.masked_lm import unselectable_token_ids
+from zoo.data.text import check_texts
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.presets import FromPreset
+from zoo.models.raw_text import unknown_share
 
 _MARKUP = r"<br\s*/?>"
 _TOKENIZER_HINT = (
@@ -39,9 +41,47 @@ def strip_markup(x):
     return x
 
 
+class UnknownTokenShare:
+    """`unknown_token_share` for a BERT preprocessor (a keras-hub one with
+    a WordPiece `tokenizer` and a `packer`)."""
+
+    def unknown_token_share(self, x):
+        """For each text (or pair of segments), the share of the WordPiece
+        tokens the model reads (up to the packed length; `[CLS]`, `[SEP]`,
+        `[MASK]` and padding left out) that are `[UNK]`: characters the
+        vocabulary does not have, such as emoji.
+
+        Args:
+            x: a string, a list or 1-D array of strings, or a tuple of
+                such batches (segments).
+
+        Returns:
+            A float64 NumPy array `(n,)`: 0 when every token is known, 1
+            when none is; a text with no token at all counts as 1.
+        """
+        x = check_texts(x, "unknown_token_share", segments=True)
+        if self.packer is None:
+            self.build(None)
+        segments = x if isinstance(x, tuple) else (x,)
+        segments = tuple(
+            self.tokenizer(strip_markup(segment)) for segment in segments
+        )
+        token_ids, _ = self.packer(segments)
+        ids = np.asarray(keras.ops.convert_to_numpy(token_ids))
+        tokenizer = self.tokenizer
+        special = [
+            tokenizer.cls_token_id,
+            tokenizer.sep_token_id,
+            tokenizer.pad_token_id,
+            tokenizer.mask_token_id,
+        ]
+        unknown = tokenizer.token_to_id(tokenizer.oov_token)
+        return unknown_share(~np.isin(ids, special), ids == unknown)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class BertMaskedLMPreprocessor(
-    FromPreset, keras_hub.models.MaskedLMPreprocessor
+    UnknownTokenShare, FromPreset, keras_hub.models.MaskedLMPreprocessor
 ):
     """Strings -> masked token ids for masked-LM pretraining.
 
@@ -129,7 +169,7 @@ class BertMaskedLMPreprocessor(
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BertClassifierPreprocessor(
-    FromPreset, keras_hub.models.TextClassifierPreprocessor
+    UnknownTokenShare, FromPreset, keras_hub.models.TextClassifierPreprocessor
 ):
     """Strings (and labels) -> `{"token_ids", "segment_ids",
     "padding_mask"}`, `[CLS] text [SEP]` padded or cut to `sequence_length`.

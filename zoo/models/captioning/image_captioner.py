@@ -18,14 +18,23 @@ from keras import ops
 from zoo._tensorflow import is_dataset
 from zoo.data.captions import caption_dataset
 from zoo.export import ServingExportMixin
-from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
+from zoo.models.arguments import (
+    check_integer,
+    check_model_kwargs,
+    check_vocabulary_fits,
+)
 from zoo.models.captioning.captioning_backbone import CaptioningBackbone
 from zoo.models.captioning.captioning_presets import PRESETS
 from zoo.models.captioning.image_captioner_preprocessor import (
     ImageCaptionerPreprocessor,
 )
 from zoo.models.decoding import EncoderDecoderGeneration, suppressed_tokens_bias
-from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
+from zoo.models.generation import (
+    GenerationMixin,
+    check_max_length,
+    finish_rows,
+    resolve_sampler,
+)
 from zoo.models.jax_state import KeepsWeightsOnError, _ReattachOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
@@ -450,12 +459,14 @@ class ImageCaptioner(
 
         Raises:
             ValueError: no image, a bad image (see
-                `ImageCaptionerPreprocessor`), `max_length` out of range,
-                or sampler options out of range.
+                `ImageCaptionerPreprocessor`), or `max_length`,
+                `batch_size` or a sampler argument out of range (see
+                `zoo.models.generation.get_sampler`), before any work.
         """
-        pixels, single = self._images(images)
         max_length = self._max_length(max_length)
+        batch_size = check_integer("batch_size", batch_size, 1)
         self.select_sampler(sampler, temperature, seed, **sampler_options)
+        pixels, single = self._images(images)
         captions = []
         for start in range(0, len(pixels), int(batch_size)):
             rows = self._generate_ids(
@@ -465,30 +476,24 @@ class ImageCaptioner(
         return captions[0] if single else captions
 
     def _images(self, images):
+        self._check_preprocessor()
+        return self.preprocessor.image_batch(images)
+
+    def _check_preprocessor(self):
         if self.preprocessor is None:
             raise ValueError(
                 "This ImageCaptioner has no preprocessor, so it "
                 "cannot read raw images."
             )
-        return self.preprocessor.image_batch(images)
 
     def _max_length(self, max_length):
+        self._check_preprocessor()
         limit = self.preprocessor.decoder_sequence_length
-        if max_length is None:
-            return limit
-        try:
-            value = int(max_length)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"max_length must be an integer; got {max_length!r}."
-            ) from None
-        if value != max_length or not 2 <= value <= limit:
-            raise ValueError(
-                f"max_length={max_length!r} must be an integer "
-                f"in [2, {limit}]: the decoder's sequence "
-                "length."
-            )
-        return value
+        return check_max_length(
+            limit if max_length is None else max_length,
+            limit,
+            "the decoder's sequence length",
+        )
 
     def _generate_ids(self, pixels, max_length, use_cache):
         """Token rows (start token first, cut after the end token)."""

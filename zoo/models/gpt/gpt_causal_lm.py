@@ -16,8 +16,6 @@ Generation (`zoo.models.generation`) starts from raw strings too:
   recomputed in full for each token (what rebuilding the cache costs).
 """
 
-import warnings
-
 import keras
 import keras_hub
 import numpy as np
@@ -34,6 +32,7 @@ from zoo.models.arguments import (
 )
 from zoo.models.generation import (
     GenerationMixin,
+    check_max_length,
     finish_rows,
     pad_rows,
     resolve_sampler,
@@ -44,7 +43,7 @@ from zoo.models.gpt.gpt_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
-from zoo.models.raw_text import RawTextMixin
+from zoo.models.raw_text import RawTextMixin, warn_unknown_pieces
 from zoo.saving import register_alias
 
 
@@ -301,8 +300,10 @@ class GPTCausalLM(
             inputs: a string or a list of strings; or, ids in and ids out,
                 `{"token_ids": (batch, n), "padding_mask": (batch, n)}` with
                 each prompt left-aligned where the mask is True.
-            max_length: total length, prompt included; default: the context
-                length (for id inputs, their width `n`).
+            max_length: total length, prompt included: an integer from 2
+                to `zoo.models.generation.MAX_GENERATION_LENGTH`
+                (1,000,000); default: the context length (for id inputs,
+                their width `n`).
             sampler: "greedy", "top_k", "top_p", "beam" or "random" (see
                 `zoo.models.generation.get_sampler`; options such as `k=`,
                 `p=`, `num_beams=` go in `sampler_options`); default: the one
@@ -325,17 +326,20 @@ class GPTCausalLM(
 
         Raises:
             ValueError: no prompt, an empty prompt, a prompt with no room
-                left below `max_length`, or an id outside the vocabulary.
+                left below `max_length`, an id outside the vocabulary, or
+                `max_length` or a sampler argument out of range (`k` < 1,
+                `p` outside (0, 1], `temperature` <= 0, `num_beams` < 1,
+                NaN or a fraction where an integer belongs: see
+                `zoo.models.generation.get_sampler`), before any work.
         """
-        prompts, scalar, as_ids, width = self._prompt_ids(inputs)
         context = self.backbone.sequence_length
+        if max_length is not None:  # before reading the prompts
+            max_length = check_max_length(max_length)
+        # The sampler's arguments too, before any work.
+        self.select_sampler(sampler, temperature, seed, **sampler_options)
+        prompts, scalar, as_ids, width = self._prompt_ids(inputs)
         if max_length is None:
-            max_length = width or context
-        max_length = int(max_length)
-        if max_length < 2:
-            raise ValueError(
-                f"max_length must be at least 2; got {max_length}."
-            )
+            max_length = check_max_length(width or context)
         lengths = [len(p) for p in prompts]
         for length in lengths:
             if length == 0:
@@ -349,7 +353,6 @@ class GPTCausalLM(
                     "raise max_length."
                 )
         stops = self.resolve_stop_token_ids(stop_token_ids)
-        self.select_sampler(sampler, temperature, seed, **sampler_options)
 
         rows, done, filled = prompts, [False] * len(prompts), 0
         unfinished = rows
@@ -428,7 +431,14 @@ class GPTCausalLM(
             ids = np.asarray(tokenizer.tokenize(text), "int32").reshape(-1)
             unknowns = 0 if unknown is None else int(np.sum(ids == unknown))
             if unknowns:
-                _warn_unknown(tokenizer, text, i, unknowns)
+                warn_unknown_pieces(
+                    tokenizer,
+                    text,
+                    f"generate(): prompt {i}",
+                    unknowns,
+                    after=", and the returned text leaves them out",
+                    stacklevel=4,
+                )
             if (
                 len(ids)
                 and self.preprocessor.add_start_token
@@ -454,26 +464,6 @@ class GPTCausalLM(
             for t in np.asarray(texts, dtype=object).reshape(-1)
         ]
         return texts[0] if scalar else texts
-
-
-def _warn_unknown(tokenizer, text, index, count):
-    """A warning for a prompt the tokenizer reads partly as its unknown
-    token: the model sees that token, and the returned text leaves it out
-    (it is a special token)."""
-    shown = ""
-    if hasattr(tokenizer, "token_to_id") and len(text) < 10_000:
-        unknown = tokenizer.unknown_token_id
-        chars = sorted(
-            {ch for ch in text if tokenizer.token_to_id(ch) == unknown}
-        )
-        if chars and len(chars) <= 10:
-            shown = " (" + ", ".join(repr(ch) for ch in chars) + ")"
-    warnings.warn(
-        f"generate(): prompt {index} has {count} token(s) outside the "
-        f"vocabulary{shown}; the model reads them as the unknown token, "
-        "and the returned text leaves them out.",
-        stacklevel=4,
-    )
 
 
 # The zoo's earlier name: code that imports it and files saved with it.

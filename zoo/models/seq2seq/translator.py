@@ -22,11 +22,17 @@ from zoo.data.text import fit_dataset, texts_of
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.decoding import EncoderDecoderGeneration
-from zoo.models.generation import GenerationMixin, finish_rows, resolve_sampler
+from zoo.models.generation import (
+    GenerationMixin,
+    check_max_length,
+    finish_rows,
+    resolve_sampler,
+)
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
+from zoo.models.raw_text import warn_unknown_pieces
 from zoo.models.seq2seq.seq2seq_backbones import Seq2SeqBackbone
 from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
@@ -280,23 +286,29 @@ class Translator(
             A string, or a list of strings: detokenised, cased as trained.
 
         Raises:
-            ValueError: no sentence, an empty sentence, or `max_length` out
-                of range. A sentence longer than the encoder's sequence
-                length is truncated, with a warning.
+            ValueError: no sentence, an empty sentence, or `max_length` or
+                a sampler argument out of range (see
+                `zoo.models.generation.get_sampler`), before any work.
+
+        Warns:
+            UserWarning: a sentence with pieces outside the vocabulary
+                (characters never seen in training, e.g. emoji; the
+                encoder reads the unknown piece), or longer than the
+                encoder's sequence length (truncated).
         """
         if self.preprocessor is None:
             raise ValueError(
                 "This Translator has no preprocessor, so it "
                 "cannot read strings."
             )
-        texts, scalar = texts_of(inputs, "generate", "sentence")
         limit = self.preprocessor.decoder_sequence_length
-        max_length = limit if max_length is None else int(max_length)
-        if not 2 <= max_length <= limit:
-            raise ValueError(
-                f"max_length={max_length} must be in [2, {limit}]"
-                ": the decoder's sequence length."
-            )
+        max_length = check_max_length(
+            limit if max_length is None else max_length,
+            limit,
+            "the decoder's sequence length",
+        )
+        self.select_sampler(sampler, temperature, seed, **sampler_options)
+        texts, scalar = texts_of(inputs, "generate", "sentence")
         source = self._source_ids(texts)
         tokenizer = self.preprocessor.tokenizer
         target_ids = np.zeros((len(texts), max_length), "int32")
@@ -304,7 +316,6 @@ class Translator(
         target_mask = np.zeros_like(target_ids, dtype=bool)
         target_mask[:, 0] = True
         stops = (int(tokenizer.end_token_id),)
-        self.select_sampler(sampler, temperature, seed, **sampler_options)
         outputs = self.run_generate_step(
             {
                 **source,
@@ -333,13 +344,26 @@ class Translator(
         ]
         return translations[0] if scalar else translations
 
-    def _source_ids(self, texts):
+    def _source_ids(self, texts, method="generate"):
         """Encoder ids and mask of the sources, with the errors and the
-        truncation warning of `generate`."""
+        warnings of `generate`: pieces outside the vocabulary (characters
+        never seen in training: the encoder reads `<unk>`), truncation."""
         tokenizer = self.preprocessor.tokenizer
         length = self.preprocessor.encoder_sequence_length
+        unknown = getattr(tokenizer, "unknown_token_id", None)
         for i, text in enumerate(texts):
-            count = len(np.asarray(tokenizer.tokenize(text)).reshape(-1))
+            ids = np.asarray(tokenizer.tokenize(text)).reshape(-1)
+            count = len(ids)
+            unknowns = 0 if unknown is None else int(np.sum(ids == unknown))
+            if unknowns:
+                warn_unknown_pieces(
+                    tokenizer,
+                    text,
+                    f"{method}(): sentence {i}",
+                    unknowns,
+                    unit="piece",
+                    stacklevel=4,
+                )
             if count == 0:
                 raise ValueError(
                     f"Source sentence {i} is empty"
@@ -392,7 +416,7 @@ class Translator(
             else _one_sentence(target, "target")
         )
         tokenizer = self.preprocessor.tokenizer
-        source_ids = self._source_ids([source])
+        source_ids = self._source_ids([source], "alignments")
         real = int(source_ids["encoder_padding_mask"][0].sum())
         length = self.preprocessor.decoder_sequence_length
         pieces_of_target = [

@@ -10,7 +10,7 @@ from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset, constructor_arguments
-from zoo.models.raw_text import RawTextMixin
+from zoo.models.raw_text import RawTextMixin, warn_unknown_texts
 from zoo.models.text_classifier.text_classifier_backbones import (
     TextClassifierBackbone,
     attention_model,
@@ -65,6 +65,14 @@ class TextClassifier(
     >>> classifier.fit(train_texts, train_labels, epochs=3)
     >>> classifier.predict(["an utterly wonderful film", "a waste of two hours"])
     array([[0.97], [0.03]], dtype=float32)
+
+    A text with no word in the vocabulary ("zzzz qqqq", a German review of
+    an English-trained model, only emoji) gets a probability that reflects
+    none of its words: `predict` and `attention_weights` warn, once per
+    call, naming how many such texts there are, and
+    `unknown_token_share(texts)` gives each text's share of unknown
+    tokens. None, a number, a nested list or a 2-D array is one error
+    naming what is expected.
     """
 
     backbone_cls = TextClassifierBackbone
@@ -138,12 +146,17 @@ class TextClassifier(
         )
 
     def attention_weights(self, texts, batch_size=64):
-        """Attention weights `(n, seq)` and word ids `(n, seq)` for `texts`;
-        `(None, ids)` for a backbone without attention pooling."""
-        token_ids = self.preprocessor(
-            list(text_batch(texts, "attention_weights"))
+        """Attention weights `(n, seq)` and word ids `(n, seq)` for `texts`
+        (a string or a list or 1-D array of strings); `(None, ids)` for a
+        backbone without attention pooling. Warns, as `predict` does, when
+        texts have no word in the vocabulary."""
+        texts = list(text_batch(texts, "attention_weights"))
+        token_ids = self.preprocessor.token_ids(texts)
+        warn_unknown_texts(
+            texts,
+            self.preprocessor.unknown_share_of(token_ids),
+            "attention_weights",
         )
-        token_ids = keras.ops.convert_to_numpy(token_ids)
         model = attention_model(self.backbone)
         if model is None:
             return None, token_ids

@@ -15,9 +15,12 @@ import string
 
 import keras
 import keras_hub
+import numpy as np
 
 from zoo._tensorflow import is_dataset, tf
+from zoo.data.text import check_texts
 from zoo.models.presets import FromPreset
+from zoo.models.raw_text import unknown_share
 from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 _PUNCTUATION = "[" + re.escape(string.punctuation) + "]"
@@ -145,6 +148,40 @@ class TextClassifierPreprocessor(FromPreset, keras_hub.models.Preprocessor):
     @property
     def vocabulary_size(self):
         return self.vectorizer.vocabulary_size()
+
+    def unknown_token_share(self, texts):
+        """For each text, the share of the tokens the model reads (its first
+        `sequence_length` words, and their n-grams with `ngrams` > 1) that
+        are outside the vocabulary (id 1).
+
+        Args:
+            texts: a string or a list or 1-D array of strings.
+
+        Returns:
+            A float64 NumPy array `(n,)`: 0 when every token is known, 1
+            when none is; a text with no token at all (blank, or only
+            punctuation) counts as 1.
+
+        Example:
+
+        >>> pre = TextClassifierPreprocessor(max_tokens=100, sequence_length=8)
+        >>> pre.adapt(["a good film", "a bad film"])
+        >>> pre.unknown_token_share(["a good film", "a zzzz film", "zzzz"])
+        array([0.        , 0.33333333, 1.        ])
+        """
+        texts = check_texts(texts, "unknown_token_share")
+        return self.unknown_share_of(self.token_ids(texts))
+
+    def token_ids(self, texts):
+        """The `(n, output_length)` int NumPy array of word ids the model
+        reads for `texts` (a batch of strings)."""
+        return np.asarray(keras.ops.convert_to_numpy(self(texts)))
+
+    @staticmethod
+    def unknown_share_of(token_ids):
+        """`unknown_token_share` of word ids `(n, length)` already made."""
+        token_ids = np.asarray(token_ids)
+        return unknown_share(token_ids != 0, token_ids == 1)
 
     def call(self, x, y=None, sample_weight=None):
         x = tf.convert_to_tensor(x)
