@@ -1,6 +1,8 @@
 """Atomic writes: a crash or Ctrl-C mid-save never leaves a half-written file
-where a good one was; and a checked `load_model` that says what is wrong
-with a missing, truncated or foreign model file."""
+where a good one was; a checked `load_model`, the documented way to load a
+zoo model, that says what is wrong with a missing, empty, truncated or
+foreign model file; and `KerasFilesOnly`, which makes every zoo model's
+`save` refuse names that would not give a loadable `.keras` file."""
 
 import contextlib
 import json
@@ -381,7 +383,9 @@ class ModelFileError(ValueError):
 
 def load_model(path, expected=None, **kwargs):
     """`keras.saving.load_model` after checking the file, so a bad path is
-    one clear error (Keras says "File not found" for a corrupt file too).
+    one clear error naming the file and the problem (Keras says "File not
+    found" for an empty, truncated or corrupt file too). The documented way
+    to load a zoo model; the recipes use it.
 
     Args:
         path: a `.keras` file.
