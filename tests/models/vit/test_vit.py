@@ -307,6 +307,36 @@ def test_bad_images_are_one_clear_error():
         ViTImageClassifier.from_preset("smoke", num_classes=1)
 
 
+def test_fit_refuses_bad_labels_before_training():
+    x = np.zeros((4, 8, 8), "uint8")
+    classifier = ViTImageClassifier.from_preset("smoke", num_classes=3)
+    classifier.compile()
+    for labels, error, message in (
+        (
+            [0, 1, 2, 3],
+            ValueError,
+            r"^fit\(\): label 3 at index 3 is outside "
+            "the classes: labels are class ids 0..2 for this 3-class",
+        ),
+        ([0, 1.5, 2, 1], ValueError, "label 1.5 at index 1 is not a whole"),
+        ([0, 1, np.nan, 1], ValueError, "label nan at index 2 is not a number"),
+        (["a", "b", "c", "a"], TypeError, "label 'a' at index 0 is a str"),
+        ([0, 1, 2], ValueError, "4 examples but 3 labels"),
+        (
+            np.eye(3)[[0, 1, 2, 1]],
+            ValueError,
+            r"loss reads class ids.*"
+            r"argmax\(-1\)",
+        ),
+    ):
+        with pytest.raises(error, match=message) as info:
+            classifier.fit(x, labels, epochs=1, verbose=0)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="validation_data=...\\): label 9"):
+        classifier.fit(x, [0, 1, 2, 1], validation_data=(x, [9, 0, 0, 0]))
+    assert int(classifier.optimizer.iterations) == 0
+
+
 def test_fit_holds_out_a_validation_split_and_checks_validation_images():
     x, y = digits()
     classifier = ViTImageClassifier.from_preset("smoke", num_classes=2)
