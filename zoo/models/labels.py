@@ -302,8 +302,7 @@ def check_dataset_labels(
                 'loss="categorical_crossentropy".'
             )
         return dataset
-    allowed = {1}
-    if rank not in (1, 2) or (width is not None and width not in allowed):
+    if rank not in (1, 2) or width not in (None, 1):
         raise ValueError(
             f"{_call(method)} got a dataset whose label batches have shape "
             f"{tuple(shape)}; this classifier takes (batch,) or (batch, 1)"
