@@ -28,10 +28,10 @@ Writes to `--output-dir`: `vocabulary.txt`, `bert_imdb_mlm.keras`,
 layer over one review) and `imdb_bert.keras` (fold 0's classifier). `--ship`
 also writes the model to `saved_models/` with float16 weights.
 
-    import zoo, keras
-    mlm = keras.saving.load_model("saved_models/bert_imdb_mlm.keras")
+    import zoo
+    mlm = zoo.saving.load_model("saved_models/bert_imdb_mlm.keras")
     mlm.fill_mask("this movie was [MASK] good")
-    clf = keras.saving.load_model("saved_models/imdb_bert.keras")
+    clf = zoo.saving.load_model("saved_models/imdb_bert.keras")
     clf.predict(["an utterly wonderful film", "a waste of two hours"])
 """
 
@@ -912,8 +912,9 @@ def finetune(args):
 
     # The first fold's fine-tuned classifier is the one shipped and drawn.
     fold, curves = first
-    classifier = keras.saving.load_model(
-        os.path.join(folder, f"fold_{fold}_classifier.keras")
+    classifier = load_model(
+        os.path.join(folder, f"fold_{fold}_classifier.keras"),
+        expected=BertClassifier,
     )
     summary = summarize(results)
     metrics = {

@@ -11,10 +11,12 @@ A thin command line over `zoo.testing.cross_backend`: the recipe's file,
 `check_setup` returns a `CheckSetup`; the contract is in
 `zoo.testing.cross_backend.hook`). What is compared, how, the tolerances
 and the known sources of divergence: docs/backends.md. Exits 1 when a
-check fails.
+check fails; a recipe name it cannot check (misspelt, or a recipe without
+a `check_setup` hook) is one error line listing those it can, exit status 2.
 """
 
 import argparse
+import difflib
 import os
 import sys
 
@@ -137,11 +139,43 @@ def parse_args(argv=None):
     name = name.removeprefix("recipes.")
     args.recipe = FAMILIES.get(name, name)
     args.hook = os.path.join(ROOT, "recipes", f"{args.recipe}.py")
-    if not os.path.isfile(args.hook):
-        parser.error(
-            f"no recipe {args.recipe!r} in {os.path.dirname(args.hook)}"
+    recipes = checkable_recipes()
+    if args.recipe not in recipes:
+        valid = recipes + sorted(FAMILIES)
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.7)
+        what = (
+            "has no check_setup hook"
+            if os.path.isfile(args.hook)
+            else "is not a recipe"
+        )
+        listed = (
+            f"ecipes it checks are {', '.join(recipes)}, and the families "
+            f"{', '.join(sorted(FAMILIES))}"
+        )
+        listed = (
+            f"did you mean {close[0]!r}? The r{listed}"
+            if close
+            else f"the r{listed}"
+        )
+        # One line, without argparse's usage block: the fix is the name.
+        parser.exit(
+            2, f"{parser.prog}: error: {args.recipe!r} {what}; {listed}\n"
         )
     return args
+
+
+def checkable_recipes():
+    """The recipes in `recipes/` with a `check_setup` hook (what the check
+    runs), by name; read from the files, none imported."""
+    folder = os.path.join(ROOT, "recipes")
+    names = []
+    for file in sorted(os.listdir(folder)):
+        if not file.endswith(".py"):
+            continue
+        with open(os.path.join(folder, file), encoding="utf-8") as f:
+            if "\ndef check_setup(" in f.read():
+                names.append(file.removesuffix(".py"))
+    return names
 
 
 def main(argv=None):

@@ -22,7 +22,7 @@ flags override them. Writes `metrics.json`, `loss_curve.png`, samples and
 killed) run from its last finished epoch (exactly with `--pipeline ids`);
 its backup stays until the run's files are written. The shipped model:
 
-    gpt = keras.saving.load_model("saved_models/gpt_shakespeare.keras")
+    gpt = zoo.saving.load_model("saved_models/gpt_shakespeare.keras")
     gpt.generate(["ROMEO:"], max_length=1000, sampler="top_k", seed=1)
 """
 

@@ -18,8 +18,8 @@ The task (`TextClassifier`) trains on raw strings: its preprocessor runs in
 `--ngrams 2`); `--ship` also writes it to `saved_models/`. A saved model
 takes raw strings under any backend:
 
-    import zoo, keras
-    model = keras.saving.load_model("saved_models/imdb_attention.keras")
+    import zoo
+    model = zoo.saving.load_model("saved_models/imdb_attention.keras")
     model.predict(["an utterly wonderful film", "a waste of two hours"])
 """
 

@@ -19,8 +19,8 @@ tokeniser, and lowercased for comparison with published tables),
 source words) and `translate_de_en[_rnn].keras`; `--ship` also writes it to
 `saved_models/`. A saved model translates raw strings under any backend:
 
-    import zoo, keras
-    translator = keras.saving.load_model("saved_models/translate_de_en.keras")
+    import zoo
+    translator = zoo.saving.load_model("saved_models/translate_de_en.keras")
     translator.generate(["Zwei Hunde spielen im Schnee."], sampler="beam", num_beams=4)
 """
 
@@ -551,7 +551,7 @@ def ship(translator, name, splits, args):
     report = {
         "path": os.path.relpath(path, ROOT),
         "megabytes": round(os.path.getsize(path) / 1e6, 2),
-        **split_bleu(keras.saving.load_model(path), splits, args),
+        **split_bleu(load_model(path, expected=Translator), splits, args),
     }
     print(
         f"shipped {report['path']} ({report['megabytes']} MB, float16 "

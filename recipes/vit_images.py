@@ -21,8 +21,8 @@ learned position embeddings, the ViT paper's figure 7), and
 `vit_<dataset>.keras`; `--ship` also writes it to `saved_models/` (float16
 weights). A saved model takes raw uint8 images under any backend:
 
-    import zoo, keras
-    model = keras.saving.load_model("saved_models/vit_mnist.keras")
+    import zoo
+    model = zoo.saving.load_model("saved_models/vit_mnist.keras")
     model.predict(uint8_images)          # (N, 28, 28) -> (N, 10) probabilities
 """
 
@@ -65,6 +65,7 @@ from zoo.models.vit import (
     ViTImageClassifier,
 )
 from zoo.saving import (
+    load_model,
     remove_temporaries,
     save_model_atomic,
     write_json_atomic,
@@ -349,7 +350,7 @@ def run(args):
             os.path.join(ROOT, "saved_models", f"{name}.keras"),
             weights_dtype="float16",
         )
-        _, shipped_accuracy = keras.saving.load_model(shipped).evaluate(
+        _, shipped_accuracy = load_model(shipped).evaluate(
             x_val, y_val, verbose=0
         )
         metrics["shipped"] = {

@@ -117,6 +117,9 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
     folder.mkdir()
     (tmp_path / "garbage.keras").write_bytes(b"not a model")
     (tmp_path / "truncated.keras").write_bytes(data[: len(data) // 2])
+    (tmp_path / "empty.keras").write_bytes(b"")
+    with zipfile.ZipFile(good) as archive:
+        (tmp_path / "hdf5.keras").write_bytes(archive.read("model.weights.h5"))
     (tmp_path / "model.h5").write_bytes(data)
     with zipfile.ZipFile(tmp_path / "foreign.keras", "w") as archive:
         archive.writestr("weights.bin", b"0" * 10)
@@ -146,7 +149,10 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
         "missing.keras": "missing.keras: no such model file",
         "folder.keras": "no such model file \\(it is a folder\\)",
         "garbage.keras": "not a .keras archive \\(not a zip file\\)",
-        "truncated.keras": "not a .keras archive",
+        "truncated.keras": r"truncated.keras is truncated \(\d+ bytes, a zip "
+        r"archive without its end\): an interrupted save or copy",
+        "empty.keras": r"empty.keras is empty \(0 bytes\)",
+        "hdf5.keras": "is an HDF5 file, not a .keras archive",
         "model.h5": "model files end in .keras",
         "foreign.keras": "has no config.json",
         "damaged.keras": "damaged.keras is damaged",
@@ -154,8 +160,9 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
         "half_config.keras": "half_config.keras is damaged: its config.json",
     }
     for name, message in cases.items():
-        with pytest.raises(ModelFileError, match=message):
+        with pytest.raises(ModelFileError, match=message) as error:
             load_model(tmp_path / name)
+        assert "\n" not in str(error.value)
     model = load_model(good, expected=keras.Sequential)
     assert isinstance(model, keras.Sequential)
     with pytest.raises(
@@ -165,6 +172,45 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
         load_model(
             good, expected=(keras.layers.Dense, keras.layers.LayerNormalization)
         )
+
+
+def test_zoo_models_save_only_keras_files(tmp_path):
+    """`model.save("m.h5")` would write a legacy HDF5 file that does not
+    load back: every zoo model refuses any name but `.keras`, in one line,
+    before writing anything."""
+    import zoo
+    from zoo.saving import KerasFilesOnly
+
+    models = {
+        name: cls
+        for name, cls in keras.saving.get_custom_objects().items()
+        if name.startswith("zoo>")
+        and isinstance(cls, type)
+        and issubclass(cls, keras.Model)
+    }
+    assert len(models) > 10
+    assert [
+        n for n, c in models.items() if not issubclass(c, KerasFilesOnly)
+    ] == []
+    backbone = zoo.models.vit.ViTBackbone.from_preset("smoke")
+    for name, message in (
+        (
+            "m.h5",
+            r"^.*/m.h5: a zoo model is saved as a .keras file "
+            r"\(model.save\('m.keras'\)\).*HDF5 file would not load back. For "
+            r"the weights alone: model.save_weights\('m.weights.h5'\).$",
+        ),
+        ("m.hdf5", "HDF5 file would not load back"),
+        ("m.weights.h5", r"names a weights file: model.save_weights"),
+        ("m", r"model.save\('m.keras'\)"),
+        ("m.zip", r"model.save\('m.keras'\)"),
+    ):
+        with pytest.raises(ValueError, match=message) as error:
+            backbone.save(tmp_path / name)
+        assert "\n" not in str(error.value)
+    assert os.listdir(tmp_path) == []
+    backbone.save(tmp_path / "m.keras")
+    assert isinstance(load_model(tmp_path / "m.keras"), type(backbone))
 
 
 def test_renamed_classes_load_from_configs_with_their_old_names():

@@ -1,8 +1,10 @@
 """zoo: backend-agnostic Keras 3 attention layers and models.
 
 `import zoo` registers every layer and model with Keras serialization, so
-`.keras` files that use them load with `keras.saving.load_model` (or
-`zoo.saving.load_model`, which checks the file first).
+`.keras` files that use them load with `zoo.saving.load_model` (the
+documented way: `keras.saving.load_model` after checking the file, so a
+missing, empty or truncated file is one clear line rather than Keras'
+"File not found").
 """
 
 from zoo import _startup

@@ -1,7 +1,9 @@
 """Atomic writes: a crash or Ctrl-C mid-save never leaves a half-written file
 where a good one was (a kill leaves at most a ".tmp-" file beside it, which
-`remove_temporaries` clears); and a checked `load_model` that says what is
-wrong with a missing, truncated or foreign model file."""
+`remove_temporaries` clears); a checked `load_model`, the documented way to
+load a zoo model, that says what is wrong with a missing, empty, truncated
+or foreign model file; and `KerasFilesOnly`, which makes every zoo model's
+`save` refuse names that would not give a loadable `.keras` file."""
 
 import contextlib
 import json
@@ -164,6 +166,80 @@ def _publish(tmp, path):
     os.replace(tmp, path)
 
 
+def check_model_path(path, method="save"):
+    """A ValueError, one line, unless `path` names a `.keras` file: Keras'
+    `save` writes a legacy HDF5 file for a `.h5` or `.hdf5` name, which
+    does not keep a zoo model's classes, tokenizer and preprocessor and so
+    does not load back; a `.weights.h5` name is for `save_weights`.
+
+    Example:
+
+    >>> check_model_path("model.h5")
+    Traceback (most recent call last):
+      ...
+    ValueError: model.h5: a zoo model is saved as a .keras file \
+(model.save('model.keras')), which keeps its classes and preprocessor; an \
+HDF5 file would not load back. For the weights alone: \
+model.save_weights('model.weights.h5').
+    """
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+        return path
+    stem = os.path.basename(path)
+    for suffix in (".weights.h5", ".weights.json"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    else:
+        stem = os.path.splitext(stem)[0]
+    stem = stem or "model"
+    if path.endswith((".weights.h5", ".weights.json")):
+        raise ValueError(
+            f"{path} names a weights file: model.save_weights({path!r}) "
+            f"writes the weights alone; model.{method}('{stem}.keras') the "
+            "whole model."
+        )
+    kind = (
+        "an HDF5 file would not load back"
+        if path.endswith((".h5", ".hdf5"))
+        else "other names are refused"
+    )
+    raise ValueError(
+        f"{path}: a zoo model is saved as a .keras file "
+        f"(model.{method}('{stem}.keras')), which keeps its classes and "
+        f"preprocessor; {kind}. For the weights alone: "
+        f"model.save_weights('{stem}.weights.h5')."
+    )
+
+
+class KerasFilesOnly:
+    """Mixin for zoo's models (every backbone, encoder and task has it,
+    through `zoo.models.jax_state.KeepsWeightsOnError`): `save` writes
+    `.keras` files only; any other name is one `ValueError` line pointing
+    to `.keras` (and to `save_weights` for `.weights.h5`), before anything
+    is written. Keras itself writes a legacy HDF5 file for `.h5`, without
+    the zoo's classes, which cannot be loaded back. `hf://` paths (Keras'
+    Hugging Face Hub saving) pass through.
+
+    Example:
+
+    >>> import zoo
+    >>> backbone = zoo.models.vit.ViTBackbone.from_preset("smoke")
+    >>> backbone.save("vit.h5")
+    Traceback (most recent call last):
+      ...
+    ValueError: vit.h5: a zoo model is saved as a .keras file \
+(model.save('vit.keras')), which keeps its classes and preprocessor; an \
+HDF5 file would not load back. For the weights alone: \
+model.save_weights('vit.weights.h5').
+    """
+
+    def save(self, filepath, *args, **kwargs):
+        if not str(os.fspath(filepath)).startswith("hf://"):
+            check_model_path(filepath)
+        return super().save(filepath, *args, **kwargs)
+
+
 def save_model_atomic(model, path, weights_dtype=None):
     """`model.save(path)` through a temporary file and an atomic rename.
 
@@ -175,8 +251,7 @@ def save_model_atomic(model, path, weights_dtype=None):
             file is loaded, so the model computes as before, from rounded
             weights). None keeps them as they are.
     """
-    if not path.endswith(".keras"):
-        raise ValueError(f"model files end in .keras; got {path!r}.")
+    check_model_path(path)
     if weights_dtype not in (None, "float16"):
         raise ValueError(
             f"weights_dtype must be None or 'float16'; got {weights_dtype!r}."
@@ -327,6 +402,30 @@ def _strict_json(value):
     return value
 
 
+def _not_a_zip(path):
+    """What a file that is no zip archive is, as the end of a sentence
+    that starts with its path."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return "is empty (0 bytes): not a model file (an interrupted save?)."
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head.startswith(b"PK\x03\x04"):
+        return (
+            f"is truncated ({size} bytes, a zip archive without its end): "
+            "an interrupted save or copy; save or copy it again."
+        )
+    if head.startswith(b"\x89HDF"):
+        return (
+            "is an HDF5 file, not a .keras archive (not a zip file): load "
+            "weights files with model.load_weights."
+        )
+    return (
+        "is not a .keras archive (not a zip file): it is corrupt, or "
+        "another format."
+    )
+
+
 class ModelFileError(ValueError):
     """A model file that is missing, not a `.keras` archive, damaged, or
     holds another kind of model than the caller needs."""
@@ -334,7 +433,9 @@ class ModelFileError(ValueError):
 
 def load_model(path, expected=None, **kwargs):
     """`keras.saving.load_model` after checking the file, so a bad path is
-    one clear error (Keras says "File not found" for a corrupt file too).
+    one clear error naming the file and the problem (Keras says "File not
+    found" for an empty, truncated or corrupt file too). The documented way
+    to load a zoo model; the recipes use it.
 
     Args:
         path: a `.keras` file.
@@ -348,7 +449,8 @@ def load_model(path, expected=None, **kwargs):
 
     Raises:
         ModelFileError: no such file, a name that does not end in `.keras`,
-            not a zip archive (truncated or another format), a damaged
+            an empty file, a truncated archive, a file that is no zip
+            archive (an HDF5 file, another format), a damaged
             archive (a member fails its checksum, weights that HDF5 cannot
             read, a config that is not JSON) or one without the
             `config.json` every `.keras` file has, or a model that is not
@@ -369,10 +471,7 @@ def load_model(path, expected=None, **kwargs):
     if not path.endswith(".keras"):
         raise ModelFileError(f"{path}: model files end in .keras.")
     if not zipfile.is_zipfile(path):
-        raise ModelFileError(
-            f"{path} is not a .keras archive (not a zip file): it is "
-            "truncated or corrupt, or another format."
-        )
+        raise ModelFileError(f"{path} {_not_a_zip(path)}")
     try:
         with zipfile.ZipFile(path) as archive:
             if "config.json" not in archive.namelist():

@@ -29,6 +29,14 @@ def test_missing_or_empty_file_is_a_clear_error(tmp_path):
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(DataNotFoundError, match="empty"):
         load_text(str(tmp_path / "empty.txt"))
+    (tmp_path / "latin1.txt").write_bytes(
+        "ROMEO:\nAdieu, ma chère".encode("latin-1")
+    )
+    with pytest.raises(
+        DataNotFoundError,
+        match=r"latin1.txt is not valid UTF-8: byte offset 19 \(b'\\xe8re'\)",
+    ):
+        load_text(str(tmp_path / "latin1.txt"))
 
 
 def reachable(monkeypatch):

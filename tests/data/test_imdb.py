@@ -338,6 +338,48 @@ def test_unsupervised_reviews_from_a_local_copy(tmp_path):
     ]
 
 
+@pytest.mark.one_backend
+def test_a_review_that_is_not_utf8_is_named_with_the_byte_offset(tmp_path):
+    root = write_aclimdb(tmp_path, per_class=2, with_test=False)
+    bad = os.path.join(root, "train", "pos", "1_9.txt")
+    with open(bad, "wb") as f:
+        f.write(b"A caf\xe9 film")
+    with pytest.raises(
+        DataNotFoundError,
+        match=rf"^{bad} is not valid UTF-8: byte offset 5 ",
+    ):
+        load_imdb(str(tmp_path), validation_fraction=0.5)
+
+
+@pytest.mark.one_backend
+def test_empty_review_files_are_skipped_with_a_warning_naming_them(tmp_path):
+    root = write_aclimdb(tmp_path, per_class=3, with_test=False)
+    empty = os.path.join(root, "train", "neg", "1_2.txt")
+    open(empty, "w").close()
+    with pytest.warns(
+        UserWarning,
+        match=rf"skipped 1 empty review file\(s\): "
+        rf"{empty}\.$",
+    ):
+        texts, labels, ids, _ = imdb.read_aclimdb_split(root, "train")
+    assert len(texts) == 5 and list(ids) == [0, 2, 0, 1, 2]
+    assert list(labels) == [0, 0, 1, 1, 1]
+    for name in ("0_2.txt", "2_2.txt"):
+        open(os.path.join(root, "train", "neg", name), "w").close()
+    with pytest.raises(
+        DataNotFoundError, match="neg has no reviews: its 3 review files are"
+    ):
+        with pytest.warns(UserWarning, match="skipped 3 empty"):
+            imdb.read_aclimdb_split(root, "train")
+    folder = os.path.join(root, "train", "unsup")
+    os.makedirs(folder)
+    for i, text in ((0, "unlabelled"), (1, " \n")):
+        with open(os.path.join(folder, f"{i}_0.txt"), "w") as f:
+            f.write(text)
+    with pytest.warns(UserWarning, match="1_0.txt"):
+        assert list(imdb.load_imdb_unsupervised(root)) == ["unlabelled"]
+
+
 def test_unsupervised_errors_name_the_fix(tmp_path):
     root = write_aclimdb(tmp_path, with_test=False)
     with pytest.raises(DataNotFoundError, match="train/unsup"):

@@ -56,6 +56,28 @@ def test_missing_or_misaligned_files_are_clear_errors(tmp_path):
         load_multi30k(str(tmp_path))
 
 
+@pytest.mark.one_backend
+def test_a_sentence_file_that_is_not_utf8_is_named_with_the_offset(
+    tmp_path,
+):
+    write_split(tmp_path, "train")
+    write_split(tmp_path, "val", gz=True)
+    (tmp_path / "train.en").write_bytes("Two dogs.\nA café.\n".encode("cp1252"))
+    with pytest.raises(
+        DataNotFoundError, match=r"train.en is not valid UTF-8: byte offset 15 "
+    ):
+        load_multi30k(str(tmp_path))
+    write_split(tmp_path, "train")
+    with gzip.open(tmp_path / "val.de.gz", "wb") as f:
+        f.write(b"\xff\n\xff\n")
+    with pytest.raises(
+        DataNotFoundError,
+        match=r"val.de.gz \(decompressed\) is not valid "
+        "UTF-8: byte offset 0",
+    ):
+        load_multi30k(str(tmp_path))
+
+
 def test_default_downloads_every_split_with_get_file(tmp_path, monkeypatch):
     write_split(tmp_path, "train", gz=True)
     write_split(tmp_path, "val", gz=True)

@@ -68,6 +68,25 @@ def test_impossible_values_are_one_argparse_error(module, argv, flag, capsys):
     assert f"argument {flag}:" in error
 
 
+@pytest.mark.one_backend
+def test_check_backends_lists_the_recipes_for_a_misspelt_one(capsys):
+    for name, first in (
+        ("gpt_txt", "'gpt_txt' is not a recipe; did you mean 'gpt_text'? "),
+        ("export", "'export' has no check_setup hook; the recipes it checks "),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            check_backends.parse_args([name])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1  # one line, no usage block
+        assert error.split(": error: ")[1].startswith(first)
+        assert (
+            "are bert_imdb, caption_images, gpt_text, imdb_attention, "
+            "translate, vit_images, and the families bert, captioning, gpt, "
+            "translation, vit" in error
+        )
+
+
 class _Captured(Exception):
     pass
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from zoo._tensorflow import tf
 from zoo.data.download import DataNotFoundError, check_reachable
+from zoo.data.files import read_utf8
 from zoo.data.text import without_autotune
 
 SHAKESPEARE_URL = (
@@ -31,8 +32,9 @@ def load_text(path=None, url=SHAKESPEARE_URL, cache_subdir="datasets"):
             is given (cached under `~/.keras/datasets`).
 
     Raises:
-        DataNotFoundError: the file is missing or empty, or the download
-            failed; the message says what was tried.
+        DataNotFoundError: the file is missing, empty or not UTF-8 (the
+            message names the byte offset), or the download failed; the
+            message says what was tried.
     """
     if path is not None:
         if os.path.isdir(path):
@@ -63,8 +65,7 @@ def load_text(path=None, url=SHAKESPEARE_URL, cache_subdir="datasets"):
                 f"could not download the corpus from {url} ({error}). "
                 "Pass --data PATH to a local copy."
             ) from None
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = read_utf8(path)
     if not text:
         raise DataNotFoundError(f"{path!r} is empty.")
     return text

@@ -37,6 +37,7 @@ import numpy as np
 
 from zoo._tensorflow import tf
 from zoo.data.download import DataNotFoundError, check_reachable
+from zoo.data.files import decode_utf8
 from zoo.saving import atomic_path
 
 FLICKR8K_URL = (
@@ -94,17 +95,6 @@ def normalize_caption(text):
 # reading the files
 
 
-def _decode_text(data, label):
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise DataNotFoundError(
-            f"{label} is not valid UTF-8: byte offset {error.start} "
-            f"({data[error.start : error.start + 4]!r})."
-        ) from None
-    return text.removeprefix("\ufeff")
-
-
 def parse_tokens(data, label=TOKEN_FILE):
     """`{name: [caption, ...]}` from the bytes of `Flickr8k.token.txt`
     (captions in file order, as written).
@@ -114,7 +104,7 @@ def parse_tokens(data, label=TOKEN_FILE):
             not of the form `<name>#<k>` TAB caption.
     """
     captions = {}
-    for number, line in enumerate(_decode_text(data, label).split("\n"), 1):
+    for number, line in enumerate(decode_utf8(data, label).split("\n"), 1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
@@ -130,7 +120,7 @@ def parse_tokens(data, label=TOKEN_FILE):
 
 
 def _parse_list(data, label):
-    names = [line.strip() for line in _decode_text(data, label).split("\n")]
+    names = [line.strip() for line in decode_utf8(data, label).split("\n")]
     names = [name for name in names if name]
     if not names:
         raise DataNotFoundError(f"{label} lists no images.")

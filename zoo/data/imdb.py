@@ -21,10 +21,12 @@ reads high; its test split is the honest figure.
 import logging
 import os
 import re
+import warnings
 
 import numpy as np
 
 from zoo.data.download import DataNotFoundError, check_reachable
+from zoo.data.files import read_utf8
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/"
 
@@ -126,10 +128,19 @@ def read_aclimdb_split(root, split):
     """Reads `root/split/{neg,pos}/<id>_<rating>.txt`, each polarity in id
     order.
 
+    Empty (or blank) review files are skipped with one warning per folder
+    naming them; a file that is not UTF-8 is an error naming it and the
+    byte offset.
+
     Returns:
         `(texts, labels, ids, movies)`: review ids as int; `movies` holds each
         review's movie URL from `urls_{neg,pos}.txt` (line `id` is review
         `id`'s movie), or is None when those files are missing.
+
+    Raises:
+        DataNotFoundError: a missing folder, a misnamed review file, a
+            folder with no review (or only empty ones), a file that is not
+            UTF-8.
     """
     texts, labels, ids, movies = [], [], [], []
     for label, polarity in enumerate(("neg", "pos")):
@@ -155,21 +166,30 @@ def read_aclimdb_split(root, split):
                 f"{folder} has no reviews (<id>_<rating>.txt files)."
             )
         files.sort()
+        kept = []
         for review_id, name in files:
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                texts.append(f.read())
+            text = read_utf8(os.path.join(folder, name))
+            if not text.strip():
+                continue
+            kept.append((review_id, name))
+            texts.append(text)
             labels.append(label)
             ids.append(review_id)
+        _warn_skipped(folder, files, kept)
+        if not kept:
+            raise DataNotFoundError(
+                f"{folder} has no reviews: its {len(files)} review files "
+                "are all empty."
+            )
         urls_path = os.path.join(root, split, f"urls_{polarity}.txt")
         if movies is not None and os.path.isfile(urls_path):
-            with open(urls_path, encoding="utf-8") as f:
-                urls = f.read().split()
+            urls = read_utf8(urls_path).split()
             if files and files[-1][0] >= len(urls):
                 raise ValueError(
                     f"{urls_path} has {len(urls)} lines but {folder} has a "
                     f"review with id {files[-1][0]}."
                 )
-            movies.extend(urls[review_id] for review_id, _ in files)
+            movies.extend(urls[review_id] for review_id, _ in kept)
         else:
             movies = None
     return (
@@ -439,9 +459,12 @@ def load_imdb_unsupervised(data_dir=None):
     Returns:
         A NumPy object array of strings.
 
+    Empty review files are skipped with a warning naming them.
+
     Raises:
         DataNotFoundError: no `train/unsup` folder, or tfds cannot load it
-            (with how to fix it).
+            (with how to fix it); a review file that is not UTF-8 (named,
+            with the byte offset).
     """
     if data_dir is None:
         try:
@@ -480,11 +503,34 @@ def load_imdb_unsupervised(data_dir=None):
     )
     if not files:
         raise DataNotFoundError(f"{folder} has no reviews.")
-    texts = []
-    for _, name in files:
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            texts.append(f.read())
+    texts, kept = [], []
+    for review in files:
+        text = read_utf8(os.path.join(folder, review[1]))
+        if text.strip():
+            texts.append(text)
+            kept.append(review)
+    _warn_skipped(folder, files, kept)
+    if not texts:
+        raise DataNotFoundError(
+            f"{folder} has no reviews: its {len(files)} review files are "
+            "all empty."
+        )
     return np.array(texts, dtype=object)
+
+
+def _warn_skipped(folder, files, kept):
+    """One warning naming the empty review files of `folder` that were
+    skipped (the first few, and how many)."""
+    if len(kept) == len(files):
+        return
+    kept = set(kept)
+    empty = [name for review, name in files if (review, name) not in kept]
+    shown = ", ".join(os.path.join(folder, name) for name in empty[:3])
+    more = f" and {len(empty) - 3} more" if len(empty) > 3 else ""
+    warnings.warn(
+        f"skipped {len(empty)} empty review file(s): {shown}{more}.",
+        stacklevel=3,
+    )
 
 
 def imdb_pretraining_text(data_dir=None, held_out=500, seed=0, synthetic=False):

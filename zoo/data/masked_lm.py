@@ -34,6 +34,7 @@ import zipfile
 import keras
 import numpy as np
 
+from zoo.data.files import read_utf8
 from zoo.data.tokenizers import bert_tokenizer, train_bert_tokenizer
 from zoo.saving import atomic_path
 
@@ -343,8 +344,7 @@ def load_or_train_bert_tokenizer(path, texts, vocabulary_size, reuse=False):
     True
     """
     if reuse and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            vocabulary = f.read().split("\n")[:-1]
+        vocabulary = read_utf8(path).split("\n")[:-1]
     else:
         vocabulary = train_bert_tokenizer(
             texts, vocabulary_size

@@ -15,13 +15,13 @@ of strings:
 tests: a small dictionary and word-order rules, learnable in seconds.
 """
 
-import gzip
 import os
 
 import keras
 import numpy as np
 
 from zoo.data.download import DataNotFoundError, check_reachable
+from zoo.data.files import read_utf8
 
 MULTI30K_URL = (
     "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
@@ -34,9 +34,7 @@ SPLIT_FILES = {
 
 
 def _read_lines(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    lines = read_utf8(path).split("\n")
     while lines and not lines[-1].strip():
         lines.pop()  # the file's last newline
     return lines
@@ -52,7 +50,8 @@ def _find(folder, stem, language):
 
 def read_pairs(german_path, english_path):
     """Line-aligned `(german, english)` lists; an error when the files do
-    not have as many lines or hold an empty sentence."""
+    not have as many lines, hold an empty sentence, or are not UTF-8 (the
+    error names the file and the byte offset)."""
     german, english = _read_lines(german_path), _read_lines(english_path)
     if len(german) != len(english):
         raise DataNotFoundError(

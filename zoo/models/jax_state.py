@@ -15,10 +15,16 @@ backends keep the variables attached; there it does nothing.
 
 import keras
 
+from zoo.saving import KerasFilesOnly
 
-class KeepsWeightsOnError:
+
+class KeepsWeightsOnError(KerasFilesOnly):
     """Mixin for Keras models: after a `fit`, `evaluate` or `predict` that
     raises, the variables hold the last state the loop reached (JAX).
+
+    Every zoo backbone, image encoder and task has it, so it also brings
+    the checks every zoo model shares: `zoo.saving.KerasFilesOnly` (`save`
+    writes `.keras` files only).
 
     Put it first among the bases: `class GPT(KeepsWeightsOnError, ...,
     keras_hub.models.CausalLM)`.

@@ -35,7 +35,7 @@ Inside the sections, three conventions cover what some families need:
 
 Each class reads its own section with `from_preset(name, **overrides)`
 (`FromPreset`); recipes read `training`. Trained models are `.keras` files
-(`saved_models/`), loaded with `keras.saving.load_model`.
+(`saved_models/`), loaded with `zoo.saving.load_model`.
 """
 
 import copy

@@ -491,6 +491,27 @@ def test_classifier_fit_holds_out_a_validation_split():
     assert np.isfinite(history.history["val_loss"][0])
 
 
+def test_classifier_refuses_bad_labels_before_training():
+    texts = _data()[0][:4]
+    classifier = BertClassifier.from_pretrained(make_masked_lm(), num_classes=2)
+    classifier.compile()
+    for labels, error, message in (
+        (
+            [0, 1, 2, 5],
+            ValueError,
+            r"^fit\(\): label 2 at index 2 is outside "
+            "the classes: labels are class ids 0..1 for this 2-class",
+        ),
+        ([0, 1, np.nan, 1], ValueError, "label nan at index 2 is not a number"),
+        (["pos"] * 4, TypeError, "label 'pos' at index 0 is a str"),
+        ([1, 0, 1, 0, 1], ValueError, "4 examples but 5 labels"),
+    ):
+        with pytest.raises(error, match=message) as info:
+            classifier.fit(texts, labels, epochs=1, verbose=0)
+        assert "\n" not in str(info.value)
+    assert int(classifier.optimizer.iterations) == 0
+
+
 def test_from_pretrained_refuses_other_models():
     with pytest.raises(ValueError, match="BertMaskedLM"):
         BertClassifier.from_pretrained(keras.Sequential([keras.Input((2,))]))

@@ -108,6 +108,8 @@ def ids_batch(seed=0, length=6):
 
 def test_preprocessor_resizes_images_and_packs_shifted_captions():
     pre = preprocessor()
+    # Another aspect ratio is resized, not refused (documented: the
+    # Flickr8k loader squeezes the training photographs the same way).
     big = np.full((1, 40, 24, 3), 200, "uint8")
     x, y, weights = pre(big, ["A red Square, on the LEFT!"])
     assert tuple(x["images"].shape) == (1, 16, 16, 3)
@@ -148,7 +150,19 @@ def test_preprocessor_config_round_trip():
         (np.zeros((1, 16, 16, 4), "uint8"), "RGBA"),
         (np.zeros((1, 3, 16, 16), "uint8"), "channels first"),
         (np.full((1, 16, 16, 3), 0.5, "float32"), "scaled to \\[0, 1\\]"),
-        (np.zeros((1, 16, 16, 3), bool), "bool image"),
+        (
+            np.zeros((1, 16, 16, 3), bool),
+            r"^got bool images; .*"
+            r"images.astype\('uint8'\) \* 255",
+        ),
+        (np.zeros((16, 16, 3), bool), "got a bool image"),
+        ([np.zeros((16, 16, 3), bool)], "^image 0: got a bool image"),
+        (
+            np.zeros((2, 1, 28, 28), "uint8"),
+            r"^got a batch of shape "
+            r"2x1x28x28, channels first\? .*np.moveaxis\(images, 1, -1\)",
+        ),
+        (np.zeros((2, 3, 16, 16), "uint8"), "channels first"),
         (np.zeros((1, 0, 16, 3), "uint8"), "empty image"),
         (np.full((1, 16, 16, 3), np.nan, "float32"), "NaN"),
         (np.full((1, 16, 16, 3), 300.0, "float32"), "\\[0, 255\\]"),
@@ -161,6 +175,22 @@ def test_every_bad_image_is_one_clear_error(images, message):
     with pytest.raises(ValueError, match=message) as error:
         model.generate(images)
     assert "\n" not in str(error.value)
+
+
+def test_a_dataset_of_bad_images_is_refused_by_its_spec():
+    import tensorflow as tf
+
+    model = captioner("lstm")
+    model.compile()
+    captions = [c[0] for c in CAPTIONS[:4]]
+    for images, message in (
+        (np.zeros((4, 16, 16, 3), bool), "^got bool images"),
+        (np.zeros((4, 3, 16, 16), "uint8"), "^got a batch of shape nx3x16x16"),
+    ):
+        dataset = tf.data.Dataset.from_tensor_slices((images, captions))
+        with pytest.raises(ValueError, match=message) as error:
+            model.fit(dataset.batch(2), verbose=0)
+        assert "\n" not in str(error.value)
 
 
 def test_generation_arguments_out_of_range_are_refused():

@@ -397,6 +397,50 @@ def test_texts_with_no_known_word_are_a_warning_and_a_share():
     assert all(w.filename == __file__ for w in ours)  # the caller's line
 
 
+def test_fit_and_evaluate_refuse_bad_labels_before_training():
+    """As scikit-learn's estimator checks: labels outside the classes, NaN,
+    strings or a wrong count are one line before the first step."""
+    import tensorflow as tf
+
+    classifier = _classifier("mean")
+    for labels, error, message in (
+        (
+            [0, 1, 2, 5],
+            ValueError,
+            r"^fit\(\): label 2 at index 2 is outside "
+            "the classes: labels are 0 or 1",
+        ),
+        ([0, 1, np.nan, 1], ValueError, "label nan at index 2 is not a number"),
+        (
+            ["pos", "neg", "pos", "neg"],
+            TypeError,
+            "label 'pos' at index 0 is a str, not a number",
+        ),
+        ([1, 0, 1], ValueError, r"^fit\(\) got 4 examples but 3 labels"),
+        (None, ValueError, r"^fit\(\) needs labels"),
+    ):
+        with pytest.raises(error, match=message) as info:
+            classifier.fit(TEXTS, labels, epochs=1, verbose=0)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=r"^fit\(validation_data=...\): "):
+        classifier.fit(
+            TEXTS, LABELS, verbose=0, validation_data=(TEXTS[:2], [1, 3])
+        )
+    with pytest.raises(ValueError, match="4 examples but 2 sample weights"):
+        classifier.fit(TEXTS, LABELS, sample_weight=[1.0, 2.0], verbose=0)
+    with pytest.raises(TypeError, match="dataset of string labels"):
+        classifier.fit(
+            tf.data.Dataset.from_tensor_slices((TEXTS, ["p"] * 4)).batch(2),
+            verbose=0,
+        )
+    with pytest.raises(ValueError, match=r"^evaluate\(\): label 7"):
+        classifier.evaluate(TEXTS, [0, 1, 0, 7], verbose=0)
+    assert int(classifier.optimizer.iterations) == 0  # nothing trained
+    three = TextClassifier(_backbone("mean"), classifier.preprocessor, 3)
+    with pytest.raises(ValueError, match="class ids 0..2 for this 3-class"):
+        three.fit(TEXTS, [0, 1, 2, 3], verbose=0)
+
+
 def test_presets_build_their_backbones_for_the_preprocessor():
     preprocessor = TextClassifierPreprocessor.from_preset(
         "imdb_transformer", max_tokens=VOCAB, sequence_length=SEQ

@@ -299,12 +299,71 @@ def test_bad_images_are_one_clear_error():
             "column 0\\)",
         ),
         (np.full((1, 8, 8), np.inf, "float32"), "NaN or infinite"),
+        (np.ones((2, 8, 8), bool), r"got bool images.*astype\('uint8'\)"),
+        (
+            np.zeros((2, 1, 8, 8), "uint8"),
+            r"^got shape \(2, 1, 8, 8\): "
+            r"channels first\?.*np.moveaxis\(images, 1, -1\)",
+        ),
+        (np.zeros((2, 3, 8, 8), "uint8"), "channels first"),
+        (
+            np.zeros((2, 8, 16), "uint8"),
+            r"^got 8x16 images; this model reads "
+            "8x8, and resizing would stretch them .* crop or pad them to 1:1",
+        ),
+        (np.full((2, 8, 8), -5, "int16"), r"\[0, 255\]; got values from -5"),
+        (np.full((2, 8, 8), 300.0, "float32"), r"\[0, 255\]"),
+        (np.full((1, 8, 8), "a"), "dtype"),
     ]
     for images, message in cases:
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(ValueError, match=message) as error:
             classifier.predict(images, verbose=0)
+        assert "\n" not in str(error.value)
+    # The model's aspect ratio, another size: resized, as documented.
+    assert classifier.predict(np.zeros((2, 16, 16), "uint8"), verbose=0).shape
+    # A dataset's spec is checked before tf.data traces the preprocessor.
+    import tensorflow as tf
+
+    for images, message in (
+        (np.zeros((4, 8, 16), "uint8"), "8x16 images"),
+        (np.zeros((4, 8, 8), bool), "bool images"),
+    ):
+        dataset = tf.data.Dataset.from_tensor_slices((images, [0, 1, 0, 1]))
+        with pytest.raises(ValueError, match=message) as error:
+            classifier.fit(dataset.batch(2), verbose=0)
+        assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="num_classes"):
         ViTImageClassifier.from_preset("smoke", num_classes=1)
+
+
+def test_fit_refuses_bad_labels_before_training():
+    x = np.zeros((4, 8, 8), "uint8")
+    classifier = ViTImageClassifier.from_preset("smoke", num_classes=3)
+    classifier.compile()
+    for labels, error, message in (
+        (
+            [0, 1, 2, 3],
+            ValueError,
+            r"^fit\(\): label 3 at index 3 is outside "
+            "the classes: labels are class ids 0..2 for this 3-class",
+        ),
+        ([0, 1.5, 2, 1], ValueError, "label 1.5 at index 1 is not a whole"),
+        ([0, 1, np.nan, 1], ValueError, "label nan at index 2 is not a number"),
+        (["a", "b", "c", "a"], TypeError, "label 'a' at index 0 is a str"),
+        ([0, 1, 2], ValueError, "4 examples but 3 labels"),
+        (
+            np.eye(3)[[0, 1, 2, 1]],
+            ValueError,
+            r"loss reads class ids.*"
+            r"argmax\(-1\)",
+        ),
+    ):
+        with pytest.raises(error, match=message) as info:
+            classifier.fit(x, labels, epochs=1, verbose=0)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="validation_data=...\\): label 9"):
+        classifier.fit(x, [0, 1, 2, 1], validation_data=(x, [9, 0, 0, 0]))
+    assert int(classifier.optimizer.iterations) == 0
 
 
 def test_fit_holds_out_a_validation_split_and_checks_validation_images():

@@ -14,6 +14,7 @@ from zoo.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from zoo.models.bert.bert_preprocessor import BertClassifierPreprocessor
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.labels import ClassLabelsMixin
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
 from zoo.models.raw_text import RawTextMixin
@@ -22,6 +23,7 @@ from zoo.saving import load_model, register_alias
 
 @keras.saving.register_keras_serializable(package="zoo")
 class BertTextClassifier(
+    ClassLabelsMixin,
     TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
@@ -31,6 +33,13 @@ class BertTextClassifier(
 ):
     """Raw text in, class probabilities out: BERT preprocessor, backbone,
     dropout and a dense head on the pooled [CLS] vector.
+
+    `fit` and `evaluate` check the labels before anything runs
+    (`zoo.models.labels.ClassLabelsMixin`): 0 or 1 (or a probability between
+    them) for one class, class ids 0..num_classes - 1 for more; labels
+    outside the classes, NaN, strings, or not one label per example are one
+    error line. A `tf.data` dataset is checked by its `element_spec` only
+    (labels present, not strings); its values are not read.
 
     Args:
         backbone: a `BertBackbone`, fresh or pretrained (see

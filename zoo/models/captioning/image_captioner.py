@@ -181,6 +181,8 @@ class ImageCaptioner(
     def _pairs(self, x, y, batch_size, shuffle, method):
         """`x` as `fit`/`evaluate` hand it to keras-hub: datasets as they
         are, arrays of images with their captions as a `caption_dataset`."""
+        if is_dataset(x) and self.preprocessor is not None:
+            self.preprocessor.check_images(x)  # its element_spec
         if x is None or is_dataset(x) or isinstance(x, keras.utils.PyDataset):
             return x, y, batch_size
         if isinstance(x, dict):
@@ -443,7 +445,10 @@ class ImageCaptioner(
         Args:
             images: a batch array `(n, H, W, C)` (uint8, or floats on
                 [0, 255]), a list of images of any sizes, or one image
-                `(H, W, C)`.
+                `(H, W, C)`; resized to the model's size without keeping
+                the aspect ratio, as the training images were (see
+                `ImageCaptionerPreprocessor`). Bool and channels-first
+                images are refused.
             max_length: caption tokens at most, `<s>` and `</s>` included;
                 default and maximum: the decoder's sequence length.
             sampler: "greedy" (default), "beam" (options `num_beams`,

@@ -3,7 +3,9 @@ the float images the encoder reads, decoder ids, masks and next-word
 targets, with the tokenizer inside the model file.
 
 Images are checked (in eager calls) and resized to the model's size
-(bilinear, aspect ratio not kept); they stay on the [0, 255] pixel scale,
+(bilinear, antialiased, aspect ratio not kept: the Flickr8k loader squeezes
+the training photographs the same way, so a photograph of any shape is read
+as the model learned to read one); they stay on the [0, 255] pixel scale,
 which every image encoder normalises itself. Captions are lower-cased and
 stripped of punctuation before the word tokenizer reads them, so training
 captions and references can be given as written. Runs inside `tf.data`
@@ -36,6 +38,21 @@ class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
     The decoder reads `<s> caption` and learns to predict `caption </s>`;
     captions longer than `decoder_sequence_length - 1` words are cut.
 
+    Pixels: uint8 images, or other integers or floats on the [0, 255]
+    scale. Bool images, floats scaled to [0, 1], NaN and values outside
+    [0, 255] are refused.
+
+    Sizes: any size, any aspect ratio: images are resized to `image_size`
+    without keeping the aspect ratio (a 28x56 image is squeezed to the
+    model's square), which is how `zoo.data.flickr8k` resizes the training
+    photographs, so what the model reads at inference matches what it was
+    trained on. Pad or crop images first to keep their proportions.
+
+    Layout: channels last, `(H, W, C)` per image; channels-first images
+    and batches (`(N, 3, H, W)`, `(N, 1, 28, 28)`) are refused with the fix
+    (`np.moveaxis(images, 1, -1)`), and so are grey or RGBA images for a
+    colour model.
+
     Args:
         tokenizer: a word or subword tokenizer with start, end and padding
             tokens (`zoo.data.tokenizers.train_subword_tokenizer(captions,
@@ -67,7 +84,8 @@ class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
         next word at each position; `sample_weight` 1 where `y` is a real
         token. Without captions, `{"images": ...}` alone.
 
-    Raises (eager calls; inside `tf.data` only the shape checks run):
+    Raises (eager calls; a dataset's `element_spec` is checked for bool
+    and channels-first images; inside `tf.data` nothing is checked):
         ValueError: an empty batch, no image, a wrong rank, a zero-size,
             bool, grey or RGBA image for a colour model, channels first,
             floats scaled to [0, 1], NaN or pixel values outside [0, 255].
@@ -161,11 +179,7 @@ class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
                 f"expected an array of pixel values; got dtype {image.dtype}.",
             )
         if image.dtype == bool:
-            raise self._image_error(
-                index,
-                "got a bool image; pass pixel values on [0, 255] "
-                "(e.g. image.astype('uint8') * 255).",
-            )
+            raise self._image_error(index, self._bool_problem("image"))
         if not self.raw_pixels:
             expected = (*self.image_size, self.num_channels)
             if image.shape != expected:
@@ -239,6 +253,50 @@ class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
             f"{self.num_channels} (shape {_describe(shape)})."
         )
 
+    def _bool_problem(self, name):
+        got = "bool images" if name == "images" else "a bool image"
+        return (
+            f"got {got}; this model reads pixel values on [0, 255]: pass "
+            f"{name}.astype('uint8') * 255."
+        )
+
+    def _channels_first(self, shape):
+        """Whether a batch shape `(N, C, H, W)` looks channels first: an
+        image's channel count on axis 1, none on the last axis."""
+        if not self.raw_pixels:
+            return False
+        first, last = shape[1], shape[-1]
+        return (
+            first in (1, 3, 4)
+            and last is not None
+            and last not in (1, 3, 4, self.num_channels)
+        )
+
+    def _channels_first_problem(self, shape):
+        return (
+            f"got a batch of shape {_describe(shape)}, channels first? Pass "
+            "(batch, height, width, channels): np.moveaxis(images, 1, -1)."
+        )
+
+    def _check_spec(self, spec):
+        """The checks a dataset's `element_spec` allows (its images are
+        not read): bool images and channels first."""
+        if isinstance(spec, tuple) and spec:
+            spec = spec[0]
+        if isinstance(spec, dict):
+            spec = spec.get("images")
+        if not hasattr(spec, "dtype") or spec.shape.rank is None:
+            return
+        if spec.dtype.name == "bool":
+            raise ValueError(self._bool_problem("images"))
+        shape = tuple(spec.shape)
+        if len(shape) == 4 and self._channels_first(shape):
+            raise ValueError(
+                self._channels_first_problem(
+                    ["n" if n is None else n for n in shape]
+                )
+            )
+
     def _resize(self, image):
         if not self.raw_pixels or tuple(image.shape[:2]) == self.image_size:
             return image
@@ -268,6 +326,12 @@ class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
             else images
         )
         single = self._is_one_image(images)
+        if images.dtype == bool:
+            raise ValueError(
+                self._bool_problem("image" if single else "images")
+            )
+        if images.ndim == 4 and self._channels_first(images.shape):
+            raise ValueError(self._channels_first_problem(images.shape))
         if single:
             images = images[None]
         expected = (
@@ -311,9 +375,13 @@ class ImageCaptionerPreprocessor(FromPreset, keras_hub.models.Preprocessor):
     def check_images(self, images):
         """The eager checks of `image_batch` without building the batch
         (what `fit` and `evaluate` run before their pipeline), so a bad
-        batch is one clear error; datasets and tensors inside `tf.data`
-        pass unchecked."""
-        if is_tf_tensor(images) or hasattr(images, "element_spec"):
+        batch is one clear error; a dataset's `element_spec` is checked
+        for bool and channels-first images (its pixels are not read), and
+        tensors inside `tf.data` pass unchecked."""
+        if is_tf_tensor(images):
+            return
+        if hasattr(images, "element_spec"):
+            self._check_spec(images.element_spec)
             return
         images, _ = self._as_images(images)
         if not self._ready(images):

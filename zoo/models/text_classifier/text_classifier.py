@@ -8,6 +8,7 @@ from zoo.data.text import text_batch
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.labels import ClassLabelsMixin
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset, constructor_arguments
 from zoo.models.raw_text import RawTextMixin, warn_unknown_texts
@@ -23,6 +24,7 @@ from zoo.models.text_classifier.text_classifier_presets import PRESETS
 
 @keras.saving.register_keras_serializable(package="zoo")
 class TextClassifier(
+    ClassLabelsMixin,
     TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
@@ -38,6 +40,13 @@ class TextClassifier(
     vocabulary. The head is dropout then a dense layer on the backbone's
     `pooled_output`, in float32 under mixed precision. Any backbone with a
     `pooled_output` fits, a pretrained one included.
+
+    `fit` and `evaluate` check the labels before anything runs
+    (`zoo.models.labels.ClassLabelsMixin`): 0 or 1 (or a probability between
+    them) for one class, class ids 0..num_classes - 1 for more; labels
+    outside the classes, NaN, strings, or not one label per example are one
+    error line. A `tf.data` dataset is checked by its `element_spec` only
+    (labels present, not strings); its values are not read.
 
     Args:
         backbone: a `TextClassifierBackbone` (or any backbone from word ids

@@ -7,6 +7,7 @@ from zoo.data.text import fit_dataset, split_validation_arrays
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
+from zoo.models.labels import ClassLabelsMixin
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset, split_backbone_overrides
@@ -15,16 +16,77 @@ from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
 from zoo.models.vit.vit_presets import PRESETS
 
 
+class RawImagesMixin:
+    """`fit`, `evaluate` and `predict` on raw images for a task with an
+    image preprocessor (`check_images`): a bad batch is one clear error
+    before `tf.data` sees it; arrays are reshuffled every epoch and
+    `validation_split` held out as `keras.Model.fit` does."""
+
+    def _checked(self, x):
+        if self.preprocessor is not None and x is not None:
+            self.preprocessor.check_images(x)
+        return x
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        sample_weight=None,
+        shuffle=True,
+        validation_split=None,
+        validation_data=None,
+        **kwargs,
+    ):
+        """keras-hub's `fit` on raw images (or a dataset of them), arrays
+        reshuffled every epoch and `validation_split` held out as
+        `keras.Model.fit` does; validation images are checked as the
+        training ones are."""
+        if validation_data is None:
+            (x, y, sample_weight), validation_data = split_validation_arrays(
+                x, y, sample_weight, validation_split
+            )
+        if isinstance(validation_data, (tuple, list)) and validation_data:
+            self._checked(validation_data[0])
+        x, y, sample_weight, batch_size = fit_dataset(
+            self._checked(x), y, sample_weight, batch_size, shuffle
+        )
+        return super().fit(
+            x,
+            y,
+            batch_size=batch_size,
+            sample_weight=sample_weight,
+            shuffle=False,
+            validation_data=validation_data,
+            **kwargs,
+        )
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        return super().evaluate(self._checked(x), y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(self._checked(x), *args, **kwargs)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class ViTImageClassifier(
+    ClassLabelsMixin,
     TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
+    RawImagesMixin,
     PortableCompileConfig,
     keras_hub.models.Task,
 ):
     """Raw images in, class probabilities out: preprocessor, `ViTBackbone`,
     dropout and a dense softmax head on the pooled vector.
+
+    `fit` and `evaluate` check the labels before anything runs
+    (`zoo.models.labels.ClassLabelsMixin`): class ids 0..num_classes - 1
+    (rows of class probabilities only with a categorical loss); labels
+    outside the classes, NaN, strings, or not one label per example are one
+    error line. A `tf.data` dataset is checked by its `element_spec` only
+    (labels present, not strings); its values are not read.
 
     Args:
         backbone: a `ViTBackbone`.
@@ -117,53 +179,6 @@ class ViTImageClassifier(
         super().compile(
             optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
-
-    # Raw images in: a bad batch is one clear error before tf.data sees it.
-
-    def _checked(self, x):
-        if self.preprocessor is not None and x is not None:
-            self.preprocessor.check_images(x)
-        return x
-
-    def fit(
-        self,
-        x=None,
-        y=None,
-        batch_size=None,
-        sample_weight=None,
-        shuffle=True,
-        validation_split=None,
-        validation_data=None,
-        **kwargs,
-    ):
-        """keras-hub's `fit` on raw images (or a dataset of them), arrays
-        reshuffled every epoch and `validation_split` held out as
-        `keras.Model.fit` does; validation images are checked as the
-        training ones are."""
-        if validation_data is None:
-            (x, y, sample_weight), validation_data = split_validation_arrays(
-                x, y, sample_weight, validation_split
-            )
-        if isinstance(validation_data, (tuple, list)) and validation_data:
-            self._checked(validation_data[0])
-        x, y, sample_weight, batch_size = fit_dataset(
-            self._checked(x), y, sample_weight, batch_size, shuffle
-        )
-        return super().fit(
-            x,
-            y,
-            batch_size=batch_size,
-            sample_weight=sample_weight,
-            shuffle=False,
-            validation_data=validation_data,
-            **kwargs,
-        )
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        return super().evaluate(self._checked(x), y, *args, **kwargs)
-
-    def predict(self, x, *args, **kwargs):
-        return super().predict(self._checked(x), *args, **kwargs)
 
     def rollout_maps(self, images):
         """Attention rollout of the class token over the patches, as
