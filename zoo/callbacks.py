@@ -506,7 +506,10 @@ def resumed_history(directory, this_run):
 def read_history(path):
     """The whole run's curves from a `keras.callbacks.CSVLogger` file
     (`append=True` across interruptions), one value per epoch: an epoch
-    logged twice, redone after an interruption, counts once.
+    logged twice, redone after an interruption, counts once. CSVLogger
+    writes "NA" for a figure an epoch did not log (its `val_` columns when
+    `fit` has no validation data): such a value reads as NaN, and a column
+    that is "NA" in every epoch is left out.
 
     Returns:
         `{metric: [value per epoch]}`, epochs in order.
@@ -520,5 +523,13 @@ def read_history(path):
         rows = {int(row["epoch"]): row for row in csv.DictReader(f)}
     if not rows:
         raise ValueError(f"{path} holds no epoch.")
-    keys = [k for k in next(iter(rows.values())) if k != "epoch"]
-    return {k: [float(rows[e][k]) for e in sorted(rows)] for k in keys}
+    epochs = sorted(rows)
+    keys = [
+        k
+        for k in rows[epochs[0]]
+        if k != "epoch" and any(rows[e][k] != "NA" for e in epochs)
+    ]
+    return {
+        k: [float("nan" if rows[e][k] == "NA" else rows[e][k]) for e in epochs]
+        for k in keys
+    }
