@@ -19,8 +19,6 @@ import pytest
 import zoo
 
 NOT_RUNNABLE_YET = {
-    "zoo.accelerator",
-    "zoo.callbacks",
     "zoo.cli",
     "zoo.data.captions",
     "zoo.data.corpus",
