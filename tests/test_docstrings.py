@@ -19,11 +19,6 @@ import pytest
 import zoo
 
 NOT_RUNNABLE_YET = {
-    "zoo.cli",
-    "zoo.data.captions",
-    "zoo.data.corpus",
-    "zoo.data.text",
-    "zoo.data.tokenizers",
     "zoo.distribute",
     "zoo.layers.sublayers",
     "zoo.models.captioning.convert_efficientnet_lite",
