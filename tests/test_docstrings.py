@@ -19,8 +19,6 @@ import pytest
 import zoo
 
 NOT_RUNNABLE_YET = {
-    "zoo.distribute",
-    "zoo.layers.sublayers",
     "zoo.models.captioning.convert_efficientnet_lite",
     "zoo.models.captioning.image_encoders",
     "zoo.models.generation",
