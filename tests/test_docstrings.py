@@ -21,9 +21,6 @@ import zoo
 NOT_RUNNABLE_YET = {
     "zoo.models.captioning.convert_efficientnet_lite",
     "zoo.models.captioning.image_encoders",
-    "zoo.models.generation",
-    "zoo.models.text_classifier.text_classifier",
-    "zoo.models.vit.vit_image_classifier",
 }
 MODULES = sorted(
     name
