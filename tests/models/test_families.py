@@ -1,8 +1,10 @@
 """One contract for every family, in two tests.
 
-`test_family_contract`: a task built at smoke size trains one step on raw
-input, answers raw input, survives a `.keras` round trip with the same
-answers, and refuses empty input with one clear error.
+`test_family_contract`: each family's task, built from its "smoke" preset
+as configured (the text classifier, which has none, from its smallest,
+"imdb_query") with a tiny tokenizer, trains one step on raw input, answers
+raw input, survives a `.keras` round trip with the same answers, and
+refuses empty input with one clear error.
 
 `test_every_preset_builds_as_configured`: every preset of every family
 (`zoo.models.list_presets()`), built with `from_preset` exactly as
@@ -28,14 +30,13 @@ import pytest
 
 import zoo
 from tests.helpers import keras_round_trip, to_numpy
-from tests.models.bert.test_bert import make_masked_lm
 from tests.models.bert.test_bert import tokenizer as bert_tokenizer
-from tests.models.captioning.test_captioning import CAPTIONS, IMAGES, captioner
+from tests.models.captioning.test_captioning import CAPTIONS, IMAGES
 from tests.models.captioning.test_captioning import (
     tokenizer as caption_tokenizer,
 )
-from tests.models.gpt.test_gpt import TEXT, make_gpt
-from tests.models.seq2seq.test_translator import ENGLISH, GERMAN, translator
+from tests.models.gpt.test_gpt import TEXT
+from tests.models.seq2seq.test_translator import ENGLISH, GERMAN
 from tests.models.seq2seq.test_translator import (
     tokenizer as translation_tokenizer,
 )
@@ -89,18 +90,43 @@ class Case:
     empty: object  # task -> calls it on empty input
 
 
+# Each family's task is built from its "smoke" preset as configured (the
+# text classifier has none: its smallest, "imdb_query"), with a tiny
+# tokenizer.
+
+
 def _text_classifier():
-    preprocessor = TextClassifierPreprocessor(max_tokens=40, sequence_length=8)
+    preprocessor = TextClassifierPreprocessor.from_preset("imdb_query")
     preprocessor.adapt(REVIEWS)
-    return TextClassifier.from_preset(
-        "imdb_query", preprocessor=preprocessor, backbone_embedding_dim=8
-    )
+    return TextClassifier.from_preset("imdb_query", preprocessor=preprocessor)
 
 
 def _bert_classifier():
-    backbone = make_masked_lm().backbone
-    preprocessor = BertClassifierPreprocessor(bert_tokenizer(), 24)
-    return BertTextClassifier(backbone, preprocessor, num_classes=1)
+    preprocessor = BertClassifierPreprocessor.from_preset(
+        "smoke", tokenizer=bert_tokenizer()
+    )
+    return BertTextClassifier.from_preset("smoke", preprocessor=preprocessor)
+
+
+def _gpt():
+    preprocessor = GPTPreprocessor.from_preset(
+        "smoke", tokenizer=CharacterTokenizer.from_text(TEXT)
+    )
+    return GPTCausalLM.from_preset("smoke", preprocessor=preprocessor)
+
+
+def _translator():
+    preprocessor = TranslationPreprocessor.from_preset(
+        "smoke", tokenizer=translation_tokenizer()
+    )
+    return Translator.from_preset("smoke", preprocessor=preprocessor)
+
+
+def _captioner():
+    preprocessor = ImageCaptionerPreprocessor.from_preset(
+        "smoke", tokenizer=caption_tokenizer()
+    )
+    return ImageCaptioner.from_preset("smoke", preprocessor=preprocessor)
 
 
 def _predict(x):
@@ -122,19 +148,19 @@ CASES = {
         lambda t: t.predict([], verbose=0),
     ),
     "gpt": Case(
-        make_gpt,
+        _gpt,
         lambda t: t.fit([TEXT[:25], TEXT[25:50]], batch_size=2, verbose=0),
         lambda t: t.generate(["to be", "that is"], max_length=16),
         lambda t: t.generate([]),
     ),
     "seq2seq": Case(
-        lambda: translator("transformer"),
+        _translator,
         lambda t: t.fit(GERMAN[:4], ENGLISH[:4], batch_size=4, verbose=0),
         lambda t: t.generate(GERMAN[:2], max_length=10),
         lambda t: t.generate([]),
     ),
     "captioning": Case(
-        lambda: captioner("lstm"),
+        _captioner,
         lambda t: t.fit(IMAGES[:4], CAPTIONS[:4], batch_size=4, verbose=0),
         lambda t: t.generate(IMAGES[:2]),
         lambda t: t.generate(IMAGES[:0]),
