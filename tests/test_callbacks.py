@@ -228,6 +228,30 @@ def test_read_history_counts_an_epoch_redone_after_an_interruption_once(
         read_history(tmp_path / "empty.csv")
 
 
+def test_read_history_leaves_out_what_no_epoch_logged(tmp_path):
+    """CSVLogger writes NA for the val_ figures of a fit without validation
+    data; an epoch that misses a figure others have reads as NaN."""
+    from zoo.callbacks import read_history
+
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,loss,val_loss,acc\n0,2.0,NA,NA\n1,1.5,NA,0.5\n")
+    curves = read_history(path)
+    assert sorted(curves) == ["acc", "loss"]
+    assert curves["loss"] == [2.0, 1.5]
+    assert np.isnan(curves["acc"][0]) and curves["acc"][1] == 0.5
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(
+        np.ones((4, 2)),
+        np.ones((4, 1)),
+        epochs=2,
+        verbose=0,
+        callbacks=[keras.callbacks.CSVLogger(str(path))],
+    )
+    assert list(read_history(path)) == ["loss"]
+
+
 def test_resume_callbacks_append_to_the_log_only_when_resuming(tmp_path):
     from zoo.callbacks import resume_callbacks
 

@@ -69,12 +69,21 @@ class ReproducibleEpochs(keras.callbacks.Callback):
         seed: the run's seed.
         datasets: objects with an `epoch` attribute to keep in step.
 
-    Example:
+    Example (the BERT recipe passes its `zoo.data.masked_lm.MaskedLMBatches`;
+    any object with an `epoch` attribute follows):
 
-    >>> batches = MaskedLMBatches(ids, 64, tokenizer, seed=1)
-    >>> mlm.fit(batches, epochs=10, callbacks=[
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dropout(0.5),
+    ...                           keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((8, 2)), np.ones((8, 1))
+    >>> class Batches:
+    ...     epoch = None
+    >>> batches = Batches()
+    >>> _ = model.fit(x, y, epochs=3, verbose=0, callbacks=[
     ...     ReproducibleEpochs(1, [batches]),
     ...     keras.callbacks.BackupAndRestore("runs/backup")])
+    >>> batches.epoch  # the last epoch's, counted from 0
+    2
     """
 
     def __init__(self, seed, datasets=()):
@@ -126,9 +135,17 @@ class StopAfterMinutes(keras.callbacks.Callback):
     Attributes:
         stopped: whether it ended the training.
 
-    Example:
+    Example (a budget of 0 minutes stops after the first epoch):
 
-    >>> model.fit(x, y, epochs=100, callbacks=[StopAfterMinutes(30)])
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((8, 2)), np.ones((8, 1))
+    >>> stop = StopAfterMinutes(0, note="; run it again to resume")
+    >>> history = model.fit(x, y, epochs=100, verbose=0, callbacks=[stop])
+    <BLANKLINE>
+    stopping: the 0-minute budget is spent; run it again to resume
+    >>> stop.stopped, len(history.history["loss"])
+    (True, 1)
     """
 
     def __init__(self, minutes, note=""):
@@ -194,11 +211,22 @@ class Throughput(keras.callbacks.Callback):
             peak at the end of training (`zoo.accelerator.accelerator`;
             `("cpu", None)` without one).
 
-    Example:
+    Example (4 steps of 8 examples an epoch, the first 2 not timed; the
+    speeds vary from run to run, so `describe()`'s line is not checked):
 
-    >>> speed = Throughput(batch_size * 256, unit="tokens")
-    >>> model.fit(windows, epochs=5, callbacks=[speed])
-    >>> speed.summary()   # {'tokens_per_second': ..., 'device': ..., ...}
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((32, 2)), np.ones((32, 1))
+    >>> speed = Throughput(8, unit="examples")
+    >>> _ = model.fit(x, y, batch_size=8, epochs=2, verbose=0,
+    ...               callbacks=[speed])
+    >>> [entry["steps"] for entry in speed.epochs]
+    [2, 4]
+    >>> sorted(speed.summary())
+    ['device', 'examples_per_second', 'peak_memory_gib',
+     'steps_per_second', 'timed_epochs']
+    >>> print(speed.describe())  # doctest: +SKIP
+    training speed: 41,210 examples/s (median of 2 epochs)
     """
 
     def __init__(
@@ -390,12 +418,21 @@ class KeepBest(keras.callbacks.Callback):
     epoch and its figure, None if the figure was never logged (the model
     then keeps its last weights).
 
-    Example:
+    Example (a model whose validation loss falls every epoch):
 
-    >>> keep = KeepBest("runs/gpt")
-    >>> model.fit(data, validation_data=val, epochs=20,
-    ...           callbacks=[keep, *resume_callbacks("runs/gpt")])
-    >>> keep.best_epoch, keep.best
+    >>> model = keras.Sequential(
+    ...     [keras.Input((2,)), keras.layers.Dense(1, kernel_initializer="zeros")]
+    ... )
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((8, 2)), np.ones((8, 1))
+    >>> os.makedirs("runs/demo")
+    >>> keep = KeepBest("runs/demo")
+    >>> _ = model.fit(x, y, validation_data=(x, y), epochs=3, verbose=0,
+    ...               callbacks=[keep, *resume_callbacks("runs/demo")])
+    >>> keep.best_epoch, round(keep.best, 4)
+    (3, 0.6899)
+    >>> sorted(os.listdir("runs/demo"))  # the backup stays until finish_run
+    ['backup', 'best.json', 'best.weights.h5', 'history.csv']
     """
 
     WEIGHTS, RECORD = "best.weights.h5", "best.json"
@@ -478,7 +515,7 @@ class BackupUntilDone(keras.callbacks.BackupAndRestore):
         delete_checkpoint: remove the backup when `fit` has run all its
             epochs (default False: `finish()` does).
 
-    Example:
+    Example (stopped after one epoch, then resumed):
 
     >>> import os, tempfile
     >>> run = tempfile.mkdtemp()
@@ -696,10 +733,19 @@ def resume_callbacks(directory):
 
     Example:
 
-    >>> model.fit(data, epochs=10, callbacks=resume_callbacks("runs/x"))
-    >>> curves = read_history(os.path.join("runs/x", HISTORY_FILE))
-    >>> save_model_atomic(model, "runs/x/model.keras")
-    >>> finish_run("runs/x")   # the backup goes once the model is written
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((8, 2)), np.ones((8, 1))
+    >>> os.makedirs("runs/fresh")  # the folder is the caller's to make
+    >>> _ = model.fit(x, y, epochs=2, verbose=0,
+    ...               callbacks=resume_callbacks("runs/fresh"))
+    >>> curves = read_history(os.path.join("runs/fresh", HISTORY_FILE))
+    >>> len(curves["loss"]), sorted(os.listdir("runs/fresh"))
+    (2, ['backup', 'history.csv'])
+    >>> _ = zoo.saving.save_model_atomic(model, "runs/fresh/model.keras")
+    >>> finish_run("runs/fresh")  # the backup goes once the model is written
+    >>> sorted(os.listdir("runs/fresh"))
+    ['history.csv', 'model.keras']
     """
     return [
         keras.callbacks.CSVLogger(
@@ -715,11 +761,21 @@ def resumed_history(directory, this_run):
     the epoch this `fit` started at (0 for a run never interrupted), from
     the `keras.callbacks.History` that `fit` returned (`this_run`).
 
-    Example:
+    Example (interrupted after one epoch, then resumed):
 
-    >>> this_run = model.fit(data, epochs=10,
-    ...                      callbacks=resume_callbacks("runs/x"))
-    >>> curves, resumed_at = resumed_history("runs/x", this_run)
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((8, 2)), np.ones((8, 1))
+    >>> os.makedirs("runs/resumed")
+    >>> _ = model.fit(x, y, epochs=3, verbose=0, callbacks=[
+    ...     *resume_callbacks("runs/resumed"), StopAfterMinutes(0)])
+    <BLANKLINE>
+    stopping: the 0-minute budget is spent
+    >>> this_run = model.fit(x, y, epochs=3, verbose=0,
+    ...                      callbacks=resume_callbacks("runs/resumed"))
+    >>> curves, resumed_at = resumed_history("runs/resumed", this_run)
+    >>> len(curves["loss"]), resumed_at
+    (3, 1)
     """
     curves = read_history(os.path.join(directory, HISTORY_FILE))
     return curves, len(curves["loss"]) - len(this_run.history.get("loss", []))
@@ -728,19 +784,32 @@ def resumed_history(directory, this_run):
 def read_history(path):
     """The whole run's curves from a `keras.callbacks.CSVLogger` file
     (`append=True` across interruptions), one value per epoch: an epoch
-    logged twice, redone after an interruption, counts once.
+    logged twice, redone after an interruption, counts once. CSVLogger
+    writes "NA" for a figure an epoch did not log (its `val_` columns when
+    `fit` has no validation data): such a value reads as NaN, and a column
+    that is "NA" in every epoch is left out.
 
     Returns:
         `{metric: [value per epoch]}`, epochs in order.
 
-    Example:
+    Example (epoch 1 logged twice, redone after an interruption):
 
-    >>> history = read_history("runs/gpt/history.csv")
-    >>> history["val_loss"][-1]
+    >>> with open("history.csv", "w") as f:
+    ...     _ = f.write("epoch,loss\\n0,0.9\\n1,0.7\\n1,0.6\\n2,0.5\\n")
+    >>> read_history("history.csv")
+    {'loss': [0.9, 0.6, 0.5]}
     """
     with open(path, newline="") as f:
         rows = {int(row["epoch"]): row for row in csv.DictReader(f)}
     if not rows:
         raise ValueError(f"{path} holds no epoch.")
-    keys = [k for k in next(iter(rows.values())) if k != "epoch"]
-    return {k: [float(rows[e][k]) for e in sorted(rows)] for k in keys}
+    epochs = sorted(rows)
+    keys = [
+        k
+        for k in rows[epochs[0]]
+        if k != "epoch" and any(rows[e][k] != "NA" for e in epochs)
+    ]
+    return {
+        k: [float("nan" if rows[e][k] == "NA" else rows[e][k]) for e in epochs]
+        for k in keys
+    }

@@ -149,10 +149,21 @@ def fill_from_preset(parser, args, presets, runs_folder):
     (`vocab_size`) settings; `--output-dir` defaults to
     `<runs_folder>/<preset>`.
 
-    Example:
+    Example (a flag given on the command line wins over the preset):
 
+    >>> from zoo.models.seq2seq.seq2seq_presets import PRESETS
+    >>> parser = argparse.ArgumentParser()
+    >>> for flag in ("--preset", "--model", "--output-dir"):
+    ...     _ = parser.add_argument(flag)
+    >>> for flag in ("--epochs", "--num-layers", "--vocab-size"):
+    ...     _ = parser.add_argument(flag, type=int)
+    >>> argv = ["--preset", "smoke", "--epochs", "1"]
     >>> args = fill_from_preset(parser, parser.parse_args(argv), PRESETS,
-    ...                         os.path.join(ROOT, "runs", "translate"))
+    ...                         os.path.join("runs", "translate"))
+    >>> args.model, args.epochs, args.num_layers, args.vocab_size
+    ('transformer', 1, 1, 120)
+    >>> args.output_dir
+    'runs/translate/smoke'
     """
     kind = presets.part(args.preset, "backbone")["kind"]
     if args.model is not None and args.model != kind:

@@ -85,11 +85,17 @@ def transformer_layout_map(device_mesh, layout=None):
             `TRANSFORMER_LAYOUT`. Each split axis must be divisible by the
             model axis' size (e.g. the number of heads, the MLP width).
 
-    Example:
+    Example (on one device; with 8, a `(4, 2)` mesh splits every head
+    kernel over 2 devices):
 
-    >>> mesh = keras.distribution.DeviceMesh((1, 2), ("batch", "model"),
-    ...                                      keras.distribution.list_devices())
+    >>> devices = keras.distribution.list_devices()[:1]
+    >>> mesh = keras.distribution.DeviceMesh((1, 1), ("batch", "model"),
+    ...                                      devices)
     >>> layout_map = transformer_layout_map(mesh)
+    >>> layout_map["transformer_layer_0/self_attention/query/kernel"].axes
+    (None, 'model', None)
+    >>> layout_map["transformer_layer_0/feedforward_output_dense/kernel"].axes
+    ('model', None)
     """
     layout_map = keras.distribution.LayoutMap(device_mesh)
     for pattern, axes in (layout or TRANSFORMER_LAYOUT).items():

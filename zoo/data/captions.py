@@ -48,12 +48,28 @@ class CaptionPairs(keras.utils.PyDataset):
         ValueError: no images, not one caption entry per image, or an image
             without a caption.
 
-    Example:
+    Example (8 images of 5 captions each: 40 pairs):
 
-    >>> pairs = CaptionPairs(images, captions, 64, shuffle=True, seed=1,
-    ...                      preprocessor=captioner.preprocessor)
-    >>> captioner.fit(pairs, epochs=10,
-    ...               callbacks=[ReproducibleEpochs(1, [pairs])])
+    >>> from zoo.data.tokenizers import train_subword_tokenizer
+    >>> from zoo.models.captioning import ImageCaptionerPreprocessor
+    >>> images, captions = make_synthetic_captions(8)
+    >>> tokenizer = train_subword_tokenizer(
+    ...     [c for five in captions for c in five], 30, model_type="word")
+    >>> preprocessor = ImageCaptionerPreprocessor(
+    ...     tokenizer, (32, 32), decoder_sequence_length=12)
+    >>> pairs = CaptionPairs(images, captions, 16, shuffle=True, seed=1,
+    ...                      preprocessor=preprocessor)
+    >>> len(pairs)
+    3
+    >>> x, y, sample_weight = pairs[0]
+    >>> x["images"].shape, x["decoder_token_ids"].shape, y.shape
+    ((16, 32, 32, 3), (16, 12), (16, 12))
+    >>> len(CaptionPairs(images, captions, 16, one_caption_per_image=True))
+    1
+
+    A captioner trains on it with `captioner.fit(pairs, epochs=10,
+    callbacks=[ReproducibleEpochs(1, [pairs])])`: each epoch's order
+    follows `(seed, epoch)`, so a resumed run sees the same batches.
     """
 
     def __init__(
@@ -231,9 +247,15 @@ def caption_dataset(
 ):
     """`CaptionPairs(...).dataset()`: `(images, captions)` batches.
 
-    Example:
+    Example (what `captioner.fit(dataset)` reads):
 
-    >>> captioner.fit(caption_dataset(images, captions, 64, shuffle=True))
+    >>> images, captions = make_synthetic_captions(8)
+    >>> dataset = caption_dataset(images, captions, 16, shuffle=True, seed=0)
+    >>> len(dataset)  # 40 (image, caption) pairs
+    3
+    >>> images, texts = next(iter(dataset))
+    >>> tuple(images.shape), tuple(texts.shape)
+    ((16, 32, 32, 3), (16,))
     """
     return CaptionPairs(
         images, captions, batch_size, shuffle, seed, one_caption_per_image
@@ -256,8 +278,10 @@ def make_synthetic_captions(count=256, size=32, seed=0):
     Example:
 
     >>> images, captions = make_synthetic_captions(64)
+    >>> images.shape, images.dtype, len(captions[0])
+    ((64, 32, 32, 3), dtype('uint8'), 5)
     >>> captions[0][0]
-    'a red square on the left'
+    'a blue bar on the left'
     """
     rng = np.random.default_rng(seed)
     images = rng.integers(0, 50, (count, size, size, 3)).astype("uint8")

@@ -171,10 +171,21 @@ class TokenWindows(keras.utils.PyDataset):
         `({"token_ids", "padding_mask"}, targets, sample_weight)`, each
         `(batch, sequence_length)`.
 
-    Example:
+    Example (a recipe trains with `gpt.fit(TokenWindows(ids, 256, 64,
+    steps=500), epochs=10)`):
 
-    >>> ids = encode_corpus(tokenizer, train_text)
-    >>> gpt.fit(TokenWindows(ids, 256, 64, steps=500), epochs=10)
+    >>> from zoo.data.tokenizers import CharacterTokenizer, encode_corpus
+    >>> text = make_synthetic_corpus(2000)
+    >>> ids = encode_corpus(CharacterTokenizer.from_text(text), text)
+    >>> train = TokenWindows(ids, 16, 4, steps=10)
+    >>> x, targets, sample_weight = train[0]
+    >>> len(train), x["token_ids"].shape, targets.shape
+    (10, (4, 16), (4, 16))
+    >>> bool((targets[:, :-1] == x["token_ids"][:, 1:]).all())  # next ids
+    True
+    >>> evaluation = TokenWindows(ids, 100, 8, shuffle=False)
+    >>> evaluation.windows, len(evaluation), evaluation[2][1].shape
+    (19, 3, (3, 100))
     """
 
     def __init__(

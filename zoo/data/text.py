@@ -115,7 +115,12 @@ def split_validation_arrays(
 
     Example:
 
+    >>> x, y = np.arange(10), np.arange(10) % 2
     >>> (x, y, _), validation = split_validation_arrays(x, y, None, 0.2)
+    >>> x
+    array([0, 1, 2, 3, 4, 5, 6, 7])
+    >>> validation
+    (array([8, 9]), array([0, 1]))
     """
     if (
         not validation_split

@@ -425,11 +425,17 @@ def train_bert_tokenizer(texts, vocabulary_size, lowercase=True):
         A `keras_hub.models.BertTokenizer` (saved inside any `.keras` file of
         a model whose preprocessor holds it).
 
-    Example:
+    Example (a tiny corpus: its pieces are mostly single letters):
 
-    >>> tokenizer = train_bert_tokenizer(reviews, vocabulary_size=8000)
-    >>> tokenizer.detokenize(tokenizer("a wonderful film"))
+    >>> reviews = ["A wonderful film, a wonderful cast.",
+    ...            "A dull film.<br />Far too long."]
+    >>> tokenizer = train_bert_tokenizer(reviews, vocabulary_size=40)
+    >>> tokenizer.vocabulary_size(), tokenizer.get_vocabulary()[:8]
+    (40, ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', ',', '.', 'a'])
+    >>> tokenizer.detokenize(tokenizer("A wonderful film"))
     'a wonderful film'
+    >>> tokenizer.detokenize(tokenizer("a zebra"))  # no "z" to spell it
+    'a [UNK]'
     """
     import re
 

@@ -77,10 +77,14 @@ _DTYPE_NAMES = {}
 def through_layer_calls():
     """Within this block `call_sublayer` always calls the layer itself.
 
-    Example:
+    Example (a GPT's decoding step, `gpt.call_with_cache`, would run
+    inside it the same way):
 
-    >>> with through_layer_calls():
-    ...     logits, _, cache = gpt.call_with_cache(ids, cache, index)
+    >>> dense = keras.layers.Dense(4)
+    >>> with through_layer_calls():  # dense(x), on every backend
+    ...     y = call_sublayer(None, dense, keras.ops.ones((2, 3)))
+    >>> tuple(y.shape)
+    (2, 4)
     """
     saved = _STATE["direct"]
     _STATE["direct"] = False
@@ -107,10 +111,16 @@ def reused_casts():
     (JAX and TensorFlow compile the decoding loop, where a cast costs
     nothing per step). The kept casts are freed when the block ends.
 
-    Example (how `generate` runs its decoding loop):
+    Example (`generate` runs its decoding loop so):
 
-    >>> with reused_casts():
-    ...     outputs = generate_function(inputs)
+    >>> dense = keras.layers.Dense(4, dtype="mixed_bfloat16")
+    >>> dense.build((None, 3))
+    >>> x = keras.ops.ones((2, 3), "bfloat16")
+    >>> with reused_casts():  # PyTorch: the kernel is cast to bfloat16 once
+    ...     for step in range(3):
+    ...         x = call_sublayer(None, dense, x[:, :3])
+    >>> tuple(x.shape), keras.backend.standardize_dtype(x.dtype)
+    ((2, 4), 'bfloat16')
     """
     saved = _STATE["casts"]
     _STATE["casts"] = {} if saved is None else saved
@@ -287,7 +297,14 @@ def call_sublayer(parent, layer, *args, **kwargs):
 
     Example (inside a layer's `call`):
 
-    >>> x = call_sublayer(self, self._feedforward_intermediate_dense, x)
+    >>> class Block(keras.layers.Layer):
+    ...     def __init__(self, **kwargs):
+    ...         super().__init__(**kwargs)
+    ...         self.dense = keras.layers.Dense(4)
+    ...     def call(self, x):
+    ...         return call_sublayer(self, self.dense, x)
+    >>> tuple(Block()(keras.ops.ones((2, 3))).shape)
+    (2, 4)
     """
     # The backend test comes first and alone: under TensorFlow this runs
     # inside autograph, which must not convert the checks.
@@ -319,7 +336,9 @@ def concrete_index(index):
 
     Example (the top of a decoding step):
 
-    >>> index = concrete_index(index)
+    >>> index = concrete_index(keras.ops.convert_to_tensor(5))
+    >>> int(index)  # a Python int under PyTorch, the tensor elsewhere
+    5
     """
     if (
         keras.backend.backend() != "torch"
@@ -342,9 +361,14 @@ def without_keras_mask(x):
     sequence); the tensor given is left as it was. Elsewhere `x` is
     returned as it is.
 
-    Example (building a decoder's cache):
+    Example (building a decoder's cache; under PyTorch `cached` is a copy
+    without the mask `encoder_output` carries):
 
-    >>> encoder_output = without_keras_mask(encoder_output)
+    >>> embedding = keras.layers.Embedding(10, 4, mask_zero=True)
+    >>> encoder_output = embedding(np.array([[1, 2, 0]]))
+    >>> cached = without_keras_mask(encoder_output)
+    >>> tuple(cached.shape), bool(keras.ops.all(cached == encoder_output))
+    ((1, 3, 4), True)
     """
     if (
         keras.backend.backend() != "torch"

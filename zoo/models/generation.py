@@ -387,6 +387,8 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
     Example:
 
     >>> sampler = get_sampler("top_k", k=5, seed=1)
+    >>> type(sampler).__name__, sampler.k
+    ('TopKSampler', 5)
     """
     temperature, options = check_sampler_options(name, temperature, **options)
     samplers = keras_hub.samplers
@@ -547,9 +549,18 @@ class GenerationMixin:
         always under JAX and TensorFlow (whose whole generation loop is
         compiled), `function` itself.
 
-        Example (inside `generate_step`):
+        Example (a task's `generate_step` calls
+        `self.decode_function(self.call_with_cache)`):
 
-        >>> step = self.decode_function(self.call_with_cache)
+        >>> from zoo.data.tokenizers import CharacterTokenizer
+        >>> from zoo.models.gpt import GPTCausalLM, GPTPreprocessor
+        >>> tokenizer = CharacterTokenizer.from_text("to be or not to be")
+        >>> gpt = GPTCausalLM.from_preset(
+        ...     "smoke", preprocessor=GPTPreprocessor(tokenizer, 16))
+        >>> gpt.compile(jit_compile=True)
+        >>> step = gpt.decode_function(gpt.call_with_cache)
+        >>> step == gpt.call_with_cache  # PyTorch: a torch.compile'd step
+        True
         """
         if keras.config.backend() != "torch" or self.jit_compile is not True:
             return function

