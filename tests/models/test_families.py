@@ -251,11 +251,10 @@ def _build_text_classifier(preset):
         TextClassifier, preset, "backbone", "preprocessor", "task"
     )
     assert type(task.backbone).__name__ == backbone.pop("class")
-    token_ids = preprocessor(REVIEWS[:1])
     return [
         Built(
             task,
-            token_ids,
+            _ids(preprocessor.vocabulary_size),
             (1, 1),
             [(task.backbone, backbone), (preprocessor, pre), (task, head)],
         )
@@ -366,7 +365,7 @@ def _build_captioning(preset):
     assert encoder.trainable == spec.pop("trainable", True)
     spec.pop("pretrained", None)  # test_image_encoders checks the weights
     vocabulary = preprocessor.tokenizer.vocabulary_size()
-    steps = preprocessor.decoder_sequence_length
+    steps = min(LENGTH, preprocessor.decoder_sequence_length)
     images = np.zeros(
         (1, *preprocessor.image_size, preprocessor.num_channels), "float32"
     )
