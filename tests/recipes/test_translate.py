@@ -121,7 +121,7 @@ def test_a_bad_model_file_is_one_clear_line(tmp_path, capsys):
     )
     for path, message in (
         (tmp_path / "none.keras", "no such model file"),
-        (tmp_path / "cut.keras", "not a .keras archive"),
+        (tmp_path / "cut.keras", "is truncated"),
         (shipped_gpt, "holds a GPTCausalLM, not a Translator"),
     ):
         with pytest.raises(SystemExit) as exit_info:
