@@ -91,10 +91,21 @@ class RawTextMixin:
             text_batch(x, "evaluate", self.text_segments), y, *args, **kwargs
         )
 
-    def predict(self, x, *args, **kwargs):
+    def predict(self, x, batch_size=None, **kwargs):
         x = text_batch(x, "predict", self.text_segments)
         self._warn_unknown_texts(x, "predict")
-        return super().predict(x, *args, **kwargs)
+        if self.preprocessor is None or not isinstance(
+            x, (list, tuple, np.ndarray)
+        ):
+            return super().predict(x, batch_size=batch_size, **kwargs)
+        # Texts in memory: the preprocessor reads them eagerly, a chunk at
+        # a time, and the model predicts on the arrays. keras-hub's way, a
+        # TensorFlow pipeline mapped over the texts, traces the tokenizer
+        # on every call: seconds per call, for one text or many.
+        features = preprocess_texts(self.preprocessor, x)
+        return keras.Model.predict(
+            self, features, batch_size=batch_size, **kwargs
+        )
 
     def unknown_token_share(self, texts):
         """For each text, the share of the tokens the model reads that are
@@ -122,6 +133,29 @@ class RawTextMixin:
         if share is None or not isinstance(x, (list, tuple, np.ndarray)):
             return
         warn_unknown_texts(x, share(x), method, stacklevel + 1)
+
+
+def preprocess_texts(preprocessor, texts, chunk=1024):
+    """`preprocessor`'s features for a batch of strings (or a tuple of
+    segments: batches of equal length), as NumPy arrays: the preprocessor
+    called eagerly on `chunk` texts at a time, the chunks concatenated.
+    What a preprocessor returns beside the features (labels, weights)
+    is dropped."""
+    segments = texts if isinstance(texts, tuple) else None
+    count = len(segments[0] if segments else texts)
+    parts = []
+    for start in range(0, count, chunk):
+        if segments:
+            piece = tuple(s[start : start + chunk] for s in segments)
+        else:
+            piece = texts[start : start + chunk]
+        features, _, _ = keras.utils.unpack_x_y_sample_weight(
+            preprocessor(piece)
+        )
+        parts.append(keras.tree.map_structure(np.asarray, features))
+    return keras.tree.map_structure(
+        lambda *arrays: np.concatenate(arrays), *parts
+    )
 
 
 def unknown_share(counted, unknown):
