@@ -149,8 +149,9 @@ def preprocess_texts(preprocessor, texts, chunk=1024):
             piece = tuple(s[start : start + chunk] for s in segments)
         else:
             piece = texts[start : start + chunk]
+        # By keyword: a tuple passed positionally would be read as (x, y).
         features, _, _ = keras.utils.unpack_x_y_sample_weight(
-            preprocessor(piece)
+            preprocessor(x=piece)
         )
         parts.append(keras.tree.map_structure(np.asarray, features))
     return keras.tree.map_structure(
