@@ -124,7 +124,9 @@ class RawTextMixin(RawInputMixin):
 
     def predict(self, x, batch_size=None, **kwargs):
         x, _ = self._raw_input(x, None, "predict")
-        self._warn_unknown_texts(x, "predict")
+        # The caller's line: below it KeepsWeightsOnError's and
+        # ChecksTokenIds' predict, then this one.
+        self._warn_unknown_texts(x, "predict", stacklevel=5)
         if self.preprocessor is None or not isinstance(
             x, (list, tuple, np.ndarray)
         ):
