@@ -62,8 +62,9 @@ def example_count(x):
     without reading it (a dataset, a generator).
 
     A lone string is one example; a dict counts its first entry; a pair of
-    equally long lists of strings (a pair classifier's two segments) counts
-    one of them.
+    lists of strings (a pair classifier's two segments) counts one of them
+    when they are equally long, and is not known otherwise (the text
+    checks then name the mismatch).
     """
     if x is None or is_dataset(x) or isinstance(x, keras.utils.PyDataset):
         return None
@@ -75,11 +76,10 @@ def example_count(x):
         isinstance(x, tuple)
         and len(x) == 2
         and all(isinstance(s, (list, tuple, np.ndarray)) for s in x)
-        and len(x[0]) == len(x[1])
         and len(x[0])
         and all(isinstance(t, (str, bytes)) for t in np.ravel(x[0])[:1])
     ):
-        return len(x[0])
+        return len(x[0]) if len(x[0]) == len(x[1]) else None
     shape = getattr(x, "shape", None)
     if shape is not None:
         if len(shape) == 0:
