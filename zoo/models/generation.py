@@ -630,10 +630,15 @@ class GenerationMixin:
                 sampler given to `compile`.
         """
         if sampler is None and options:
+            need = (
+                "needs the sampler it belongs"
+                if len(options) == 1
+                else "need the sampler they belong"
+            )
             raise ValueError(
-                f"{', '.join(sorted(options))} need the sampler they belong "
-                "to: name it, e.g. generate(..., sampler='beam', "
-                "num_beams=4) or sampler='top_k', k=10."
+                f"{', '.join(sorted(options))} {need} to: name it, e.g. "
+                "generate(..., sampler='beam', num_beams=4) or "
+                "sampler='top_k', k=10."
             )
         # Checked before anything else reads them (`get_sampler` checks
         # the rest), whether or not this setting was seen before.

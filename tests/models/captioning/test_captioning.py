@@ -206,7 +206,7 @@ def test_generation_arguments_out_of_range_are_refused():
         model.generate(IMAGES[:1], sampler="top_p", p=0)
     with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
         model.generate(IMAGES[:1], batch_size=0)
-    with pytest.raises(ValueError, match="need the sampler"):
+    with pytest.raises(ValueError, match="needs the sampler it belongs to"):
         model.generate(IMAGES[:1], num_beams=2)
     with pytest.raises(ValueError, match="generate\\(images\\)"):
         model.predict(IMAGES[:2])

@@ -387,7 +387,7 @@ class Translator(
                 )
             if count + 2 > length:
                 warnings.warn(
-                    f"A source sentence has {count} tokens; the encoder "
+                    f"{method}(): sentence {i} has {count} tokens; the encoder "
                     f"reads {length - 2} (with <s> and </s>), so it is "
                     "truncated.",
                     stacklevel=3,
