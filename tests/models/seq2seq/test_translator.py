@@ -21,7 +21,9 @@ from zoo.models import (
     TranslationPreprocessor,
     Translator,
 )
+from zoo.models.generation import BeamSampler, get_sampler
 from zoo.models.quantization import quantize_matrices
+from zoo.saving import load_model
 
 GERMAN, ENGLISH = make_synthetic_pairs(300, seed=0)
 KINDS = ("transformer", "rnn")
@@ -247,6 +249,20 @@ def test_training_on_raw_pairs_lowers_the_loss_and_survives_saving(
     assert loaded.generate(GERMAN[:2], max_length=12) == model.generate(
         GERMAN[:2], max_length=12
     )
+
+
+def test_the_compiled_beam_search_is_saved_with_the_model(tmp_path):
+    model = translator("transformer")
+    model.compile(sampler=get_sampler("beam", num_beams=4, length_penalty=1.5))
+    sources = GERMAN[:3]
+    before = model.generate(sources, max_length=12)
+    path = str(tmp_path / "translator.keras")
+    model.save(path)
+    loaded = load_model(path, expected=Translator)
+    assert type(loaded.sampler) is BeamSampler
+    assert (loaded.sampler.num_beams, loaded.sampler.length_penalty) == (4, 1.5)
+    assert loaded.get_compile_config()["sampler"]["config"]["num_beams"] == 4
+    assert loaded.generate(sources, max_length=12) == before
 
 
 def test_alignments_are_distributions_over_the_source_tokens():
