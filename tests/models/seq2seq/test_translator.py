@@ -496,7 +496,7 @@ def test_the_loss_is_per_real_target_token_whatever_the_padding():
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
 
 
-def test_int8_matrices_load_int8_and_translate_as_before_saving(tmp_path):
+def test_int8_matrices_load_int8_translate_as_before_and_save_again(tmp_path):
     # The RNN translator (the shipped int8 one); the Transformer blocks'
     # int8 path is the captioning family's test's.
     model = translator("rnn")
@@ -524,3 +524,10 @@ def test_int8_matrices_load_int8_and_translate_as_before_saving(tmp_path):
     assert loaded.generate(
         sources, max_length=12, sampler="beam", num_beams=2
     ) == model.generate(sources, max_length=12, sampler="beam", num_beams=2)
+    # A loaded int8 model saves again: the same int8 weights and scales.
+    again = keras_round_trip(loaded, tmp_path, "again.keras")
+    for old, new in zip(loaded.weights, again.weights, strict=True):
+        assert old.dtype == new.dtype
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(old.value), ops.convert_to_numpy(new.value)
+        )
