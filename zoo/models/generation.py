@@ -554,7 +554,9 @@ class GenerationMixin:
     `generate_step` reads `self.generation_mode` (e.g. "cache" or
     "window"), fixed per compiled function, and calls its one-token
     decoding step through `decode_function` (compiled under PyTorch when
-    the task was compiled with `jit_compile=True`).
+    the task was compiled with `jit_compile=True`). `self.sampler` is the
+    call's sampler while a step runs and the compiled one otherwise, so
+    `task.sampler` says what `generate()` uses when no sampler is named.
 
     The sampler given to `compile` (with its settings: `num_beams`,
     `length_penalty`, `k`, `p`, `temperature`, `seed`) is saved in the
@@ -675,8 +677,9 @@ class GenerationMixin:
     def select_sampler(
         self, sampler=None, temperature=1.0, seed=None, **options
     ):
-        """Makes the sampler of this setting current (one per setting, kept
-        between calls) and rewinds its random state when `seed` is given.
+        """Makes the sampler of this setting the one `run_generate_step`
+        runs (one per setting, kept between calls) and rewinds its random
+        state when `seed` is given.
 
         Args:
             sampler, temperature, seed, **options: see `get_sampler`;
@@ -706,7 +709,6 @@ class GenerationMixin:
         chosen = self._samplers[setting]
         if seed is not None:
             reset_seed(chosen, seed)
-        self.sampler = chosen
         self._setting = setting
         return chosen
 
@@ -727,8 +729,12 @@ class GenerationMixin:
         # own compiled function.
         self.generate_function = self._generate_functions.get(key)
         self.generation_mode = mode
-        function = self.make_generate_function()
-        self._generate_functions[key] = function
-        with reused_casts():  # PyTorch: each weight cast once per call
-            outputs = function(inputs, stop_token_ids=stop_token_ids)
+        self.sampler = self._samplers[self._setting]
+        try:
+            function = self.make_generate_function()
+            self._generate_functions[key] = function
+            with reused_casts():  # PyTorch: each weight cast once per call
+                outputs = function(inputs, stop_token_ids=stop_token_ids)
+        finally:
+            self.sampler = self._compiled_sampler
         return keras.tree.map_structure(ops.convert_to_numpy, outputs)

@@ -434,9 +434,8 @@ def _with_compile_config(path, new_path, change):
 
 def test_the_compiled_sampler_and_its_settings_are_saved(tmp_path):
     gpt = make_gpt()
-    gpt.compile(
-        sampler=get_sampler("top_p", p=0.8, k=7, temperature=0.7, seed=3)
-    )
+    sampler_of_gpt = get_sampler("top_p", p=0.8, k=7, temperature=0.7, seed=3)
+    gpt.compile(sampler=sampler_of_gpt)
     path = str(tmp_path / "gpt.keras")
     gpt.save(path)
     loaded = keras.saving.load_model(path)
@@ -452,6 +451,7 @@ def test_the_compiled_sampler_and_its_settings_are_saved(tmp_path):
         "to be", max_length=16, seed=5
     )
     greedy = gpt.generate("to be", max_length=16, sampler="greedy")
+    assert gpt.sampler is sampler_of_gpt  # what generate() uses by default
 
     # A file saved before samplers were saved generates greedily.
     old = _with_compile_config(
