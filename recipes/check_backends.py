@@ -5,14 +5,23 @@
     python recipes/check_backends.py imdb_attention --smoke --variants imdb_attention --no-train
     python recipes/check_backends.py imdb_attention --data-dir ../shared/data/aclImdb
     python recipes/check_backends.py imdb_attention --smoke --full   # + whole recipe runs
+    python recipes/check_backends.py imdb_attention gpt_text translate --smoke
+    python recipes/check_backends.py all --smoke                     # every recipe
+    python recipes/check_backends.py imdb_attention:imdb_mean,imdb_rnn captioning:lstm --smoke
 
 A thin command line over `zoo.testing.cross_backend`: the recipe's file,
 `recipes/<recipe>.py`, is the hook the check's workers import (its
 `check_setup` returns a `CheckSetup`; the contract is in
-`zoo.testing.cross_backend.hook`). What is compared, how, the tolerances
-and the known sources of divergence: docs/backends.md. Exits 1 when a
-check fails; a recipe name it cannot check (misspelt, or a recipe without
-a `check_setup` hook) is one error line listing those it can, exit status 2.
+`zoo.testing.cross_backend.hook`). Several recipes (or `all`, every recipe
+with a hook) are checked by one worker process per backend, one recipe
+after the other, each framework imported once: each recipe's table, then
+one line for the run. `recipe:variant,variant` checks those variants of
+that recipe; `--variants` and `--data-dir` take one recipe. With `--json`,
+one recipe writes its report, several `{recipe: report}` (keys sorted).
+What is compared, how, the tolerances and the known sources of
+divergence: docs/backends.md. Exits 1 when a check fails; a recipe name it
+cannot check (misspelt, or a recipe without a `check_setup` hook) is one
+error line listing those it can, exit status 2.
 """
 
 import argparse
@@ -47,16 +56,20 @@ def parse_args(argv=None):
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "recipe",
+        "recipes",
+        nargs="+",
+        metavar="recipe",
         help="module in recipes/ with a check_setup hook, "
-        "e.g. imdb_attention or gpt_text, or a family's "
-        f"name ({', '.join(sorted(FAMILIES))})",
+        "e.g. imdb_attention or gpt_text, a family's "
+        f"name ({', '.join(sorted(FAMILIES))}), or all; "
+        "recipe:variant,variant checks only those variants; several are "
+        "checked by one worker process per backend",
     )
     parser.add_argument(
         "--variants",
         nargs="+",
         default=None,
-        help="default: the recipe's CHECK_VARIANTS",
+        help="default: the recipe's CHECK_VARIANTS (one recipe only)",
     )
     parser.add_argument(
         "--smoke", action="store_true", help="the recipe's small generated data"
@@ -65,7 +78,7 @@ def parse_args(argv=None):
         "--data-dir",
         default=None,
         help="passed to the recipe (a local copy of its data "
-        "instead of the default download)",
+        "instead of the default download; one recipe only)",
     )
     parser.add_argument(
         "--steps",
@@ -110,7 +123,8 @@ def parse_args(argv=None):
         "--json",
         default=None,
         metavar="PATH",
-        help="write the report as JSON (atomically)",
+        help="write the report as JSON (atomically); several "
+        "recipes: {recipe: report}",
     )
     parser.add_argument(
         "--verbose",
@@ -120,48 +134,86 @@ def parse_args(argv=None):
     parser.add_argument(
         "--workdir",
         default=None,
-        help="keep the models and arrays here (default: a "
-        "temporary directory, removed afterwards)",
+        help="keep the models and arrays here, one folder per "
+        "recipe (default: a temporary directory, removed afterwards)",
     )
     parser.add_argument(
         "--timeout",
         type=positive_float,
         default=cross_backend.WAIT_TIMEOUT,
-        help="seconds before the workers are stopped",
+        help="seconds before the workers are stopped (for all "
+        "the recipes together)",
     )
     args = parser.parse_args(argv)
     if len(set(args.backends)) != len(args.backends):
         parser.error("--backends repeats a backend")
     if args.no_train:
         args.steps = 0
-    # "gpt_text", "recipes/gpt_text.py" and "recipes.gpt_text" name one.
-    name = os.path.basename(args.recipe).removesuffix(".py")
-    name = name.removeprefix("recipes.")
-    args.recipe = FAMILIES.get(name, name)
-    args.hook = os.path.join(ROOT, "recipes", f"{args.recipe}.py")
     recipes = checkable_recipes()
-    if args.recipe not in recipes:
-        valid = recipes + sorted(FAMILIES)
-        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.7)
-        what = (
-            "has no check_setup hook"
-            if os.path.isfile(args.hook)
-            else "is not a recipe"
+    # Each argument: a recipe (or all of them), optionally ":variant,...".
+    chosen = {}  # recipe -> its variants (None: all)
+    for given in args.recipes:
+        name, colon, listed = given.partition(":")
+        variants = [v for v in listed.split(",") if v] or None
+        if colon and not variants:
+            parser.error(f"{given!r} names no variant after the colon")
+        if name == "all" and colon:
+            parser.error(f"{given!r}: all takes no variants")
+        names = (
+            recipes if name == "all" else [recipe_name(parser, name, recipes)]
         )
-        listed = (
-            f"ecipes it checks are {', '.join(recipes)}, and the families "
-            f"{', '.join(sorted(FAMILIES))}"
-        )
-        listed = (
-            f"did you mean {close[0]!r}? The r{listed}"
-            if close
-            else f"the r{listed}"
-        )
-        # One line, without argparse's usage block: the fix is the name.
-        parser.exit(
-            2, f"{parser.prog}: error: {args.recipe!r} {what}; {listed}\n"
-        )
+        for recipe in names:
+            if recipe in chosen:
+                parser.error(f"{given!r} names the recipe {recipe} again")
+            chosen[recipe] = variants
+    if args.variants is not None:
+        if len(chosen) > 1:
+            parser.error(
+                "--variants takes one recipe; name several recipes' "
+                "variants as recipe:variant,variant"
+            )
+        (recipe,) = chosen
+        if chosen[recipe] is not None:
+            parser.error(
+                f"give {recipe}'s variants as recipe:variant,variant or "
+                "with --variants, not both"
+            )
+        chosen[recipe] = args.variants
+    args.recipes = list(chosen)
+    args.variants = list(chosen.values())  # per recipe
+    args.hooks = [os.path.join(ROOT, "recipes", f"{r}.py") for r in chosen]
+    if args.data_dir and len(args.recipes) > 1:
+        parser.error("--data-dir takes one recipe (each has its own data)")
     return args
+
+
+def recipe_name(parser, given, recipes):
+    """The recipe that `given` names ("gpt_text", "recipes/gpt_text.py",
+    "recipes.gpt_text" or a family's name); a name it cannot check ends the
+    command with one error line listing those it can (exit status 2)."""
+    name = os.path.basename(given).removesuffix(".py")
+    name = name.removeprefix("recipes.")
+    recipe = FAMILIES.get(name, name)
+    if recipe in recipes:
+        return recipe
+    valid = recipes + sorted(FAMILIES)
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.7)
+    what = (
+        "has no check_setup hook"
+        if os.path.isfile(os.path.join(ROOT, "recipes", f"{recipe}.py"))
+        else "is not a recipe"
+    )
+    listed = (
+        f"ecipes it checks are {', '.join(recipes)}, and the families "
+        f"{', '.join(sorted(FAMILIES))}, or all"
+    )
+    listed = (
+        f"did you mean {close[0]!r}? The r{listed}"
+        if close
+        else f"the r{listed}"
+    )
+    # One line, without argparse's usage block: the fix is the name.
+    parser.exit(2, f"{parser.prog}: error: {recipe!r} {what}; {listed}\n")
 
 
 def checkable_recipes():
@@ -180,10 +232,7 @@ def checkable_recipes():
 
 def main(argv=None):
     args = parse_args(argv)
-    report = cross_backend.run_check(
-        args.hook,
-        name=args.recipe,
-        variants=args.variants,
+    options = dict(
         smoke=args.smoke,
         data_dir=args.data_dir,
         steps=args.steps,
@@ -197,7 +246,18 @@ def main(argv=None):
         timeout=args.timeout,
         cwd=ROOT,
     )
-    return cross_backend.exit_status(report)
+    if len(args.hooks) == 1:  # its report alone, as JSON too
+        reports = cross_backend.run_check(
+            args.hooks[0],
+            name=args.recipes[0],
+            variants=args.variants[0],
+            **options,
+        )
+    else:
+        reports = cross_backend.run_checks(
+            args.hooks, names=args.recipes, variants=args.variants, **options
+        )
+    return cross_backend.exit_status(reports)
 
 
 if __name__ == "__main__":

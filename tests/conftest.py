@@ -77,3 +77,24 @@ def _fresh_keras_state():
     keras.backend.clear_session(free_memory=False)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+_file_seconds = {}
+
+
+def pytest_runtest_logreport(report):
+    """With ZOO_TEST_DURATIONS_OUT set (by `tests/all_backends.py
+    --record-durations`), each test file's time (setup, call and teardown
+    of its tests) is summed and written there as JSON at the end."""
+    if os.environ.get("ZOO_TEST_DURATIONS_OUT"):
+        name = report.nodeid.split("::")[0]
+        _file_seconds[name] = _file_seconds.get(name, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("ZOO_TEST_DURATIONS_OUT")
+    if path and _file_seconds:
+        import json
+
+        with open(path, "w") as file:
+            json.dump(_file_seconds, file)

@@ -163,6 +163,9 @@ def test_load_model_names_what_is_wrong_with_the_file(tmp_path):
         with pytest.raises(ModelFileError, match=message) as error:
             load_model(tmp_path / name)
         assert "\n" not in str(error.value)
+    # A missing file is also what open() would raise.
+    with pytest.raises(FileNotFoundError, match="missing.keras"):
+        load_model(tmp_path / "missing.keras")
     model = load_model(good, expected=keras.Sequential)
     assert isinstance(model, keras.Sequential)
     with pytest.raises(

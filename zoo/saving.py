@@ -468,6 +468,11 @@ class ModelFileError(ValueError):
     holds another kind of model than the caller needs."""
 
 
+class ModelFileNotFoundError(ModelFileError, FileNotFoundError):
+    """No file at a model's path (a `ModelFileError` that is also the
+    `FileNotFoundError` that `open` would raise)."""
+
+
 def load_model(path, expected=None, **kwargs):
     """`keras.saving.load_model` after checking the file, so a bad path is
     one clear error naming the file and the problem (Keras says "File not
@@ -485,7 +490,8 @@ def load_model(path, expected=None, **kwargs):
         The model.
 
     Raises:
-        ModelFileError: no such file, a name that does not end in `.keras`,
+        ModelFileError: no such file (`ModelFileNotFoundError`, also a
+            `FileNotFoundError`), a name that does not end in `.keras`,
             an empty file, a truncated archive, a file that is no zip
             archive (an HDF5 file, another format), a damaged
             archive (a member fails its checksum, weights that HDF5 cannot
@@ -500,11 +506,10 @@ def load_model(path, expected=None, **kwargs):
     ... # doctest: +SKIP
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ModelFileError(f"{path}: no such model file (it is a folder).")
     if not os.path.isfile(path):
-        raise ModelFileError(
-            f"{path}: no such model file"
-            + (" (it is a folder)." if os.path.isdir(path) else ".")
-        )
+        raise ModelFileNotFoundError(f"{path}: no such model file.")
     if not path.endswith(".keras"):
         raise ModelFileError(f"{path}: model files end in .keras.")
     if not zipfile.is_zipfile(path):

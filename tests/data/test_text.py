@@ -71,6 +71,35 @@ def test_fit_dataset_shuffles_arrays_and_leaves_datasets_alone():
     )
 
 
+def test_fit_dataset_shuffles_a_dict_of_inputs_over_all_its_examples():
+    # Not over its two entries: the shuffle buffer was once len(dict).
+    rows = np.arange(20)
+    x = {
+        "token_ids": np.stack([rows, rows], -1),
+        "padding_mask": np.ones((20, 2)),
+    }
+    dataset, *_ = fit_dataset(x, None, None, 20)
+    order = np.asarray(next(iter(dataset))[0]["token_ids"])[:, 0]
+    assert sorted(order) == list(rows)
+    # A buffer of 2 moves no row more than one place ahead.
+    assert (rows[order] - np.arange(20)).max() > 1
+
+
+def test_a_tuple_of_texts_is_a_batch_and_segments_hold_as_many_texts():
+    # A list, which keras-hub cannot take for (x, y) as it would a tuple.
+    assert text_batch(("a film", "a play"), "predict") == ["a film", "a play"]
+    with pytest.raises(
+        ValueError, match=r"^predict\(\) got segments of 2 and 1 texts: "
+    ):
+        text_batch((["a", "b"], ["c"]), "predict", segments=True)
+    with pytest.raises(
+        ValueError,
+        match=r"^generate\(\): prompt 1 is bytes that are not UTF-8 \(byte "
+        r"offset 1\)",
+    ):
+        texts_of([b"ok", b"a\xff"], "generate", "prompt")
+
+
 def test_text_batch_and_texts_of_take_strings_and_name_anything_else():
     assert text_batch("one", "predict") == ["one"]
     words = np.array(["a", "b"])
@@ -126,7 +155,7 @@ def test_a_text_is_a_string_in_a_flat_batch_or_one_line_says_what_is_not():
                 check(bad, "predict")
             assert "\n" not in str(e.value)
     # Without segments a tuple is a batch; with them, each is checked.
-    assert check_texts(("a", "b"), "predict") == ("a", "b")
+    assert check_texts(("a", "b"), "predict") == ["a", "b"]
     with pytest.raises(ValueError, match="nested list"):
         check_texts((["a"], ["b", "c"]), "predict")
     with pytest.raises(TypeError, match="reads text, but got None"):

@@ -23,10 +23,20 @@ ROOT = os.path.dirname(
 BACKEND = keras.backend.backend()
 
 
+def simulated_devices(count):
+    """This backend's environment with `count` simulated CPU devices for
+    XLA, keeping the suite's other XLA flags (tests/conftest.py)."""
+    env = backend_env(BACKEND)
+    env["XLA_FLAGS"] = (
+        f"{os.environ.get('XLA_FLAGS', '')} "
+        f"--xla_force_host_platform_device_count={count}"
+    ).strip()
+    return env
+
+
 def train(mode, devices, save_path=None):
     """Runs tests/distribute/worker.py with `devices` simulated devices."""
-    env = backend_env(BACKEND)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    env = simulated_devices(4)
     command = [
         sys.executable,
         "-m",
@@ -170,8 +180,7 @@ def test_a_recipe_trains_data_parallel_on_two_devices(tmp_path):
     """The translation recipe's --smoke run under --distribute data on 2
     simulated devices: length buckets, so batches of every size (every
     recipe takes --distribute through the same `setup_accelerators`)."""
-    env = backend_env(BACKEND)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    env = simulated_devices(2)
     done = subprocess.run(
         [
             sys.executable,

@@ -298,6 +298,12 @@ def _build_gpt(preset):
     vocabulary = preprocessor.tokenizer.vocabulary_size()
     backbone, head = _sections(GPTCausalLM, preset, "backbone", "task")
     assert preprocessor.sequence_length == backbone["sequence_length"]
+    if preset == "gpt2":
+        # GPT-2 small's published size (keras-hub's gpt2_base_en,
+        # 124,439,808 at 50,257 tokens; the token embedding is the head).
+        assert task.backbone.count_params() == (
+            124439808 + (vocabulary - 50257) * 768
+        )
     inputs = {"token_ids": _ids(vocabulary), "padding_mask": _ones()}
     return [
         Built(
@@ -356,7 +362,11 @@ def _build_captioning(preset):
         "transformer": TransformerCaptionBackbone,
     }
     assert type(task.backbone) is kinds[backbone.pop("kind")]
+    assert task.backbone.decoder_sequence_length == (
+        preprocessor.decoder_sequence_length
+    )
     encoder = task.backbone.image_encoder
+    assert tuple(encoder.input.shape[1:3]) == tuple(preprocessor.image_size)
     encoders = {
         "conv_stack": ConvStackEncoder,
         "efficientnet_lite0": EfficientNetLiteEncoder,

@@ -41,7 +41,7 @@ def smoke_all(tmp_path_factory):
     return folder, result
 
 
-def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all, capsys):
+def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all):
     tmp_path, result = smoke_all
     pretrain, finetune = result["pretrain"], result["finetune"]
     assert np.isfinite(pretrain["validation_mlm_loss"])
@@ -65,6 +65,13 @@ def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all, capsys):
     )
     assert probabilities.shape == (2, 1)
 
+
+@pytest.mark.one_backend
+def test_a_finished_comparison_is_reused_and_a_changed_one_recomputed(
+    smoke_all, capsys
+):
+    tmp_path, result = smoke_all
+    finetune = result["finetune"]
     # A second fine-tuning run with the same settings reuses the finished
     # folds (an interrupted comparison continues where it stopped) ...
     again = bert_imdb.main(

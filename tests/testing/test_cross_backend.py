@@ -1,9 +1,10 @@
 """zoo.testing.cross_backend and its command line, recipes/check_backends.py:
 the comparisons, the report and the exit status (pure NumPy, under every
-backend), and once, under JAX (the GPT's and the translators' under
-PyTorch), the fast cross-backend check itself as a subprocess, for the
-IMDB classifiers, the GPT (generated text included), the translators,
-BERT and ViT."""
+backend), and once, under JAX, the fast cross-backend check itself as one
+subprocess for every recipe (one worker process per backend checks them
+all): the IMDB classifiers, the GPT (generated text included), the
+translators, BERT, ViT and the LSTM captioner, each recipe's report read
+by its own test."""
 
 import json
 import math
@@ -306,13 +307,14 @@ def test_json_report_is_strict_json_written_atomically(tmp_path):
 def test_command_line():
     args = cli.parse_args(["imdb_attention", "--smoke", "--no-train"])
     assert args.steps == 0 and args.backends == BACKENDS and args.smoke
-    assert args.hook == os.path.join(ROOT, "recipes", "imdb_attention.py")
+    assert args.hooks == [os.path.join(ROOT, "recipes", "imdb_attention.py")]
+    assert args.variants == [None]
     args = cli.parse_args(["captioning"])  # a family's name
-    assert args.hook == os.path.join(ROOT, "recipes", "caption_images.py")
+    assert args.hooks == [os.path.join(ROOT, "recipes", "caption_images.py")]
     for spelling in ("recipes/gpt_text.py", "recipes.gpt_text"):
         args = cli.parse_args([spelling])
-        assert args.recipe == "gpt_text"
-        assert args.hook == os.path.join(ROOT, "recipes", "gpt_text.py")
+        assert args.recipes == ["gpt_text"]
+        assert args.hooks == [os.path.join(ROOT, "recipes", "gpt_text.py")]
     args = cli.parse_args(
         [
             "imdb_attention",
@@ -326,7 +328,7 @@ def test_command_line():
             "5",
         ]
     )
-    assert args.variants == ["imdb_mean", "imdb_rnn"]
+    assert args.variants == [["imdb_mean", "imdb_rnn"]]
     assert args.backends == ["torch", "jax"] and args.steps == 5
     for bad in (
         [],
@@ -336,6 +338,70 @@ def test_command_line():
     ):
         with pytest.raises(SystemExit):
             cli.parse_args(bad)
+
+
+def test_command_line_takes_several_recipes(capsys):
+    args = cli.parse_args(
+        ["imdb_attention:imdb_mean,imdb_rnn", "gpt", "captioning:lstm"]
+    )
+    assert args.recipes == ["imdb_attention", "gpt_text", "caption_images"]
+    assert args.variants == [["imdb_mean", "imdb_rnn"], None, ["lstm"]]
+    assert args.hooks == [
+        os.path.join(ROOT, "recipes", f"{name}.py") for name in args.recipes
+    ]
+    args = cli.parse_args(["all", "--smoke"])
+    assert args.recipes == cli.checkable_recipes() and len(args.recipes) >= 6
+    assert args.variants == [None] * len(args.recipes)
+    args = cli.parse_args(["translate:rnn"])  # one recipe, two spellings
+    assert (
+        args.variants
+        == cli.parse_args(["translate", "--variants", "rnn"]).variants
+    )
+    for bad, message in (
+        (
+            ["gpt_text", "translate", "--variants", "rnn"],
+            "--variants takes one",
+        ),
+        (["translate:rnn", "--variants", "rnn"], "not both"),
+        (["gpt_text", "translate", "--data-dir", "x"], "--data-dir takes one"),
+        (["gpt", "gpt_text"], "names the recipe gpt_text again"),
+        (["all", "gpt_text"], "names the recipe gpt_text again"),
+        (["all:x"], "all takes no variants"),
+        (["gpt_text:"], "no variant after the colon"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.parse_args(bad)
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert message in error, (bad, error)
+
+
+def test_several_reports_have_one_exit_status_and_one_summary_line():
+    passed = report_of(agreeing_raw())
+    raw = agreeing_raw()
+    raw["forward"]["torch"] = raw["forward"]["torch"] + np.float32(3e-5)
+    failed = dict(report_of(raw), recipe="gpt_text")
+    assert cb.exit_status([passed, passed]) == 0
+    assert cb.exit_status([passed, failed]) == cb.exit_status(failed) == 1
+    assert cb.summary_line([passed, passed], 12.3) == (
+        "check_backends: all 2 recipes passed, wall time 12 s"
+    )
+    assert cb.summary_line([passed, failed]) == (
+        "check_backends: 1 of 2 recipes FAILED (gpt_text)"
+    )
+
+
+def test_run_checks_refuses_names_that_cannot_be_folders(tmp_path):
+    hook = tmp_path / "hook.py"
+    hook.write_text("")
+    with pytest.raises(ValueError, match="repeat"):
+        cb.run_checks([str(hook), str(hook)])
+    with pytest.raises(ValueError, match="cannot name"):
+        cb.run_checks([str(hook)], names=["../up"])
+    with pytest.raises(ValueError, match="one entry per hook"):
+        cb.run_checks([str(hook)], variants=[None, None])
+    with pytest.raises(FileNotFoundError):
+        cb.run_checks([str(tmp_path / "missing.py")])
 
 
 def test_recipes_implement_the_contract():
@@ -382,35 +448,107 @@ def run_tool(args, timeout):
     return result.returncode, result.stdout + result.stderr
 
 
-@CROSS_BACKEND_ONLY_ONCE
-def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
-    report_path = tmp_path / "report.json"
+# Each recipe's test -> what it names on the command line of the one run
+# that checks every recipe with one worker process per backend (each
+# framework imported once, not once per recipe), all with 3 SGD steps.
+RECIPE_TESTS = {
+    "test_fast_form_agrees_across_jax_tensorflow_and_torch": (
+        "imdb_attention:imdb_attention,imdb_transformer"
+    ),
+    "test_gpt_smoke_agrees_across_backends_generated_text_included": (
+        "gpt_text"
+    ),
+    "test_translation_agrees_across_backends_translations_included": (
+        "translate"
+    ),
+    "test_bert_masked_lm_and_classifier_agree_across_backends": "bert_imdb",
+    "test_vit_agrees_across_backends_on_float_images": "vit_images",
+    # The LSTM decoder here; the Transformer decoder's blocks are the
+    # translation family's, checked there (`check_backends.py captioning`
+    # checks both). A family's name: the report is caption_images'.
+    "test_captioning_agrees_across_backends_captions_included": (
+        "captioning:lstm"
+    ),
+}
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def shared_run(request, tmp_path_factory):
+    """`(exit status, output, {recipe: report})` of one run of
+    `check_backends.py --smoke` over the recipes whose tests were collected
+    (all of them when the test of the whole run was)."""
+    collected = {item.name for item in request.session.items}
+    everything = "test_one_run_checks_every_recipe" in collected
+    arguments = [
+        argument
+        for test, argument in RECIPE_TESTS.items()
+        if everything or test in collected
+    ]
+    path = tmp_path_factory.mktemp("check_backends") / "reports.json"
     code, output = run_tool(
         [
-            "imdb_attention",
+            *arguments,
             "--smoke",
-            "--variants",
-            "imdb_attention",
-            "imdb_transformer",
             "--steps",
-            "2",
+            str(STEPS),
             "--json",
-            str(report_path),
+            str(path),
             "--timeout",
-            "400",
+            "1800",
         ],
-        timeout=450,
+        timeout=1900,
     )
+    if len(arguments) == 1:  # one recipe's JSON is its report alone
+        reports = json.loads(path.read_text()) if path.exists() else None
+        reports = {reports["recipe"]: reports} if reports else {}
+    else:
+        reports = json.loads(path.read_text()) if path.exists() else {}
+    return code, output, reports
+
+
+def passed_report(shared_run, recipe):
+    """The shared run's report of `recipe`, checked to have passed."""
+    _, output, reports = shared_run
+    assert recipe in reports, output
+    report = reports[recipe]
+    assert report["passed"] and report["failures"] == [], output
+    return report
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_one_run_checks_every_recipe(shared_run):
+    code, output, reports = shared_run
     assert code == 0, output
-    report = json.loads(report_path.read_text())
-    assert report["passed"] and report["failures"] == []
+    assert sorted(reports) == [
+        "bert_imdb",
+        "caption_images",
+        "gpt_text",
+        "imdb_attention",
+        "translate",
+        "vit_images",
+    ]
+    for recipe, report in reports.items():
+        assert report["steps"] == STEPS and report["smoke"], recipe
+        assert all(
+            worker["status"] == "done" and worker["exit_code"] == 0
+            for worker in report["workers"].values()
+        ), report["workers"]
+    assert "check_backends: all 6 recipes passed" in output
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_fast_form_agrees_across_jax_tensorflow_and_torch(shared_run):
+    report = passed_report(shared_run, "imdb_attention")
     assert report["backends"] == BACKENDS
     assert list(report["variants"]) == ["imdb_attention", "imdb_transformer"]
     for variant, result in report["variants"].items():
         forward = result["forward"]
         assert len(forward["pairs"]) == 3, variant
         assert all(d <= 1e-5 for d in forward["pairs"].values()), forward
-        assert all(len(result["loss"]["per_step"][b]) == 2 for b in BACKENDS)
+        assert all(
+            len(result["loss"]["per_step"][b]) == STEPS for b in BACKENDS
+        )
         assert all(d <= 1e-4 for d in result["loss"]["pairs"].values())
         cells = [
             d
@@ -422,29 +560,14 @@ def test_fast_form_agrees_across_jax_tensorflow_and_torch(tmp_path):
             all(row.values())
             for row in result["saved"]["preprocessed_match"].values()
         )
+    output = shared_run[1]
     assert "imdb_attention" in output and "imdb_transformer" in output
     assert "all checks passed" in output
 
 
 @CROSS_BACKEND_ONLY_ONCE
-def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
-    report_path = tmp_path / "report.json"
-    code, output = run_tool(
-        [
-            "gpt_text",
-            "--smoke",
-            "--steps",
-            "3",
-            "--json",
-            str(report_path),
-            "--timeout",
-            "400",
-        ],
-        timeout=450,
-    )
-    assert code == 0, output
-    report = json.loads(report_path.read_text())
-    result = report["variants"]["default"]
+def test_gpt_smoke_agrees_across_backends_generated_text_included(shared_run):
+    result = passed_report(shared_run, "gpt_text")["variants"]["default"]
     assert result["passed"] and result["generate"]["max"] == 0
     reference = result["generate"]["reference"]
     assert [text[:6] for text in reference] == ["ROMEO:", "JULIET"]
@@ -454,23 +577,8 @@ def test_gpt_smoke_agrees_across_backends_generated_text_included(tmp_path):
 
 
 @CROSS_BACKEND_ONLY_ONCE
-def test_translation_agrees_across_backends_translations_included(tmp_path):
-    report_path = tmp_path / "report.json"
-    code, output = run_tool(
-        [
-            "translate",
-            "--smoke",
-            "--steps",
-            "3",
-            "--json",
-            str(report_path),
-            "--timeout",
-            "400",
-        ],
-        timeout=450,
-    )
-    assert code == 0, output
-    report = json.loads(report_path.read_text())
+def test_translation_agrees_across_backends_translations_included(shared_run):
+    report = passed_report(shared_run, "translate")
     assert sorted(report["variants"]) == ["rnn", "transformer"]
     for result in report["variants"].values():
         assert result["passed"] and result["generate"]["max"] == 0
@@ -479,91 +587,46 @@ def test_translation_agrees_across_backends_translations_included(tmp_path):
 
 @CROSS_BACKEND_ONLY_ONCE
 def test_a_failing_worker_makes_the_exit_status_non_zero(tmp_path):
+    """A recipe that fails in a worker fails its own report, with the end
+    of that worker's log; the worker goes on to the next recipe."""
     code, output = run_tool(
         [
-            "imdb_attention",
+            "imdb_attention:no_such_model",
+            "vit_images",  # the quickest to check
             "--smoke",
             "--backends",
             "jax",
-            "--variants",
-            "no_such_model",
+            "--no-train",
             "--json",
             str(tmp_path / "report.json"),
         ],
         timeout=300,
     )
     assert code != 0
-    assert "unknown variant" in output and "worker jax exited" in output
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert not report["passed"]
+    assert "unknown variant" in output and "worker jax failed" in output
+    assert "jax worker failed on imdb_attention; end of its log:" in output
+    reports = json.loads((tmp_path / "report.json").read_text())
+    assert not reports["imdb_attention"]["passed"]
+    assert reports["vit_images"]["passed"], output
+    assert "1 of 2 recipes FAILED (imdb_attention)" in output
 
 
 @CROSS_BACKEND_ONLY_ONCE
-def test_bert_masked_lm_and_classifier_agree_across_backends(tmp_path):
-    report_path = tmp_path / "report.json"
-    code, output = run_tool(
-        [
-            "bert_imdb",
-            "--smoke",
-            "--steps",
-            "3",
-            "--json",
-            str(report_path),
-            "--timeout",
-            "400",
-        ],
-        timeout=450,
-    )
-    assert code == 0, output
-    report = json.loads(report_path.read_text())
+def test_bert_masked_lm_and_classifier_agree_across_backends(shared_run):
+    report = passed_report(shared_run, "bert_imdb")
     assert sorted(report["variants"]) == ["classifier", "masked_lm"]
     assert all(result["passed"] for result in report["variants"].values())
 
 
 @CROSS_BACKEND_ONLY_ONCE
-def test_vit_agrees_across_backends_on_float_images(tmp_path):
-    report_path = tmp_path / "report.json"
-    code, output = run_tool(
-        [
-            "vit_images",
-            "--smoke",
-            "--steps",
-            "3",
-            "--json",
-            str(report_path),
-            "--timeout",
-            "400",
-        ],
-        timeout=450,
-    )
-    assert code == 0, output
-    report = json.loads(report_path.read_text())
+def test_vit_agrees_across_backends_on_float_images(shared_run):
+    report = passed_report(shared_run, "vit_images")
     assert report["variants"]["default"]["passed"]
 
 
 @CROSS_BACKEND_ONLY_ONCE
-def test_captioning_agrees_across_backends_captions_included(tmp_path):
-    report_path = tmp_path / "report.json"
-    code, output = run_tool(
-        [
-            "captioning",
-            "--smoke",
-            "--variants",
-            "lstm",
-            "--steps",
-            "3",
-            "--json",
-            str(report_path),
-            "--timeout",
-            "400",
-        ],
-        timeout=450,
-    )
-    assert code == 0, output
-    report = json.loads(report_path.read_text())
-    # The LSTM decoder here; the Transformer decoder's blocks are the
-    # translation family's, checked there (`check_backends.py captioning`
-    # checks both).
+def test_captioning_agrees_across_backends_captions_included(shared_run):
+    report = passed_report(shared_run, "caption_images")
     assert sorted(report["variants"]) == ["lstm"]
     for result in report["variants"].values():
         assert result["passed"] and result["generate"]["max"] == 0

@@ -47,6 +47,7 @@ class CaptionPairs(keras.utils.PyDataset):
     Raises:
         ValueError: no images, not one caption entry per image, or an image
             without a caption.
+        TypeError: a caption that is not a string (a number, None).
 
     Example (8 images of 5 captions each: 40 pairs):
 
@@ -96,16 +97,17 @@ class CaptionPairs(keras.utils.PyDataset):
                 "captions) per image."
             )
         self.captions = [
-            [c] if isinstance(c, (str, bytes)) else list(c) for c in captions
+            list(c) if isinstance(c, (list, tuple, np.ndarray)) else [c]
+            for c in captions
         ]
         for i, options in enumerate(self.captions):
             if not options:
                 raise ValueError(f"image {i} has no caption.")
             for caption in options:
                 if not isinstance(caption, (str, bytes)):
-                    raise ValueError(
+                    raise TypeError(
                         f"image {i}: captions must be strings; got "
-                        f"{type(caption).__name__}."
+                        f"{type(caption).__name__} {caption!r:.40}."
                     )
         self.images = images
         self.batch_size = int(batch_size)

@@ -67,7 +67,7 @@ def load_text(path=None, url=SHAKESPEARE_URL, cache_subdir="datasets"):
             ) from None
     text = read_utf8(path)
     if not text:
-        raise DataNotFoundError(f"{path!r} is empty.")
+        raise DataNotFoundError(f"{path} is empty: no text to read.")
     return text
 
 

@@ -182,7 +182,9 @@ def fit_dataset(x, y=None, sample_weight=None, batch_size=None, shuffle=True):
     for extra in (y, sample_weight):
         if extra is not None:
             data.append(np.asarray(extra))
-    count = len(data[0])
+    # A dict of inputs (token ids and their mask, or a translator's
+    # texts) holds one array per input: count the examples of one.
+    count = len(next(iter(x.values()))) if isinstance(x, dict) else len(x)
     if not count:
         raise ValueError(
             "fit() got no examples (an empty x): pass at least one."
@@ -231,7 +233,9 @@ def _flat_texts(x, method, hint=""):
             f"{method}() reads {_EXPECTED}{hint}, but got a {x.ndim}-D "
             f"array of shape {x.shape}: pass one text per row."
         )
-    items, flat = list(x), x
+    # A list: Keras reads a tuple as (x, y).
+    items = list(x)
+    flat = items if isinstance(x, tuple) else x
     sizes = [_size(item) for item in items]
     if any(size is not None for size in sizes):
         if all(size == 1 for size in sizes):  # a column
@@ -275,18 +279,25 @@ def _text_items(x, method, hint="", segments=False):
     Raises:
         TypeError: `x` is None, a number, or holds something other than
             strings.
-        ValueError: `x` is nested beyond a column.
+        ValueError: `x` is nested beyond a column, or its segments hold
+            different numbers of texts.
     """
     if isinstance(x, np.ndarray) and x.ndim == 0:
         x = x.item()  # a 0-d array holds one text (or something else)
     if isinstance(x, (str, bytes)):
         return [x], True, [x]
     if segments and isinstance(x, tuple):
-        texts, parts = [], []
+        texts, parts, counts = [], [], []
         for segment in x:
             items, _, part = _text_items(segment, method, hint)
             texts += items
             parts.append(part)
+            counts.append(len(items))
+        if len(set(counts)) > 1:
+            raise ValueError(
+                f"{method}() got segments of {' and '.join(map(str, counts))} "
+                "texts: a pair holds one text of each segment per example."
+            )
         return texts, False, tuple(parts)
     if isinstance(x, (list, tuple, np.ndarray)):
         items, flat = _flat_texts(x, method, hint)
@@ -389,15 +400,25 @@ def texts_of(inputs, method, what="text", hint=""):
     Raises:
         TypeError: None, a number, or an item that is not a string (named,
             with `hint` appended to the message).
-        ValueError: a nested list or a 2-D array beyond a column, or no
-            `what` at all (e.g. an empty list).
+        ValueError: a nested list or a 2-D array beyond a column, no
+            `what` at all (e.g. an empty list), or bytes that are not
+            UTF-8.
     """
     items, scalar, _ = _text_items(inputs, method, hint)
     if not items:
         raise ValueError(f"{method}() needs at least one {what}.")
-    return [
-        t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in items
-    ], scalar
+    texts = []
+    for i, text in enumerate(items):
+        try:
+            texts.append(
+                text.decode("utf-8") if isinstance(text, bytes) else str(text)
+            )
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{method}(): {what} {i} is bytes that are not UTF-8 (byte "
+                f"offset {error.start}): pass str, or UTF-8 bytes."
+            ) from None
+    return texts, scalar
 
 
 def without_autotune(dataset):

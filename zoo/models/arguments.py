@@ -92,20 +92,28 @@ def check_vocabulary_fits(task, vocabulary_size):
     check).
 
     Args:
-        task: the task being built, with `preprocessor` set (or None).
+        task: the task being built, with `preprocessor` set (or None): its
+            tokenizer's `vocabulary_size()`, or the preprocessor's own
+            `vocabulary_size` (the text classifier's), is checked.
         vocabulary_size: the backbone's number of token ids.
     """
-    tokenizer = getattr(task.preprocessor, "tokenizer", None)
-    if tokenizer is None or vocabulary_size is None:
+    preprocessor = task.preprocessor
+    tokenizer = getattr(preprocessor, "tokenizer", None)
+    if preprocessor is None or vocabulary_size is None:
         return
     try:
-        size = int(tokenizer.vocabulary_size())
+        size = int(
+            tokenizer.vocabulary_size()
+            if tokenizer is not None
+            else preprocessor.vocabulary_size
+        )
     except (ValueError, TypeError, AttributeError):
         return  # loading: the vocabulary comes from the file's assets next
     if size <= int(vocabulary_size):
         return
+    source = "preprocessor" if tokenizer is None else "tokenizer"
     raise ValueError(
-        f"{type(task).__name__}: the tokenizer has {size} tokens but the "
+        f"{type(task).__name__}: the {source} has {size} tokens but the "
         f"backbone embeds {vocabulary_size}. Build the backbone with "
         f"vocabulary_size={size} (or more)."
     )

@@ -663,16 +663,29 @@ class GenerationMixin:
         return super().make_generate_function()
 
     def resolve_stop_token_ids(self, stop_token_ids):
-        """ "auto" -> the tokenizer's end token (None when there is none)."""
-        if stop_token_ids != "auto":
-            return (
-                None
-                if stop_token_ids is None
-                else tuple(int(i) for i in stop_token_ids)
+        """ "auto" -> the tokenizer's end token (None when there is none);
+        None; or ids (one, or several), each checked to be a token id of
+        the vocabulary (one that is not could never stop anything): one
+        ValueError line naming it otherwise."""
+        if isinstance(stop_token_ids, str) and stop_token_ids == "auto":
+            tokenizer = getattr(self.preprocessor, "tokenizer", None)
+            end = getattr(tokenizer, "end_token_id", None)
+            return None if end is None else (int(end),)
+        if stop_token_ids is None:
+            return None
+        if np.ndim(stop_token_ids) == 0:
+            stop_token_ids = [stop_token_ids]
+        size = getattr(getattr(self, "backbone", None), "vocabulary_size", None)
+        return tuple(
+            check_integer(
+                "stop_token_ids",
+                i,
+                0,
+                None if size is None else int(size) - 1,
+                meaning="ids of the vocabulary",
             )
-        tokenizer = getattr(self.preprocessor, "tokenizer", None)
-        end = getattr(tokenizer, "end_token_id", None)
-        return None if end is None else (int(end),)
+            for i in np.asarray(stop_token_ids, dtype=object).reshape(-1)
+        )
 
     def select_sampler(
         self, sampler=None, temperature=1.0, seed=None, **options
@@ -687,10 +700,15 @@ class GenerationMixin:
                 sampler given to `compile`.
         """
         if sampler is None and options:
+            need = (
+                "needs the sampler it belongs"
+                if len(options) == 1
+                else "need the sampler they belong"
+            )
             raise ValueError(
-                f"{', '.join(sorted(options))} need the sampler they belong "
-                "to: name it, e.g. generate(..., sampler='beam', "
-                "num_beams=4) or sampler='top_k', k=10."
+                f"{', '.join(sorted(options))} {need} to: name it, e.g. "
+                "generate(..., sampler='beam', num_beams=4) or "
+                "sampler='top_k', k=10."
             )
         # Checked before anything else reads them (`get_sampler` checks
         # the rest), whether or not this setting was seen before.

@@ -15,16 +15,19 @@ backends keep the variables attached; there it does nothing.
 
 import keras
 
+from zoo.models.token_ids import ChecksTokenIds
 from zoo.saving import KerasFilesOnly
 
 
-class KeepsWeightsOnError(KerasFilesOnly):
+class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
     """Mixin for Keras models: after a `fit`, `evaluate` or `predict` that
     raises, the variables hold the last state the loop reached (JAX).
 
     Every zoo backbone, image encoder and task has it, so it also brings
     the checks every zoo model shares: `zoo.saving.KerasFilesOnly` (`save`
-    writes `.keras` files only).
+    writes `.keras` files only) and `zoo.models.token_ids.ChecksTokenIds`
+    (token ids outside the vocabulary are one error line before `fit`,
+    `evaluate`, `predict` or a call on NumPy arrays).
 
     Put it first among the bases: `class GPT(KeepsWeightsOnError, ...,
     keras_hub.models.CausalLM)`.

@@ -62,8 +62,9 @@ def example_count(x):
     without reading it (a dataset, a generator).
 
     A lone string is one example; a dict counts its first entry; a pair of
-    equally long lists of strings (a pair classifier's two segments) counts
-    one of them.
+    lists of strings (a pair classifier's two segments) counts one of them
+    when they are equally long, and is not known otherwise (the text
+    checks then name the mismatch).
     """
     if x is None or is_dataset(x) or isinstance(x, keras.utils.PyDataset):
         return None
@@ -75,11 +76,10 @@ def example_count(x):
         isinstance(x, tuple)
         and len(x) == 2
         and all(isinstance(s, (list, tuple, np.ndarray)) for s in x)
-        and len(x[0]) == len(x[1])
         and len(x[0])
         and all(isinstance(t, (str, bytes)) for t in np.ravel(x[0])[:1])
     ):
-        return len(x[0])
+        return len(x[0]) if len(x[0]) == len(x[1]) else None
     shape = getattr(x, "shape", None)
     if shape is not None:
         if len(shape) == 0:
@@ -220,37 +220,51 @@ of 4 labels are outside).
         )
     flat = labels.reshape(len(labels), -1)
     values = flat.astype("float64")
-    bad = ~np.isfinite(values)
-    if bad.any():
-        index = int(np.argwhere(bad)[0][0])
-        raise ValueError(
-            f"{_call(method)}: label {_shown(flat[bad][0])} at index {index} is "
-            f"not a number: {what} are {_classes(num_classes)} "
-            f"({int(bad.any(1).sum())} of {len(labels)} are NaN or "
-            "infinite)."
-        )
+    classes = _classes(num_classes)
+    _refuse(
+        ~np.isfinite(values),
+        flat,
+        method,
+        lambda count: (
+            f"not a number: {what} are {classes} ({count} of "
+            f"{len(labels)} are NaN or infinite)."
+        ),
+    )
     if num_classes == 1 or one_hot:
         outside = (values < 0) | (values > 1)
     else:
         outside = (values < 0) | (values >= num_classes)
-    if outside.any():
-        index = int(np.argwhere(outside)[0][0])
-        raise ValueError(
-            f"{_call(method)}: label {_shown(flat[outside][0])} at index {index} "
-            f"is outside the classes: {what} are {_classes(num_classes)} "
-            f"({int(outside.any(1).sum())} of {len(labels)} {what} are "
-            "outside)."
-        )
+    _refuse(
+        outside,
+        flat,
+        method,
+        lambda count: (
+            f"outside the classes: {what} are {classes} ({count} "
+            f"of {len(labels)} {what} are outside)."
+        ),
+    )
     if num_classes > 1 and not one_hot:
-        fractional = values != np.round(values)
-        if fractional.any():
-            index = int(np.argwhere(fractional)[0][0])
-            raise ValueError(
-                f"{_call(method)}: label {_shown(flat[fractional][0])} at index "
-                f"{index} is not a whole number: {what} are "
-                f"{_classes(num_classes)}."
-            )
+        _refuse(
+            values != np.round(values),
+            flat,
+            method,
+            lambda count: f"not a whole number: {what} are {classes}.",
+        )
     return y
+
+
+def _refuse(bad, flat, method, problem):
+    """One ValueError line naming the first label where `bad` (a boolean
+    array shaped as `flat`, one row per example) holds, if any: "fit():
+    label <value> at index <row> is <problem(count)>", `count` being how
+    many examples have such a label."""
+    if not bad.any():
+        return
+    index = int(np.argwhere(bad)[0][0])
+    raise ValueError(
+        f"{_call(method)}: label {_shown(flat[bad][0])} at index {index} is "
+        f"{problem(int(bad.any(1).sum()))}"
+    )
 
 
 def check_dataset_labels(

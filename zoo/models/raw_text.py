@@ -1,7 +1,8 @@
-"""`fit`, `evaluate` and `predict` on raw strings, for keras-hub tasks, and
-the warnings for text the model cannot read: an input with no token in the
-vocabulary (`warn_unknown_texts`), pieces of a prompt or sentence outside
-it (`warn_unknown_pieces`)."""
+"""`fit`, `evaluate` and `predict` on raw input (strings, or images) for
+keras-hub tasks (`RawInputMixin`, `RawTextMixin`), and the warnings for
+text the model cannot read: an input with no token in the vocabulary
+(`warn_unknown_texts`), pieces of a prompt or sentence outside it
+(`warn_unknown_pieces`)."""
 
 import warnings
 
@@ -16,31 +17,23 @@ from zoo.data.text import (
 )
 
 
-class RawTextMixin:
-    """Mixin for keras-hub `Task`s whose preprocessor reads strings.
+class RawInputMixin:
+    """The `fit` and `evaluate` of a keras-hub `Task` on raw input, shared
+    by the tasks whose preprocessor reads strings (`RawTextMixin`) or
+    images (`zoo.models.vit.vit_image_classifier.RawImagesMixin`).
 
-    Put it first: `class TextClassifier(RawTextMixin, PortableCompileConfig,
-    keras_hub.models.Task)`. A lone string is a batch of one and an empty
-    batch is an error naming the call, before keras-hub's pipeline sees
-    either; so is None, a number, a nested list or a list holding
-    something other than strings (`zoo.data.text.text_batch`); `fit`
-    reshuffles arrays every epoch, as `keras.Model.fit` does (keras-hub's
-    tasks turn them into a dataset in order). Datasets pass through
-    unchanged. `text_segments` (a class attribute): whether a tuple is
-    segments of a pair (BERT's tasks), not a batch.
-
-    `predict` warns, once per call, when texts have no token in the
-    vocabulary (the model's answer for them reflects none of their
-    words), if the preprocessor can tell (`unknown_token_share`).
-
-    A `keras.utils.PyDataset` is taken as model input already preprocessed
-    (e.g. `zoo.data.masked_lm.MaskedLMBatches`, `zoo.data.corpus.
-    TokenWindows`): `fit` and `evaluate` hand it to `keras.Model`'s, in its
-    own order, with no TensorFlow pipeline; `validation_data` must then be
-    one too.
+    A subclass says what its raw input is with `_raw_input(x, y, method)`,
+    which returns `(x, y)` as keras-hub's pipeline should read them, or
+    raises one line naming what is wrong (the default takes them as they
+    are). `fit` checks the training input and that of `validation_data`
+    the same way, holds out `validation_split` of arrays before they
+    become a dataset (as `keras.Model.fit` does; keras-hub's tasks cannot
+    afterwards), and reshuffles arrays every epoch (keras-hub's tasks turn
+    them into a dataset in order and then ignore `shuffle=True`).
     """
 
-    text_segments = False
+    def _raw_input(self, x, y, method):
+        return x, y
 
     def fit(
         self,
@@ -53,24 +46,18 @@ class RawTextMixin:
         validation_data=None,
         **kwargs,
     ):
-        if isinstance(x, keras.utils.PyDataset):
-            # Keras refuses y, batch_size or sample_weight beside it.
-            return keras.Model.fit(
-                self,
-                x,
-                y,
-                batch_size=batch_size,
-                sample_weight=sample_weight,
-                shuffle=False,
-                validation_split=validation_split,
-                validation_data=validation_data,
-                **kwargs,
-            )
-        x = text_batch(x, "fit", self.text_segments)
+        x, y = self._raw_input(x, y, "fit")
         if validation_data is None:  # held out before x becomes a dataset
             (x, y, sample_weight), validation_data = split_validation_arrays(
                 x, y, sample_weight, validation_split
             )
+        elif isinstance(validation_data, (tuple, list)) and validation_data:
+            x_val, y_val = self._raw_input(
+                validation_data[0],
+                validation_data[1] if len(validation_data) > 1 else None,
+                "fit",
+            )
+            validation_data = (x_val, y_val, *validation_data[2:])
         x, y, sample_weight, batch_size = fit_dataset(
             x, y, sample_weight, batch_size, shuffle
         )
@@ -85,16 +72,73 @@ class RawTextMixin:
         )
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
+        x, y = self._raw_input(x, y, "evaluate")
+        return super().evaluate(x, y, *args, **kwargs)
+
+
+class RawTextMixin(RawInputMixin):
+    """Mixin for keras-hub `Task`s whose preprocessor reads strings.
+
+    Put it first: `class TextClassifier(RawTextMixin, PortableCompileConfig,
+    keras_hub.models.Task)`. A lone string is a batch of one and an empty
+    batch is an error naming the call, before keras-hub's pipeline sees
+    either; so is None, a number, a nested list or a list holding
+    something other than strings (`zoo.data.text.text_batch`); `fit`
+    reshuffles arrays every epoch, as `keras.Model.fit` does, and checks
+    `validation_data`'s texts too (`RawInputMixin`). Datasets pass through
+    unchanged. `text_segments` (a class attribute): whether a tuple is
+    segments of a pair (BERT's tasks), not a batch. A task built with
+    `preprocessor=None` reads token ids, which are not checked as text
+    (their values are: `zoo.models.token_ids`).
+
+    `predict` warns, once per call, when texts have no token in the
+    vocabulary (the model's answer for them reflects none of their
+    words), if the preprocessor can tell (`unknown_token_share`).
+
+    A `keras.utils.PyDataset` is taken as model input already preprocessed
+    (e.g. `zoo.data.masked_lm.MaskedLMBatches`, `zoo.data.corpus.
+    TokenWindows`): `fit` and `evaluate` hand it to `keras.Model`'s, in its
+    own order, with no TensorFlow pipeline; `validation_data` must then be
+    one too.
+    """
+
+    text_segments = False
+
+    def _raw_input(self, x, y, method):
+        if self.preprocessor is None:  # token ids
+            return x, y
+        return text_batch(x, method, self.text_segments), y
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        if isinstance(x, keras.utils.PyDataset):
+            # Keras refuses y, batch_size or sample_weight beside it.
+            return keras.Model.fit(
+                self, x, y, *args, **{**kwargs, "shuffle": False}
+            )
+        return super().fit(x, y, *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
         if isinstance(x, keras.utils.PyDataset):
             return keras.Model.evaluate(self, x, *args, **kwargs)
-        return super().evaluate(
-            text_batch(x, "evaluate", self.text_segments), y, *args, **kwargs
-        )
+        return super().evaluate(x, y, *args, **kwargs)
 
-    def predict(self, x, *args, **kwargs):
-        x = text_batch(x, "predict", self.text_segments)
-        self._warn_unknown_texts(x, "predict")
-        return super().predict(x, *args, **kwargs)
+    def predict(self, x, batch_size=None, **kwargs):
+        x, _ = self._raw_input(x, None, "predict")
+        # The caller's line: below it KeepsWeightsOnError's and
+        # ChecksTokenIds' predict, then this one.
+        self._warn_unknown_texts(x, "predict", stacklevel=5)
+        if self.preprocessor is None or not isinstance(
+            x, (list, tuple, np.ndarray)
+        ):
+            return super().predict(x, batch_size=batch_size, **kwargs)
+        # Texts in memory: the preprocessor reads them eagerly, a chunk at
+        # a time, and the model predicts on the arrays. keras-hub's way, a
+        # TensorFlow pipeline mapped over the texts, traces the tokenizer
+        # on every call: seconds per call, for one text or many.
+        features = preprocess_texts(self.preprocessor, x)
+        return keras.Model.predict(
+            self, features, batch_size=batch_size, **kwargs
+        )
 
     def unknown_token_share(self, texts):
         """For each text, the share of the tokens the model reads that are
@@ -122,6 +166,30 @@ class RawTextMixin:
         if share is None or not isinstance(x, (list, tuple, np.ndarray)):
             return
         warn_unknown_texts(x, share(x), method, stacklevel + 1)
+
+
+def preprocess_texts(preprocessor, texts, chunk=1024):
+    """`preprocessor`'s features for a batch of strings (or a tuple of
+    segments: batches of equal length), as NumPy arrays: the preprocessor
+    called eagerly on `chunk` texts at a time, the chunks concatenated.
+    What a preprocessor returns beside the features (labels, weights)
+    is dropped."""
+    segments = texts if isinstance(texts, tuple) else None
+    count = len(segments[0] if segments else texts)
+    parts = []
+    for start in range(0, count, chunk):
+        if segments:
+            piece = tuple(s[start : start + chunk] for s in segments)
+        else:
+            piece = texts[start : start + chunk]
+        # By keyword: a tuple passed positionally would be read as (x, y).
+        features, _, _ = keras.utils.unpack_x_y_sample_weight(
+            preprocessor(x=piece)
+        )
+        parts.append(keras.tree.map_structure(np.asarray, features))
+    return keras.tree.map_structure(
+        lambda *arrays: np.concatenate(arrays), *parts
+    )
 
 
 def unknown_share(counted, unknown):

@@ -71,13 +71,14 @@ class BackendRun:
     seconds: float
 
 
-def run_on_backend(command, backend, cwd=None):
-    """Runs `command` under `backend` to the end; returns a `BackendRun`."""
+def run_on_backend(command, backend, cwd=None, env=None):
+    """Runs `command` under `backend` to the end (with the variables of
+    `env` added to its environment); returns a `BackendRun`."""
     start = time.perf_counter()
     done = subprocess.run(
         command,
         cwd=cwd,
-        env=backend_env(backend),
+        env={**backend_env(backend), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -603,10 +603,8 @@ def test_presets_build_their_sizes():
         backbone.sequence_length,
     ) == (4, 128, 128)
     assert backbone.count_params() == 818048
-    # GPT-2 small's published size (keras-hub's gpt2_base_en: 124,439,808)
-    gpt2 = GPTBackbone.from_preset("gpt2", vocabulary_size=50257)
-    assert gpt2.count_params() == 124439808
-    del gpt2
+    # GPT-2 small's published size: tests/models/test_families.py builds
+    # every preset and checks it.
     gpt = GPT.from_preset(
         "smoke",
         preprocessor=GPTPreprocessor(tokenizer, 32),

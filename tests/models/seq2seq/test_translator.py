@@ -461,7 +461,9 @@ def test_sample_weight_and_beam_options_without_a_sampler_are_refused():
         model.evaluate(
             GERMAN[:4], ENGLISH[:4], sample_weight=np.zeros(4), verbose=0
         )
-    with pytest.raises(ValueError, match="num_beams need the sampler"):
+    with pytest.raises(
+        ValueError, match="num_beams needs the sampler it belongs to"
+    ):
         model.generate(GERMAN[:1], num_beams=3)
 
 

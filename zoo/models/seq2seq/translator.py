@@ -19,7 +19,8 @@ import keras_hub
 import numpy as np
 from keras import ops
 
-from zoo.data.text import fit_dataset, texts_of
+from zoo._tensorflow import is_dataset
+from zoo.data.text import text_batch, texts_of
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.decoding import EncoderDecoderGeneration
@@ -33,7 +34,7 @@ from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
-from zoo.models.raw_text import warn_unknown_pieces
+from zoo.models.raw_text import RawInputMixin, warn_unknown_pieces
 from zoo.models.seq2seq.seq2seq_backbones import Seq2SeqBackbone
 from zoo.models.seq2seq.seq2seq_preprocessor import TranslationPreprocessor
 from zoo.models.seq2seq.seq2seq_presets import PRESETS
@@ -44,6 +45,7 @@ class Translator(
     TaskFromPreset,
     ServingExportMixin,
     KeepsWeightsOnError,
+    RawInputMixin,
     GenerationMixin,
     EncoderDecoderGeneration,
     PortableCompileConfig,
@@ -158,20 +160,14 @@ class Translator(
         **kwargs,
     ):
         """keras-hub's `fit` on `(sources, targets)` strings (or a dataset
-        of them), arrays reshuffled every epoch. Every real target token
-        weighs the same (`sample_weight` is refused: the preprocessor's
-        padding weights would replace it)."""
+        of them), arrays reshuffled every epoch and `validation_split` held
+        out (`RawInputMixin`). Every real target token weighs the same
+        (`sample_weight` is refused: the preprocessor's padding weights
+        would replace it). No targets, not as many targets as sources, or
+        something other than strings is one error line."""
         _refuse_sample_weight(sample_weight, "fit")
-        x, y, sample_weight, batch_size = fit_dataset(
-            x, y, sample_weight, batch_size, shuffle
-        )
         return super().fit(
-            x,
-            y,
-            batch_size=batch_size,
-            sample_weight=sample_weight,
-            shuffle=False,
-            **kwargs,
+            x, y, batch_size=batch_size, shuffle=shuffle, **kwargs
         )
 
     def evaluate(
@@ -183,12 +179,32 @@ class Translator(
         sample_weight=None,
         **kwargs,
     ):
-        """keras-hub's `evaluate`; every real target token weighs the same
-        (`sample_weight` is refused, as in `fit`)."""
+        """keras-hub's `evaluate` on `(sources, targets)`, checked as in
+        `fit`; every real target token weighs the same (`sample_weight` is
+        refused, as in `fit`)."""
         _refuse_sample_weight(sample_weight, "evaluate")
         return super().evaluate(
             x, y, batch_size=batch_size, verbose=verbose, **kwargs
         )
+
+    def _raw_input(self, x, y, method):
+        """`(x, y)` for keras-hub: source and target sentences (as
+        `(sources, targets)` or `{"encoder_text": ..., "decoder_text":
+        ...}`) checked as text (`zoo.data.text.text_batch`), as many
+        targets as sources; datasets, and token ids for a translator
+        without a preprocessor, as they are."""
+        if self.preprocessor is None or is_dataset(x):
+            return x, y
+        if isinstance(x, keras.utils.PyDataset):
+            return x, y
+        if isinstance(x, dict):
+            if "encoder_text" not in x:
+                return x, y
+            sources, targets = _sentence_pairs(
+                x["encoder_text"], x.get("decoder_text"), method
+            )
+            return {**x, "encoder_text": sources, "decoder_text": targets}, y
+        return _sentence_pairs(x, y, method)
 
     def predict(self, x, *args, **kwargs):
         """Keras' `predict`: next-token logits of target sentences given
@@ -374,7 +390,7 @@ class Translator(
                 )
             if count + 2 > length:
                 warnings.warn(
-                    f"A source sentence has {count} tokens; the encoder "
+                    f"{method}(): sentence {i} has {count} tokens; the encoder "
                     f"reads {length - 2} (with <s> and </s>), so it is "
                     "truncated.",
                     stacklevel=3,
@@ -461,6 +477,24 @@ def _one_sentence(text, name):
             f"alignments() reads one {name} sentence; got {len(texts)}."
         )
     return texts[0]
+
+
+def _sentence_pairs(sources, targets, method):
+    """`(sources, targets)` checked as text, one target per source, or one
+    error line naming what is wrong."""
+    sources = text_batch(sources, method)
+    if targets is None:
+        raise ValueError(
+            f"Translator.{method}() needs target sentences: {method}(sources, "
+            "targets), one target per source."
+        )
+    targets = text_batch(targets, method)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"Translator.{method}() got {len(sources)} source sentences but "
+            f"{len(targets)} targets: one target per source."
+        )
+    return sources, targets
 
 
 def _refuse_sample_weight(sample_weight, method):

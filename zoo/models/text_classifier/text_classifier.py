@@ -6,7 +6,7 @@ import keras_hub
 
 from zoo.data.text import text_batch
 from zoo.export import ServingExportMixin
-from zoo.models.arguments import check_model_kwargs
+from zoo.models.arguments import check_model_kwargs, check_vocabulary_fits
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.labels import ClassLabelsMixin
 from zoo.models.portable import PortableCompileConfig
@@ -122,6 +122,7 @@ class TextClassifier(
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
+        check_vocabulary_fits(self, getattr(backbone, "vocabulary_size", None))
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=backbone.dtype_policy, name="pooled_dropout"
         )

@@ -3,7 +3,6 @@
 import keras
 import keras_hub
 
-from zoo.data.text import fit_dataset, split_validation_arrays
 from zoo.export import ServingExportMixin
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
@@ -11,58 +10,26 @@ from zoo.models.labels import ClassLabelsMixin
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset, split_backbone_overrides
+from zoo.models.raw_text import RawInputMixin
 from zoo.models.vit.vit_backbone import ViTBackbone, attention_rollout
 from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
 from zoo.models.vit.vit_presets import PRESETS
 
 
-class RawImagesMixin:
+class RawImagesMixin(RawInputMixin):
     """`fit`, `evaluate` and `predict` on raw images for a task with an
-    image preprocessor (`check_images`): a bad batch is one clear error
-    before `tf.data` sees it; arrays are reshuffled every epoch and
-    `validation_split` held out as `keras.Model.fit` does."""
+    image preprocessor (`check_images`): a bad batch, None included, is one
+    clear error before `tf.data` sees it; `fit` checks `validation_data`'s
+    images the same way, reshuffles arrays every epoch and holds out
+    `validation_split` as `keras.Model.fit` does (`RawInputMixin`)."""
 
     def _checked(self, x):
-        if self.preprocessor is not None and x is not None:
+        if self.preprocessor is not None:
             self.preprocessor.check_images(x)
         return x
 
-    def fit(
-        self,
-        x=None,
-        y=None,
-        batch_size=None,
-        sample_weight=None,
-        shuffle=True,
-        validation_split=None,
-        validation_data=None,
-        **kwargs,
-    ):
-        """keras-hub's `fit` on raw images (or a dataset of them), arrays
-        reshuffled every epoch and `validation_split` held out as
-        `keras.Model.fit` does; validation images are checked as the
-        training ones are."""
-        if validation_data is None:
-            (x, y, sample_weight), validation_data = split_validation_arrays(
-                x, y, sample_weight, validation_split
-            )
-        if isinstance(validation_data, (tuple, list)) and validation_data:
-            self._checked(validation_data[0])
-        x, y, sample_weight, batch_size = fit_dataset(
-            self._checked(x), y, sample_weight, batch_size, shuffle
-        )
-        return super().fit(
-            x,
-            y,
-            batch_size=batch_size,
-            sample_weight=sample_weight,
-            shuffle=False,
-            validation_data=validation_data,
-            **kwargs,
-        )
-
-    def evaluate(self, x=None, y=None, *args, **kwargs):
-        return super().evaluate(self._checked(x), y, *args, **kwargs)
+    def _raw_input(self, x, y, method):
+        return self._checked(x), y
 
     def predict(self, x, *args, **kwargs):
         return super().predict(self._checked(x), *args, **kwargs)
@@ -191,7 +158,11 @@ class ViTImageClassifier(
                 "rollout reads the class token; this backbone "
                 "pools by averaging."
             )
-        x = self.preprocessor(images) if self.preprocessor else images
+        x = (
+            self.preprocessor(self._checked(images))
+            if self.preprocessor
+            else images
+        )
         maps = keras.ops.convert_to_numpy(
             attention_rollout(self.backbone.attention_scores(x))
         )

@@ -74,12 +74,13 @@ class ViTImageClassifierPreprocessor(
 
     Raises (in eager calls; inside `tf.data` only the checks of the dtype
     and of the static shape run):
-        ValueError: an empty batch, bool or non-numeric images, a rank that
-            is not an image batch (one `(H, W, C)` image without its batch
-            axis included), channels first, another aspect ratio than the
-            model's, a channel count the model cannot read, NaN or
-            infinite pixel values, values outside [0, 255], or float images
-            that look scaled to [0, 1] already (at most 1.0, not all zero).
+        ValueError: None, an empty batch, ragged nested lists, bool or
+            non-numeric images, a rank that is not an image batch (one
+            `(H, W, C)` image without its batch axis included), channels
+            first, another aspect ratio than the model's, a channel
+            count the model cannot read, NaN or infinite pixel values,
+            values outside [0, 255], or float images that look scaled to
+            [0, 1] already (at most 1.0, not all zero).
 
     Example:
 
@@ -259,7 +260,19 @@ class ViTImageClassifierPreprocessor(
             if hasattr(spec, "dtype") and spec.shape.rank is not None:
                 self._check_layout(spec.dtype.name, spec.shape)
             return
-        images = np.asarray(images)
+        if images is None:
+            raise ValueError(
+                "expected a batch of images, (batch, height, width) or "
+                "(batch, height, width, channels); got None."
+            )
+        try:
+            images = np.asarray(images)
+        except ValueError:  # NumPy's "inhomogeneous shape"
+            raise ValueError(
+                "expected a batch of images, (batch, height, width) or "
+                "(batch, height, width, channels); got nested lists of "
+                "different lengths."
+            ) from None
         if images.ndim and images.shape[0] == 0:
             raise ValueError("got an empty batch of images.")
         self._check_values(self._channels(images))

@@ -1,5 +1,5 @@
 """`python -m zoo.testing.cross_backend --worker --backend B --workdir D`:
-one worker of the cross-backend check (started by `run_check`)."""
+one worker of the cross-backend check (started by `run_checks`)."""
 
 import sys
 

@@ -1,5 +1,5 @@
 """The hook through which a model plugs into the cross-backend check: a
-Python file that the caller of `run_check` names by its path, and that
+Python file that the caller of `run_checks` names by its path, and that
 every worker imports from there (it need not be part of any package).
 
 It defines

@@ -1,7 +1,9 @@
-"""The report of the cross-backend check: one dict for a run (settings,
-every variant's checks, failures, warnings), its exit status and a
-readable table. `run_check` writes it with
-`zoo.saving.write_json_atomic(report, path, strict=True)`."""
+"""The report of the cross-backend check: one dict per recipe (settings,
+every variant's checks, failures, warnings), the exit status of one or
+several, a readable table and the line that sums up a run of several.
+`run_check` writes one with
+`zoo.saving.write_json_atomic(report, path, strict=True)`, `run_checks`
+`{recipe: report}`."""
 
 import itertools
 
@@ -65,9 +67,27 @@ def build_report(
     }
 
 
-def exit_status(report):
-    """The command line's exit status: 0 when every check passed, else 1."""
-    return 0 if report["passed"] else 1
+def exit_status(reports):
+    """The command line's exit status for a report or a list of reports:
+    0 when every check passed, else 1."""
+    if isinstance(reports, dict):
+        reports = [reports]
+    return 0 if all(report["passed"] for report in reports) else 1
+
+
+def summary_line(reports, wall_seconds=None):
+    """One line for a run of several recipes: how many passed, the ones
+    that failed by name, and the run's wall time."""
+    failed = [report["recipe"] for report in reports if not report["passed"]]
+    line = (
+        f"check_backends: {len(failed)} of {len(reports)} recipes FAILED "
+        f"({', '.join(failed)})"
+        if failed
+        else f"check_backends: all {len(reports)} recipes passed"
+    )
+    if wall_seconds is not None:
+        line += f", wall time {wall_seconds:.0f} s"
+    return line
 
 
 def format_table(report, verbose=False):

@@ -1,25 +1,34 @@
 """One backend's share of the cross-backend check, in its own process
 (`python -m zoo.testing.cross_backend --worker --backend B --workdir D`,
-started by `run_check` with `KERAS_BACKEND=B` in its environment, so Keras
-is imported under B).
+started by `run_checks` with `KERAS_BACKEND=B` in its environment, so Keras
+is imported under B). One worker checks every recipe of the run, one after
+the other, in the order of `<workdir>/checks.json`, the same on every
+backend.
 
-The workers talk through files in the workdir, each written atomically
-(`zoo.saving`): `config.json` from `run_check`; the first backend's
-`plan.json` and, per variant, `init.keras`, `data.pkl` and `setup.json`
-(the "ready" marker); every backend's `saved-<b>.keras`, then under
-`<variant>/<b>/` its `forward.npz`, `weights.npz`, `train.json`,
-`saved.npz`, `preprocessed.json` and `generated.pkl`, and its
-`worker-<b>.json`. A worker that fails makes `run_check` write `ABORT`,
-which stops the others waiting for its files.
+The workers talk through files, each written atomically (`zoo.saving`).
+Each recipe has its own folder `<workdir>/<recipe>/`: `config.json` from
+`run_checks`; the first backend's `plan.json` and, per variant,
+`init.keras`, `data.pkl` and `setup.json` (the "ready" marker); every
+backend's `saved-<b>.keras`, then under `<variant>/<b>/` its
+`forward.npz`, `weights.npz`, `train.json`, `saved.npz`,
+`preprocessed.json` and `generated.pkl`; the worker's output while it
+checks that recipe in `logs/<b>.log`, and its `worker-<b>.json` (status
+"done", "failed" or "aborted", timings). A worker that fails on a recipe
+writes `ABORT` into that recipe's folder, which stops the others waiting
+for its files there, and goes on to the next recipe; a worker process that
+ends without finishing every recipe makes `run_checks` write `ABORT` into
+the workdir, which stops every wait.
 """
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
 import pickle
 import sys
 import time
+import traceback
 
 import keras
 import numpy as np
@@ -39,19 +48,26 @@ from zoo.testing.cross_backend.hook import (
     recipe_variants,
 )
 
-ABORT = "ABORT"  # written into the workdir when a worker fails
+ABORT = "ABORT"  # written into a recipe's folder or the workdir on failure
 WAIT_TIMEOUT = 1800.0  # seconds a worker waits for another one's files
+CHECKS = "checks.json"  # the workdir's list of recipes, in their order
 
 
 class _Aborted(RuntimeError):
     pass
 
 
-def _wait_for(path, workdir, timeout=WAIT_TIMEOUT):
-    """Waits for another worker's file (written atomically)."""
+def _wait_for(path, rdir, timeout=WAIT_TIMEOUT):
+    """Waits for another worker's file (written atomically) in the recipe
+    folder `rdir`; stops when `ABORT` appears there or in the workdir
+    above it."""
     start = time.monotonic()
+    aborts = [
+        os.path.join(rdir, ABORT),
+        os.path.join(os.path.dirname(rdir), ABORT),
+    ]
     while not os.path.exists(path):
-        if os.path.exists(os.path.join(workdir, ABORT)):
+        if any(os.path.exists(abort) for abort in aborts):
             raise _Aborted(f"another worker failed while waiting for {path}")
         if time.monotonic() - start > timeout:
             raise TimeoutError(f"waited {timeout:.0f} s for {path}")
@@ -132,7 +148,7 @@ def _same_arrays(a, b):
     )
 
 
-def _worker_setup(module, config, workdir, log):
+def _worker_setup(module, config, rdir, log):
     """check_setup for every variant, saved once for all backends."""
     known = recipe_variants(module)
     variants = config["variants"] or known
@@ -144,12 +160,12 @@ def _worker_setup(module, config, workdir, log):
         )
     write_json_atomic(
         {"variants": variants, "full_metrics": full_metrics(module)},
-        os.path.join(workdir, "plan.json"),
+        os.path.join(rdir, "plan.json"),
         strict=True,
     )
     for variant in variants:
         start = time.perf_counter()
-        vdir = os.path.join(workdir, variant)
+        vdir = os.path.join(rdir, variant)
         os.makedirs(vdir, exist_ok=True)
         keras.backend.clear_session()
         setup = call_check_setup(
@@ -188,12 +204,12 @@ def _load_data(vdir):
         return pickle.load(f)
 
 
-def _worker_forward_and_train(config, workdir, variant, backend, log):
+def _worker_forward_and_train(config, rdir, variant, backend, log):
     """Re-save, forward pass, SGD steps and trained model of one variant."""
-    vdir = os.path.join(workdir, variant)
+    vdir = os.path.join(rdir, variant)
     out = os.path.join(vdir, backend)
     os.makedirs(out, exist_ok=True)
-    _wait_for(os.path.join(vdir, "setup.json"), workdir)
+    _wait_for(os.path.join(vdir, "setup.json"), rdir)
     with open(os.path.join(vdir, "setup.json")) as f:
         setup = json.load(f)
     data = _load_data(vdir)
@@ -252,16 +268,16 @@ def _worker_forward_and_train(config, workdir, variant, backend, log):
     return timings
 
 
-def _worker_saved_matrix(config, workdir, variant, backend, log):
+def _worker_saved_matrix(config, rdir, variant, backend, log):
     """Loads every backend's saved model: predictions on the raw inputs,
     the preprocessor's arrays, and generations when the setup asks."""
-    vdir = os.path.join(workdir, variant)
+    vdir = os.path.join(rdir, variant)
     data = _load_data(vdir)
     start = time.perf_counter()
     arrays, matches, generated = {}, {}, {}
     for saver in config["backends"]:
         path = os.path.join(vdir, f"saved-{saver}.keras")
-        _wait_for(path, workdir)
+        _wait_for(path, rdir)
         t0 = time.perf_counter()
         model = keras.saving.load_model(path)
         t1 = time.perf_counter()
@@ -294,13 +310,13 @@ def _worker_saved_matrix(config, workdir, variant, backend, log):
     return seconds
 
 
-def _worker_full(module, config, workdir, variant, backend, log):
+def _worker_full(module, config, rdir, variant, backend, log):
     """The hook's whole run, `main(argv)`, as its command line runs it."""
     argv = full_argv(
         module,
         variant,
         config["smoke"],
-        os.path.join(workdir, "full", variant, backend),
+        os.path.join(rdir, "full", variant, backend),
         config.get("data_dir"),
     )
     start = time.perf_counter()
@@ -311,16 +327,81 @@ def _worker_full(module, config, workdir, variant, backend, log):
     return seconds
 
 
-def worker_main(backend, workdir):
-    """Does this backend's share of the check described by
-    `<workdir>/config.json`; returns 0 (raises on a failure)."""
-    start = time.perf_counter()
-    with open(os.path.join(workdir, "config.json")) as f:
+@contextlib.contextmanager
+def _output_to(path):
+    """Sends this process' stdout and stderr (file descriptors 1 and 2, so
+    the frameworks' own C++ messages too) to `path` while in the block."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    saved = os.dup(1), os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (target, *saved):
+            os.close(fd)
+
+
+def _check_recipe(backend, rdir, log):
+    """This backend's share of one recipe's check, described by
+    `<rdir>/config.json`; returns the timings per variant."""
+    with open(os.path.join(rdir, "config.json")) as f:
         config = json.load(f)
+    keras.backend.clear_session()
+    module = load_hook(config["hook"])
+    log(f"{config['recipe']}: hook imported")
+    if backend == config["backends"][0]:
+        _worker_setup(module, config, rdir, log)
+    _wait_for(os.path.join(rdir, "plan.json"), rdir)
+    with open(os.path.join(rdir, "plan.json")) as f:
+        variants = json.load(f)["variants"]
+    timings = {}
+    for variant in variants:
+        timings[variant] = _worker_forward_and_train(
+            config, rdir, variant, backend, log
+        )
+    for variant in variants:
+        timings[variant]["saved"] = _worker_saved_matrix(
+            config, rdir, variant, backend, log
+        )
+    if config["full"]:
+        for variant in variants:
+            timings[variant]["full"] = _worker_full(
+                module, config, rdir, variant, backend, log
+            )
+    return timings
+
+
+def _error_line(error):
+    """An exception as one line (a `SystemExit` by its message alone)."""
+    if isinstance(error, SystemExit):
+        return " ".join(str(error.code).split())
+    return " ".join(f"{type(error).__name__}: {error}".split())
+
+
+def worker_main(backend, workdir):
+    """Does this backend's share of the check of every recipe listed in
+    `<workdir>/checks.json`, in that order, each in its folder (see the
+    module docstring). A recipe that fails (or that another worker failed)
+    is recorded in its `worker-<backend>.json` and the next one goes on.
+
+    Returns:
+        0 when every recipe's share was done, 1 when one failed here, else
+        3 (another worker failed one).
+    """
+    with open(os.path.join(workdir, CHECKS)) as f:
+        run = json.load(f)
 
     def log(message):  # times from the parent's start, comparable across logs
         print(
-            f"[{backend} {time.time() - config['started']:6.1f} s] {message}",
+            f"[{backend} {time.time() - run['started']:6.1f} s] {message}",
             flush=True,
         )
 
@@ -331,52 +412,54 @@ def worker_main(backend, workdir):
             f"expected {backend!r}"
         )
     _configure_precision(backend)
-    module = load_hook(config["hook"])
     log(f"imports done (keras {keras.__version__})")
-    if backend == config["backends"][0]:
-        _worker_setup(module, config, workdir, log)
-    _wait_for(os.path.join(workdir, "plan.json"), workdir)
-    with open(os.path.join(workdir, "plan.json")) as f:
-        variants = json.load(f)["variants"]
-    timings = {}
-    for variant in variants:
-        timings[variant] = _worker_forward_and_train(
-            config, workdir, variant, backend, log
+    statuses = []
+    for recipe in run["recipes"]:
+        rdir = os.path.join(workdir, recipe)
+        start, started = time.perf_counter(), time.time()
+        info = {"status": "done", "error": None, "timings": {}}
+        with _output_to(os.path.join(rdir, "logs", f"{backend}.log")):
+            try:
+                info["timings"] = _check_recipe(backend, rdir, log)
+            except _Aborted as error:
+                print(f"aborted: {error}", file=sys.stderr, flush=True)
+                info.update(status="aborted", error=str(error))
+            except (Exception, SystemExit) as error:
+                if isinstance(error, SystemExit):  # as Python prints it
+                    print(error.code, file=sys.stderr)
+                else:
+                    traceback.print_exc()
+                sys.stderr.flush()
+                # The others stop waiting for this worker's files here.
+                open(os.path.join(rdir, ABORT), "w").close()
+                info.update(status="failed", error=_error_line(error))
+        write_json_atomic(
+            {
+                "backend": backend,
+                "keras": keras.__version__,
+                "framework": _framework_version(backend),
+                **info,
+                "seconds": time.perf_counter() - start,
+                "started": started,
+                "finished": time.time(),
+            },
+            os.path.join(rdir, f"worker-{backend}.json"),
+            strict=True,
         )
-    for variant in variants:
-        timings[variant]["saved"] = _worker_saved_matrix(
-            config, workdir, variant, backend, log
-        )
-    if config["full"]:
-        for variant in variants:
-            timings[variant]["full"] = _worker_full(
-                module, config, workdir, variant, backend, log
-            )
-    write_json_atomic(
-        {
-            "backend": backend,
-            "keras": keras.__version__,
-            "framework": _framework_version(backend),
-            "seconds": time.perf_counter() - start,
-            "timings": timings,
-        },
-        os.path.join(workdir, f"worker-{backend}.json"),
-        strict=True,
-    )
+        log(f"{recipe}: {info['status']}")
+        statuses.append(info["status"])
     log("done")
-    return 0
+    if "failed" in statuses:
+        return 1
+    return 3 if "aborted" in statuses else 0
 
 
 def main(argv=None):
     """The worker entry point (`python -m zoo.testing.cross_backend
-    --worker --backend B --workdir D`), started by `run_check`."""
+    --worker --backend B --workdir D`), started by `run_checks`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true", required=True)
     parser.add_argument("--backend", required=True, choices=BACKENDS)
     parser.add_argument("--workdir", required=True)
     args = parser.parse_args(argv)
-    try:
-        return worker_main(args.backend, os.path.abspath(args.workdir))
-    except _Aborted as error:
-        print(f"aborted: {error}", file=sys.stderr)
-        return 3
+    return worker_main(args.backend, os.path.abspath(args.workdir))
