@@ -158,8 +158,8 @@ def measure(args):
     }
     outputs = {}
     for search, options in (
-        ("greedy", {}),
-        ("greedy_recomputed", {"use_cache": False}),
+        ("greedy", {"sampler": "greedy"}),  # whatever the file keeps
+        ("greedy_recomputed", {"sampler": "greedy", "use_cache": False}),
         (
             f"beam{args.beam}",
             {"sampler": "beam", "num_beams": args.beam, "length_penalty": 0.6},

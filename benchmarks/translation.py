@@ -141,7 +141,7 @@ def measure(args):
     }
     outputs = {}
     searches = (
-        ("greedy", {}),
+        ("greedy", {"sampler": "greedy"}),  # whatever sampler the file keeps
         (
             f"beam{args.beam}",
             dict(sampler="beam", num_beams=args.beam, length_penalty=0.6),

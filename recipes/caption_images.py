@@ -565,7 +565,7 @@ def bleu_scores(hypotheses, references):
 
 def caption_all(captioner, images, args, beam):
     options = (
-        {}
+        {"sampler": "greedy"}
         if beam == 1
         else dict(
             sampler="beam", num_beams=beam, length_penalty=args.length_penalty

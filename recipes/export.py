@@ -88,8 +88,8 @@ def main(argv=None):
     kind = getattr(task, "exports_generate", None)
     if kind == "masked_lm":
         generated = task.fill_mask(list(inputs))
-    elif kind:
-        generated = task.generate(list(inputs))
+    elif kind:  # the export is greedy, whatever sampler the task keeps
+        generated = task.generate(list(inputs), sampler="greedy")
     if getattr(task, "exports_predict", False):
         expected = task.predict(inputs, verbose=0)
     result = export.check_export(

@@ -17,11 +17,14 @@ test when the data has it: cased and detokenised with sacreBLEU's default
 tokeniser, and lowercased for comparison with published tables),
 `training_curves.png`, `alignments.png` (attention of generated words over
 source words) and `translate_de_en[_rnn].keras`; `--ship` also writes it to
-`saved_models/`. A saved model translates raw strings under any backend:
+`saved_models/`. The saved model keeps the sampler BLEU was measured with
+(`--beam`, `--length-penalty`) and translates raw strings with it under any
+backend:
 
     import zoo
     translator = zoo.saving.load_model("saved_models/translate_de_en.keras")
-    translator.generate(["Zwei Hunde spielen im Schnee."], sampler="beam", num_beams=4)
+    translator.generate(["Zwei Hunde spielen im Schnee."])  # its saved sampler
+    translator.generate(["Zwei Hunde spielen im Schnee."], sampler="greedy")
 """
 
 import argparse
@@ -59,6 +62,7 @@ from zoo.data.multi30k import (
 from zoo.data.text import pair_dataset
 from zoo.data.tokenizers import train_subword_tokenizer
 from zoo.distribute import even_batches
+from zoo.models.generation import get_sampler
 from zoo.models.quantization import quantize_matrices
 from zoo.models.seq2seq import (
     PRESETS,
@@ -210,13 +214,15 @@ def parse_args(argv=None):
         "--beam",
         type=positive_int,
         default=4,
-        help="beams for the BLEU evaluation (1: greedy)",
+        help="beams for the BLEU evaluation and of the sampler saved "
+        "with the model (1: greedy)",
     )
     parser.add_argument(
         "--length-penalty",
         type=float,
         default=0.6,
-        help="beam search length penalty (GNMT's alpha)",
+        help="beam search length penalty (GNMT's alpha), for the BLEU "
+        "evaluation and saved with the model",
     )
     parser.add_argument(
         "--seed",
@@ -353,16 +359,37 @@ def build(args, tokenizer, steps_per_epoch=100):
     return translator
 
 
-def translate_all(translator, sentences, args, batch_size=64):
-    options = (
-        {}
-        if args.beam == 1
-        else dict(
-            sampler="beam",
-            num_beams=args.beam,
-            length_penalty=args.length_penalty,
-        )
+def sampler_options(args):
+    """`generate`'s sampler arguments for `--beam` and `--length-penalty`:
+    greedy for one beam."""
+    if args.beam == 1:
+        return {"sampler": "greedy"}
+    return dict(
+        sampler="beam", num_beams=args.beam, length_penalty=args.length_penalty
     )
+
+
+def decoding(args):
+    """How `--beam` and `--length-penalty` translate, in words."""
+    if args.beam == 1:
+        return "greedy"
+    return f"beam {args.beam}, length penalty {args.length_penalty:g}"
+
+
+def compile_for_translating(translator, args):
+    """Compiles `translator` as it is saved: Adam without state, the
+    per-token loss, and the sampler of `--beam` and `--length-penalty`,
+    which the file keeps (`generate()` without a sampler uses it)."""
+    options = sampler_options(args)
+    translator.compile(
+        optimizer="auto",
+        label_smoothing=args.label_smoothing,
+        sampler=get_sampler(options.pop("sampler"), **options),
+    )
+
+
+def translate_all(translator, sentences, args, batch_size=64):
+    options = sampler_options(args)
     out = []
     for start in range(0, len(sentences), batch_size):
         out += translator.generate(
@@ -441,9 +468,7 @@ def run(args):
     # measures again). A fresh optimizer: Adam's moments are of no use to
     # translate.
     with strategy.scope():
-        translator.compile(
-            optimizer="auto", label_smoothing=args.label_smoothing
-        )
+        compile_for_translating(translator, args)
     name = "translate_de_en" + ("_rnn" if args.model == "rnn" else "")
     model_path = save_model_atomic(
         translator, os.path.join(args.output_dir, f"{name}.keras")
@@ -530,7 +555,7 @@ def run(args):
     print(
         f"RESULT translate model={args.model} preset={args.preset} "
         f"backend={keras.backend.backend()} validation BLEU {bleu:.2f} "
-        f"(lowercased {bleu_lower:.2f}, beam {args.beam}){test} "
+        f"(lowercased {bleu_lower:.2f}, {decoding(args)}){test} "
         f"train_time={seconds:.0f}s params={parameters} -> {model_path}"
     )
     finish_run(args.output_dir)  # everything written: the backup can go
@@ -539,8 +564,10 @@ def run(args):
 
 def ship(translator, name, splits, args):
     """Writes `saved_models/<name>.keras` with float16 weights (half the
-    size; with `--int8`, its Dense and Embedding layers as Keras int8),
-    reloads it and measures its BLEU: what a user of the file gets."""
+    size; with `--int8`, its Dense and Embedding layers as Keras int8) and
+    the settings `compile_for_translating` gave it (the sampler of `--beam`
+    and `--length-penalty`), reloads it and measures its BLEU: what a user
+    of the file gets."""
     if args.int8:
         quantize_matrices(translator)
     path = save_model_atomic(
@@ -584,6 +611,7 @@ def evaluate_saved(args):
     metrics = {
         "model": args.evaluate,
         "beam": args.beam,
+        "length_penalty": args.length_penalty,
         "backend": keras.backend.backend(),
     }
     start = time.perf_counter()
@@ -591,12 +619,13 @@ def evaluate_saved(args):
     metrics["translate_seconds"] = round(time.perf_counter() - start, 1)
     if args.ship:
         name = os.path.basename(args.evaluate)[: -len(".keras")]
+        compile_for_translating(translator, args)
         metrics["shipped"] = ship(translator, name, splits, args)
     print(
         f"RESULT translate evaluate {args.evaluate} "
         f"backend={keras.backend.backend()} validation BLEU "
         f"{metrics['validation_bleu']:.2f} (lowercased "
-        f"{metrics['validation_bleu_lowercase']:.2f}, beam {args.beam})"
+        f"{metrics['validation_bleu_lowercase']:.2f}, {decoding(args)})"
     )
     return metrics
 

@@ -139,10 +139,21 @@ def _first_position(tf, hit, length):
     )
 
 
+def _generate_step(task, sampler, inputs, stop_token_ids):
+    """`task.generate_step` with `sampler`, decoding from the cache; the
+    task keeps its own sampler."""
+    own = task.sampler
+    task.sampler, task.generation_mode = sampler, "cache"
+    try:
+        return task.generate_step(inputs, stop_token_ids=stop_token_ids)
+    finally:
+        task.sampler = own
+
+
 def _causal_lm_generate(tf, task):
     """(function, input signature) of a causal LM's `generate` signature:
     prompts `(batch,)` in, `(batch,)` texts out, greedy, up to the context
-    length: what `task.generate(prompts)` returns."""
+    length: what `task.generate(prompts, sampler="greedy")` returns."""
     from zoo.models.generation import get_sampler
 
     preprocessor = task.preprocessor
@@ -177,11 +188,11 @@ def _causal_lm_generate(tf, task):
         with tf.control_dependencies(checks):
             token_ids = ids.to_tensor(default_value=0, shape=[None, context])
         padding_mask = tf.sequence_mask(lengths, context)
-        task.sampler = sampler
-        task.generation_mode = "cache"
-        out = task.generate_step(
+        out = _generate_step(
+            task,
+            sampler,
             {"token_ids": token_ids, "padding_mask": padding_mask},
-            stop_token_ids=stops,
+            stops,
         )["token_ids"]
         # Each row: its prompt, then its tokens up to and including the
         # first stop token (`zoo.models.generation.finish_rows`).
@@ -205,8 +216,8 @@ def _causal_lm_generate(tf, task):
 
 def _decoder_generate(tf, task, encoder_inputs, input_spec):
     """(function, input signature) of an encoder-decoder's `generate`
-    signature: raw inputs in, greedy texts out, what `task.generate`
-    returns. `encoder_inputs(raw)` gives `generate_step`'s encoder
+    signature: raw inputs in, greedy texts out, what
+    `task.generate(raw, sampler="greedy")` returns. `encoder_inputs(raw)` gives `generate_step`'s encoder
     entries; the decoder starts from `<s>` and stops at `</s>` or its
     sequence length."""
     from zoo.models.generation import get_sampler
@@ -225,15 +236,15 @@ def _decoder_generate(tf, task, encoder_inputs, input_spec):
             [rows, length], "int32"
         )
         target_mask = first_column & tf.ones([rows, length], "bool")
-        task.sampler = sampler
-        task.generation_mode = "cache"
-        out = task.generate_step(
+        out = _generate_step(
+            task,
+            sampler,
             {
                 **encoder_inputs(raw),
                 "decoder_token_ids": target_ids,
                 "decoder_padding_mask": target_mask,
             },
-            stop_token_ids=(stop,),
+            (stop,),
         )["decoder_token_ids"]
         out = tf.cast(out, "int32")
         # The words after <s>, up to the first </s>, padding dropped.
@@ -500,8 +511,8 @@ def check_export(path, inputs, expected, tensorflow_text=False, generated=None):
     """Runs `serving_default` on `inputs` in a fresh process that imports
     TensorFlow only (and TensorFlow Text when `tensorflow_text`), and
     compares its output with `expected` (what `predict` returned; None
-    skips the comparison). With `generated` (what `generate(inputs)`
-    returned, or a masked LM's `fill_mask(inputs)`), also runs the
+    skips the comparison). With `generated` (what
+    `generate(inputs, sampler="greedy")` returned, or a masked LM's `fill_mask(inputs)`), also runs the
     `generate` (or `fill_mask`) signature on `inputs` and counts identical
     texts (`generate_identical`; for `fill_mask`, identical top-k lists
     `fill_mask_identical` and `max_probability_diff`).

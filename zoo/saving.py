@@ -221,6 +221,9 @@ class KerasFilesOnly:
     the zoo's classes, which cannot be loaded back. `hf://` paths (Keras'
     Hugging Face Hub saving) pass through.
 
+    A model loaded from a file with quantised layers saves again
+    (`own_dtype_policies`, run whenever Keras saves its variables).
+
     Example:
 
     >>> import zoo
@@ -238,6 +241,40 @@ model.save_weights('vit.weights.h5').
         if not str(os.fspath(filepath)).startswith("hf://"):
             check_model_path(filepath)
         return super().save(filepath, *args, **kwargs)
+
+    def save_own_variables(self, store):
+        # Keras saves this model's own variables before its layers'.
+        own_dtype_policies(self)
+        super().save_own_variables(store)
+
+
+def own_dtype_policies(model):
+    """Gives each quantised layer of `model` that reads its dtype policy
+    from a `DTypePolicyMap` the policy the map holds for it; returns how
+    many layers it changed.
+
+    A keras-hub backbone saved with quantised layers records them in a
+    `DTypePolicyMap`, and once loaded every layer holds that map, looking
+    its own policy up by path. Keras' `Dense`, `EinsumDense` and
+    `Embedding` read `dtype_policy.quantization_mode` (the map's: None)
+    when they save their weights, so a loaded int8 layer saved its scale
+    as None ("Invalid dtype: object"). With its own policy, as
+    `keras.Model.quantize` leaves it, the layer saves as it did before it
+    was loaded; the layers compute and the backbone's config record
+    exactly what they did.
+    """
+    changed = 0
+    for layer in model._flatten_layers(include_self=False):
+        policy = getattr(layer, "_dtype_policy", None)
+        if (
+            isinstance(policy, keras.dtype_policies.DTypePolicyMap)
+            and not isinstance(layer, keras.Model)
+            and layer.path
+            and policy[layer.path].quantization_mode is not None
+        ):
+            layer._dtype_policy = policy[layer.path]
+            changed += 1
+    return changed
 
 
 def save_model_atomic(model, path, weights_dtype=None):

@@ -5,6 +5,7 @@ flags."""
 import json
 import pathlib
 import shutil
+import zipfile
 
 import keras
 import numpy as np
@@ -93,6 +94,8 @@ def test_smoke_trains_measures_bleu_and_the_saved_model_translates(
         assert (out / picture).read_bytes()[:4] == b"\x89PNG"
     name = "translate_de_en" + ("_rnn" if model == "rnn" else "")
     loaded = keras.saving.load_model(str(out / f"{name}.keras"))
+    # The file keeps the sampler BLEU was measured with (--beam 2).
+    assert (loaded.sampler.num_beams, loaded.sampler.length_penalty) == (2, 0.6)
     (translation,) = loaded.generate(["Der Hund spielt im Schnee."])
     assert isinstance(translation, str)
 
@@ -235,6 +238,11 @@ def test_evaluate_a_saved_model_and_ship_it_with_float16_weights(
     assert metrics["shipped"]["validation_bleu"] == pytest.approx(
         metrics["validation_bleu"], abs=1.0
     )
+    # Compiled as measured: greedy (--beam 1), the per-token loss.
+    with zipfile.ZipFile(shipped) as archive:
+        compiled = json.loads(archive.read("config.json"))["compile_config"]
+    assert compiled["sampler"]["class_name"] == "GreedySampler"
+    assert compiled["loss"]["config"]["reduction"] == "mean_with_sample_weight"
     keras.Sequential([keras.Input((2,))]).save(tmp_path / "other.keras")
     with pytest.raises(SystemExit) as exit_info:
         translate.main(["--evaluate", str(tmp_path / "other.keras"), "--smoke"])

@@ -16,7 +16,10 @@ mixes in `GenerationMixin`, which
   backends draw different random numbers from the same seed);
 * resolves `stop_token_ids="auto"` to the tokenizer's end token;
 * cuts each row after its first stop token and strips prompts
-  (`finish_rows`).
+  (`finish_rows`);
+* saves the sampler given to `compile` with its settings in the task's
+  compile config, so a `.keras` file generates as the task it was saved
+  from (`compile(sampler=...)`; a file without one generates greedily).
 
 Every sampler argument is checked here, before any work and the same way
 on every backend (`check_sampler_options`, `check_sampler`), and so is a
@@ -56,6 +59,7 @@ SAMPLER_OPTIONS = {
 MAX_GENERATION_LENGTH = 1_000_000
 
 
+@keras.saving.register_keras_serializable(package="zoo")
 class BeamSampler(keras_hub.samplers.BeamSampler):
     """Beam search that ends hypotheses at a stop token and ranks them with
     a length penalty.
@@ -241,11 +245,13 @@ class _KWithinVocabulary:
             self.k = k
 
 
+@keras.saving.register_keras_serializable(package="zoo")
 class TopKSampler(_KWithinVocabulary, keras_hub.samplers.TopKSampler):
     """keras-hub's `TopKSampler`; `k` larger than the vocabulary samples
     from all of it."""
 
 
+@keras.saving.register_keras_serializable(package="zoo")
 class TopPSampler(_KWithinVocabulary, keras_hub.samplers.TopPSampler):
     """keras-hub's `TopPSampler`; `k` larger than the vocabulary is no
     limit."""
@@ -261,6 +267,37 @@ def resolve_sampler(sampler):
     if isinstance(sampler, keras_hub.samplers.Sampler):
         return check_sampler(sampler)
     return sampler
+
+
+def saved_sampler(config):
+    """The sampler a task's compile config records (`GenerationMixin`):
+    the sampler object its config describes. A sampler that cannot be
+    rebuilt (a class neither registered with
+    `keras.saving.register_keras_serializable` nor given in
+    `custom_objects`) is "greedy", with a warning.
+
+    Example:
+
+    >>> sampler = saved_sampler(keras.saving.serialize_keras_object(
+    ...     get_sampler("beam", num_beams=4, length_penalty=1.0)))
+    >>> type(sampler).__name__, sampler.num_beams, sampler.length_penalty
+    ('BeamSampler', 4, 1.0)
+    """
+    if isinstance(config, str):
+        return config
+    try:
+        return keras.saving.deserialize_keras_object(config)
+    except Exception as error:
+        name = config.get("class_name") if isinstance(config, dict) else None
+        warnings.warn(
+            f"The saved sampler {name or shown(config)} cannot be rebuilt "
+            f"({type(error).__name__}: {str(error).splitlines()[0][:200]}); "
+            "this model generates greedily unless compiled with a sampler "
+            "(register the sampler's class with "
+            "keras.saving.register_keras_serializable to load it).",
+            stacklevel=2,
+        )
+        return "greedy"
 
 
 def check_sampler_option(name, value, k_optional=False):
@@ -517,7 +554,17 @@ class GenerationMixin:
     `generate_step` reads `self.generation_mode` (e.g. "cache" or
     "window"), fixed per compiled function, and calls its one-token
     decoding step through `decode_function` (compiled under PyTorch when
-    the task was compiled with `jit_compile=True`).
+    the task was compiled with `jit_compile=True`). `self.sampler` is the
+    call's sampler while a step runs and the compiled one otherwise, so
+    `task.sampler` says what `generate()` uses when no sampler is named.
+
+    The sampler given to `compile` (with its settings: `num_beams`,
+    `length_penalty`, `k`, `p`, `temperature`, `seed`) is saved in the
+    compile config (`get_compile_config()["sampler"]`, a serialised
+    keras-hub sampler) and restored when the file is loaded, so
+    `generate()` without a sampler generates as it did before saving. A
+    file saved without one loads with `compile`'s default (greedy), and so
+    does `load_model(..., compile=False)`.
     """
 
     def _init_generation(self):
@@ -536,6 +583,28 @@ class GenerationMixin:
         self._generate_functions = {}
         self._decode_functions = {}
         self._generate_with_xla = jit_compile is not False
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config and self._compiled_sampler is not None:
+            config = {
+                **config,
+                "sampler": keras.saving.serialize_keras_object(
+                    self._compiled_sampler
+                ),
+            }
+        return config
+
+    def _compile_arguments(self, config):
+        # `PortableCompileConfig.compile_from_config`: the saved sampler,
+        # rebuilt apart from the rest so that one that cannot be rebuilt
+        # leaves the model greedy (with a warning) instead of unloadable.
+        config = dict(config)
+        sampler = config.pop("sampler", None)
+        arguments = super()._compile_arguments(config)
+        if sampler is not None:
+            arguments["sampler"] = saved_sampler(sampler)
+        return arguments
 
     def decode_function(self, function):
         """The one-token decoding step `function` (a bound method of this
@@ -621,8 +690,9 @@ class GenerationMixin:
     def select_sampler(
         self, sampler=None, temperature=1.0, seed=None, **options
     ):
-        """Makes the sampler of this setting current (one per setting, kept
-        between calls) and rewinds its random state when `seed` is given.
+        """Makes the sampler of this setting the one `run_generate_step`
+        runs (one per setting, kept between calls) and rewinds its random
+        state when `seed` is given.
 
         Args:
             sampler, temperature, seed, **options: see `get_sampler`;
@@ -657,7 +727,6 @@ class GenerationMixin:
         chosen = self._samplers[setting]
         if seed is not None:
             reset_seed(chosen, seed)
-        self.sampler = chosen
         self._setting = setting
         return chosen
 
@@ -678,8 +747,12 @@ class GenerationMixin:
         # own compiled function.
         self.generate_function = self._generate_functions.get(key)
         self.generation_mode = mode
-        function = self.make_generate_function()
-        self._generate_functions[key] = function
-        with reused_casts():  # PyTorch: each weight cast once per call
-            outputs = function(inputs, stop_token_ids=stop_token_ids)
+        self.sampler = self._samplers[self._setting]
+        try:
+            function = self.make_generate_function()
+            self._generate_functions[key] = function
+            with reused_casts():  # PyTorch: each weight cast once per call
+                outputs = function(inputs, stop_token_ids=stop_token_ids)
+        finally:
+            self.sampler = self._compiled_sampler
         return keras.tree.map_structure(ops.convert_to_numpy, outputs)

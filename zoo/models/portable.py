@@ -86,7 +86,7 @@ class PortableCompileConfig:
     def compile_from_config(self, config):
         # Our `compile` has its own signature, so Keras would skip the saved
         # settings with a warning; restore them through it.
-        self.compile(**keras.saving.deserialize_keras_object(config))
+        self.compile(**self._compile_arguments(config))
         optimizer = getattr(self, "optimizer", None)
         if optimizer is not None and self.built:
             # The optimizer's saved state (moments, step count) loads next.
@@ -98,6 +98,11 @@ class PortableCompileConfig:
             optimizer.load_own_variables = lambda store: _load_optimizer_state(
                 optimizer, variables, store
             )
+
+    def _compile_arguments(self, config):
+        """The keyword arguments of `compile` that a saved compile config
+        records."""
+        return keras.saving.deserialize_keras_object(config)
 
 
 def _load_optimizer_state(optimizer, variables, store):

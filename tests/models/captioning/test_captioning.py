@@ -411,12 +411,18 @@ def test_an_int8_decoder_loads_int8_and_captions_as_before_saving(
     assert captions == model.generate(IMAGES[:4])
 
 
-def test_a_loaded_captioner_never_generates_the_special_tokens(tmp_path):
-    """The suppression of padding, the unknown word and the start token is
-    read from the tokenizer when generating: a loaded tokenizer gets its
+def test_a_loaded_captioner_keeps_its_sampler_and_its_special_tokens(
+    tmp_path,
+):
+    """The sampler given to `compile` is saved with its settings. The
+    suppression of padding, the unknown word and the start token is read
+    from the tokenizer when generating: a loaded tokenizer gets its
     vocabulary after the task is built."""
     model = captioner("lstm")
+    model.compile(sampler=get_sampler("beam", num_beams=3, length_penalty=1.0))
     loaded = keras_round_trip(model, tmp_path)
+    assert (loaded.sampler.num_beams, loaded.sampler.length_penalty) == (3, 1.0)
+    assert loaded.generate(IMAGES[:2]) == model.generate(IMAGES[:2])
     tokenizer = loaded.preprocessor.tokenizer
     bias = np.asarray(loaded.token_bias)
     for name in ("pad_token_id", "unknown_token_id", "start_token_id"):

@@ -2,6 +2,9 @@
 with keras-hub samplers (within the context and past it), errors, saving,
 presets, mixed precision and training on raw strings."""
 
+import json
+import zipfile
+
 import keras
 import keras_hub
 import numpy as np
@@ -413,6 +416,59 @@ def test_save_load_generate(tmp_path):
     assert loaded.generate(
         "or", max_length=20, sampler="top_k", seed=3
     ) == gpt.generate("or", max_length=20, sampler="top_k", seed=3)
+
+
+def _with_compile_config(path, new_path, change):
+    """A copy of the `.keras` file `path` whose compile config is
+    `change(compile_config)`."""
+    with zipfile.ZipFile(path) as source:
+        files = {name: source.read(name) for name in source.namelist()}
+    config = json.loads(files["config.json"])
+    change(config["compile_config"])
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(new_path, "w") as target:
+        for name, data in files.items():
+            target.writestr(name, data)
+    return new_path
+
+
+def test_the_compiled_sampler_and_its_settings_are_saved(tmp_path):
+    gpt = make_gpt()
+    sampler_of_gpt = get_sampler("top_p", p=0.8, k=7, temperature=0.7, seed=3)
+    gpt.compile(sampler=sampler_of_gpt)
+    path = str(tmp_path / "gpt.keras")
+    gpt.save(path)
+    loaded = keras.saving.load_model(path)
+    sampler = loaded.sampler
+    assert type(sampler).__name__ == "TopPSampler"
+    assert (sampler.p, sampler.k, sampler.temperature, sampler.seed) == (
+        0.8,
+        7,
+        0.7,
+        3,
+    )
+    assert loaded.generate("to be", max_length=16, seed=5) == gpt.generate(
+        "to be", max_length=16, seed=5
+    )
+    greedy = gpt.generate("to be", max_length=16, sampler="greedy")
+    assert gpt.sampler is sampler_of_gpt  # what generate() uses by default
+
+    # A file saved before samplers were saved generates greedily.
+    old = _with_compile_config(
+        path, str(tmp_path / "old.keras"), lambda c: c.pop("sampler")
+    )
+    loaded = keras.saving.load_model(old)
+    assert isinstance(loaded.sampler, keras_hub.samplers.GreedySampler)
+    assert loaded.generate("to be", max_length=16) == greedy
+
+    # A sampler whose class is unknown where the file loads: greedy too.
+    def unknown(config):
+        config["sampler"].update(module=None, registered_name="me>Mine")
+
+    unknown = _with_compile_config(path, str(tmp_path / "mine.keras"), unknown)
+    with pytest.warns(UserWarning, match="saved sampler TopPSampler cannot"):
+        loaded = keras.saving.load_model(unknown)
+    assert loaded.generate("to be", max_length=16) == greedy
 
 
 def _keras_hub_gpt2_and_zoo(activation):

@@ -21,7 +21,9 @@ from zoo.models import (
     TranslationPreprocessor,
     Translator,
 )
+from zoo.models.generation import BeamSampler, get_sampler
 from zoo.models.quantization import quantize_matrices
+from zoo.saving import load_model
 
 GERMAN, ENGLISH = make_synthetic_pairs(300, seed=0)
 KINDS = ("transformer", "rnn")
@@ -247,6 +249,20 @@ def test_training_on_raw_pairs_lowers_the_loss_and_survives_saving(
     assert loaded.generate(GERMAN[:2], max_length=12) == model.generate(
         GERMAN[:2], max_length=12
     )
+
+
+def test_the_compiled_beam_search_is_saved_with_the_model(tmp_path):
+    model = translator("transformer")
+    model.compile(sampler=get_sampler("beam", num_beams=4, length_penalty=1.5))
+    sources = GERMAN[:3]
+    before = model.generate(sources, max_length=12)
+    path = str(tmp_path / "translator.keras")
+    model.save(path)
+    loaded = load_model(path, expected=Translator)
+    assert type(loaded.sampler) is BeamSampler
+    assert (loaded.sampler.num_beams, loaded.sampler.length_penalty) == (4, 1.5)
+    assert loaded.get_compile_config()["sampler"]["config"]["num_beams"] == 4
+    assert loaded.generate(sources, max_length=12) == before
 
 
 def test_alignments_are_distributions_over_the_source_tokens():
@@ -482,7 +498,7 @@ def test_the_loss_is_per_real_target_token_whatever_the_padding():
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
 
 
-def test_int8_matrices_load_int8_and_translate_as_before_saving(tmp_path):
+def test_int8_matrices_load_int8_translate_as_before_and_save_again(tmp_path):
     # The RNN translator (the shipped int8 one); the Transformer blocks'
     # int8 path is the captioning family's test's.
     model = translator("rnn")
@@ -510,3 +526,10 @@ def test_int8_matrices_load_int8_and_translate_as_before_saving(tmp_path):
     assert loaded.generate(
         sources, max_length=12, sampler="beam", num_beams=2
     ) == model.generate(sources, max_length=12, sampler="beam", num_beams=2)
+    # A loaded int8 model saves again: the same int8 weights and scales.
+    again = keras_round_trip(loaded, tmp_path, "again.keras")
+    for old, new in zip(loaded.weights, again.weights, strict=True):
+        assert old.dtype == new.dtype
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(old.value), ops.convert_to_numpy(new.value)
+        )

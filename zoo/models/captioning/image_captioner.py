@@ -451,9 +451,11 @@ class ImageCaptioner(
                 images are refused.
             max_length: caption tokens at most, `<s>` and `</s>` included;
                 default and maximum: the decoder's sequence length.
-            sampler: "greedy" (default), "beam" (options `num_beams`,
+            sampler: "greedy", "beam" (options `num_beams`,
                 `length_penalty`), "top_k", "top_p" or "random" (see
-                `zoo.models.generation.get_sampler`).
+                `zoo.models.generation.get_sampler`); default: the one
+                given to `compile` (greedy unless compiled with another),
+                which a saved model keeps.
             temperature, seed: for the random samplers.
             use_cache: False recomputes the caption prefix at every step (a
                 slow reference; the same result).

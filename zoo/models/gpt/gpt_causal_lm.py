@@ -307,7 +307,8 @@ class GPTCausalLM(
             sampler: "greedy", "top_k", "top_p", "beam" or "random" (see
                 `zoo.models.generation.get_sampler`; options such as `k=`,
                 `p=`, `num_beams=` go in `sampler_options`); default: the one
-                given to `compile` (greedy). Past the context, beam search
+                given to `compile` (greedy unless compiled with another),
+                which a saved model keeps. Past the context, beam search
                 keeps its beams through the window.
             temperature: divides the logits before sampling.
             seed: makes a random sampler's output reproducible (on one

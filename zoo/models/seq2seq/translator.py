@@ -4,7 +4,8 @@
 `evaluate` run its `TranslationPreprocessor` inside `tf.data` (raw strings
 on every backend; the `.keras` file carries the tokenizer), and
 `generate(sources)` translates, greedily or with beam search
-(`zoo.models.generation`): the encoder runs once per sentence, the
+(`zoo.models.generation`; the sampler given to `compile`, with its
+settings, is saved with the model and used by default): the encoder runs once per sentence, the
 Transformer's cross-attention keys and values are computed once, and each
 new target token costs one position (the self-attention cache, or the RNN's
 state). `alignments` gives the attention of every generated word over the
@@ -291,9 +292,11 @@ class Translator(
             inputs: a string or a list of strings.
             max_length: target tokens at most, `<s>` and `</s>` included;
                 default and maximum: the decoder's sequence length.
-            sampler: "greedy" (default), "beam" (options `num_beams`,
+            sampler: "greedy", "beam" (options `num_beams`,
                 `length_penalty`), "top_k", "top_p" or "random" (see
-                `zoo.models.generation.get_sampler`).
+                `zoo.models.generation.get_sampler`); default: the one
+                given to `compile` (greedy unless compiled with another),
+                which a saved model keeps.
             temperature, seed: for the random samplers.
             use_cache: False recomputes the decoder prefix at every step (a
                 slow reference; the same result).
