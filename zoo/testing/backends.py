@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 BACKENDS = ("jax", "tensorflow", "torch")
 
@@ -86,16 +85,6 @@ def run_on_backend(command, backend, cwd=None, env=None):
     return BackendRun(
         backend, done.returncode, done.stdout, time.perf_counter() - start
     )
-
-
-def run_on_backends(command, backends=BACKENDS, jobs=2, cwd=None):
-    """Runs `command` once per backend, `jobs` at a time; returns the
-    `BackendRun`s in the order of `backends`."""
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [
-            pool.submit(run_on_backend, command, b, cwd) for b in backends
-        ]
-        return [future.result() for future in futures]
 
 
 def python_command(*args):
