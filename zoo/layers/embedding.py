@@ -83,6 +83,21 @@ class TokenEmbedding(keras.layers.ReversibleEmbedding):
     def compute_output_spec(self, inputs, reverse=False, check_ids=True):
         return super().compute_output_spec(inputs, reverse=reverse)
 
+    def compute_mask(self, inputs, mask=None):
+        # Keras' `ReversibleEmbedding.call` attaches the id mask itself and
+        # returns None here; its quantised `_int8_call`/`_int4_call` do not,
+        # so a quantised table would silently drop the padding mask (the
+        # padding then counts in a pooled mean or attention). Once
+        # quantised, the mask comes from here (ids only: the reverse
+        # direction's inputs are float hidden states).
+        if (
+            self.quantization_mode is None
+            or not self.mask_zero
+            or "int" not in str(inputs.dtype)
+        ):
+            return None
+        return ops.not_equal(inputs, 0)
+
     # A quantised layer's __call__ runs `_<mode>_call` instead of `call`.
     def _int8_call(self, inputs, reverse=False, check_ids=True):
         self._check_ids(inputs, reverse, check_ids)
