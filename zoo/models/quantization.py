@@ -17,7 +17,9 @@ MATRIX_LAYERS = (
 )
 
 
-def quantize_matrices(model, mode="int8", config=None, exclude=None):
+def quantize_matrices(
+    model, mode="int8", config=None, exclude=None, kinds=MATRIX_LAYERS
+):
     """Quantises `model`'s Dense, EinsumDense and Embedding layers.
 
     Args:
@@ -32,6 +34,11 @@ def quantize_matrices(model, mode="int8", config=None, exclude=None):
             mode's default.
         exclude: a layer (with everything inside it) to leave as it is,
             e.g. an image encoder quantised its own way.
+        kinds: the layer classes to quantise, a subset of the default
+            (e.g. `(keras.layers.Embedding,)` for the token tables alone:
+            a text classifier's table is most of its file, and int8 rows
+            with a scale each change its outputs far less than int8
+            inputs to its Dense layers would).
 
     Returns:
         The number of layers quantised.
@@ -54,7 +61,7 @@ def quantize_matrices(model, mode="int8", config=None, exclude=None):
     chosen = [
         layer
         for layer in listed._flatten_layers()
-        if isinstance(layer, MATRIX_LAYERS)
+        if isinstance(layer, tuple(kinds))
         and id(layer) not in skipped
         and layer.quantization_mode is None
     ]
