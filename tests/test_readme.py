@@ -36,7 +36,17 @@ def test_the_readme_has_python_examples():
     assert len(shipped_files_loaded_by_the_readme()) >= 5
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def _example(index):
+    """The README's tour of the shipped models (an example loading several
+    of them) runs in one backend's run: every shipped file is loaded and
+    predicts under every backend in tests/test_package.py, and each call
+    the tour makes is its family's test under every backend."""
+    loads = set(re.findall(r"saved_models/[\w.-]+\.keras", BLOCKS[index]))
+    marks = [pytest.mark.one_backend] if len(loads) > 1 else []
+    return pytest.param(index, marks=marks, id=str(index))
+
+
+@pytest.mark.parametrize("index", [_example(i) for i in range(len(BLOCKS))])
 def test_readme_example_runs(index, monkeypatch):
     if "saved_models/" in BLOCKS[index]:
         done = subprocess.run(

@@ -13,7 +13,8 @@ tiny tokenizer, hence its vocabulary), carries the preset's values in its
 configs (backbone, image encoder, preprocessor, task), counts parameters,
 and gives the output shape its docstring states, finite, for one inference
 pass on a tiny input. No training and no `compile`, so the largest presets
-(GPT-2's shape, Transformer base) cost their build and one pass.
+(GPT-2's shape, Transformer base) cost their build and one pass. It runs
+in one backend's run of `tests/all_backends.py` (`one_backend`).
 
 A family listed by `zoo.models.list_presets()` that is missing from either
 test's table fails `test_every_family_is_covered`, and a new preset that
@@ -461,6 +462,10 @@ def _plain(value):
     return value
 
 
+# Full-size builds check the presets' settings and sizes, which are the
+# same Keras code under every backend (the family contract above runs each
+# family under every backend at smoke size); one backend's run builds them.
+@pytest.mark.one_backend
 @pytest.mark.parametrize("family, preset", PRESETS)
 def test_every_preset_builds_as_configured(family, preset):
     for built in BUILDERS[family](preset):

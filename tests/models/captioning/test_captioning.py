@@ -378,11 +378,10 @@ def test_training_on_raw_images_lowers_the_loss_and_survives_saving(
     )
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_an_int8_decoder_loads_int8_and_captions_as_before_saving(
-    kind, tmp_path
-):
-    model = captioner(kind)
+def test_an_int8_decoder_loads_int8_and_captions_as_before_saving(tmp_path):
+    # The shipped captioners' decoder (LSTM). The Transformer decoder's
+    # int8 blocks are the translator's, checked in its int8 test.
+    model = captioner("lstm")
     batch = {"images": IMAGES[:4], "captions": [c[0] for c in CAPTIONS[:4]]}
     before = to_numpy(model.predict(batch, verbose=0))
     model.quantize_decoder()

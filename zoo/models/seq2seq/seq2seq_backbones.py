@@ -380,12 +380,14 @@ class RNNSeq2SeqBackbone(Seq2SeqBackbone):
 
     Example:
 
-    >>> backbone = RNNSeq2SeqBackbone(8000)
+    >>> backbone = RNNSeq2SeqBackbone(
+    ...     8000, embedding_dim=32, encoder_units=32, decoder_units=64,
+    ...     attention_units=32)
     >>> ids = np.ones((1, 7), "int32")
     >>> backbone({"encoder_token_ids": ids, "encoder_padding_mask": ids,
     ...           "decoder_token_ids": ids, "decoder_padding_mask": ids}
     ...          )["decoder_sequence_output"].shape
-    (1, 7, 512)
+    (1, 7, 64)
     """
 
     def __init__(
