@@ -54,6 +54,8 @@ only compared within one run on one machine.
 import sys
 import time
 
+import numpy as np
+
 from zoo.testing.benchmarks import (
     benchmark_parser,
     print_result,
@@ -140,7 +142,9 @@ def measure(args):
     result = {
         "backend": keras.backend.backend(),
         "dtype": args.dtype,
+        "batch_size": args.batch_size,
         "parameters": int(backbone.count_params()),
+        "bytes_per_token": bytes_per_token(backbone, length, args),
     }
     outputs = {}
     for name, use_cache in (("cached", True), ("uncached", False)):
@@ -193,6 +197,70 @@ def measure(args):
             result["prefix"]["seconds"] / result["hand_written"]["seconds"], 2
         )
     return result
+
+
+def bytes_per_token(backbone, length, args):
+    """What one greedy step at batch `args.batch_size` must read from
+    memory, at the least: every weight once, as stored (float32 variables
+    under the mixed policies too; the position table counts whole although
+    a step reads one row of it; the token table is read whole by the tied
+    output projection) and the whole static key/value cache of every layer
+    (the compiled loop attends over the full `length`-position buffer,
+    masked), in the compute dtype."""
+    weights = sum(
+        int(np.prod(v.shape)) * _itemsize(v.dtype) for v in backbone.weights
+    )
+    compute = 4 if args.dtype == "float32" else 2
+    cache = (
+        2
+        * args.num_layers
+        * args.batch_size
+        * length
+        * args.hidden_dim
+        * compute
+    )
+    return {"weights": weights, "cache": cache, "total": weights + cache}
+
+
+def _itemsize(dtype):
+    import keras
+
+    return np.dtype(keras.backend.standardize_dtype(dtype)).itemsize
+
+
+def memory_bandwidth(megabytes=256, repeats=7):
+    """The machine's memory bandwidth in bytes/s: the fastest of `repeats`
+    NumPy copies of a `megabytes` float32 array (bytes read + written over
+    the time), far larger than any cache, as STREAM's copy kernel."""
+    source = np.ones(megabytes * 2**20 // 4, "float32")
+    target = np.empty_like(source)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - start)
+    return 2 * source.nbytes / best
+
+
+def roofline_lines(results, bandwidth):
+    """Each backend's cached tokens/s as a share of the memory bound
+    (bandwidth / bytes read per token)."""
+    lines = [
+        f"roofline: memory bandwidth {bandwidth / 1e9:.1f} GB/s (NumPy "
+        f"copy, 256 MB, best of 7)"
+    ]
+    for r in results:
+        need = r["bytes_per_token"]
+        bound = bandwidth / need["total"] * r["batch_size"]
+        rate = r["cached"]["tokens_per_second"]
+        lines.append(
+            f"roofline {r['backend']}: {need['total'] / 1e6:.1f} MB read per "
+            f"step ({need['weights'] / 1e6:.1f} MB weights + "
+            f"{need['cache'] / 1e6:.1f} MB key/value cache), bound "
+            f"{bound:.0f} tok/s; cached {rate:.1f} tok/s = "
+            f"{100 * rate / bound:.0f}% of the bound"
+        )
+    return lines
 
 
 def keras_hub_peer(prompt, length, args):
@@ -469,6 +537,11 @@ def main(argv=None):
                 f"{peer['speedup_vs_prefix']:.1f}x (the most any cache "
                 f"shows on this machine)"
             )
+    bandwidth = memory_bandwidth()
+    for line in roofline_lines(results, bandwidth):
+        print(line)
+    for r in results:
+        r["memory_bandwidth"] = bandwidth
     write_results(args, results)
     return results
 

@@ -45,6 +45,12 @@ def test_tiny_measurement_reports_every_figure():
     assert result["speedup"] > 0 and result["speedup_vs_prefix"] > 0
     assert result["keras_hub"]["seconds"] > 0
     assert result["keras_hub_over_zoo"] > 0
+    # Every float32 weight once, and 2 (keys, values) x 1 layer x 10
+    # positions x 16 float32 numbers of cache.
+    need = result["bytes_per_token"]
+    assert need["weights"] == 4 * result["parameters"]
+    assert need["cache"] == 2 * 1 * 10 * 16 * 4
+    assert need["total"] == need["weights"] + need["cache"]
     if keras.backend.backend() == "torch":
         calls = result["through_layer_calls"]
         assert calls["identical_greedy_output"] and calls["seconds"] > 0
@@ -160,3 +166,21 @@ def test_measure_reports_the_hand_written_peer_under_jax():
     peer = gpt_generation.measure(args)["hand_written"]
     assert peer["identical_greedy_output"]
     assert peer["seconds"] > 0 and peer["speedup_vs_prefix"] > 0
+
+
+def test_roofline_is_the_rate_over_bandwidth_per_bytes_read():
+    result = {
+        "backend": "jax",
+        "batch_size": 2,
+        "bytes_per_token": {"weights": 40e6, "cache": 10e6, "total": 50e6},
+        "cached": {"tokens_per_second": 300.0},
+    }
+    header, line = gpt_generation.roofline_lines([result], 20e9)
+    assert "20.0 GB/s" in header
+    # 20 GB/s / 50 MB per step x 2 rows a step = 800 tok/s; 300 is 38%.
+    assert "bound 800 tok/s" in line and "= 38% of the bound" in line
+    assert "50.0 MB read per step" in line
+
+
+def test_memory_bandwidth_is_a_positive_rate():
+    assert gpt_generation.memory_bandwidth(megabytes=8, repeats=2) > 1e8
