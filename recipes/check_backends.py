@@ -45,6 +45,7 @@ FAMILIES = {
     "gpt": "gpt_text",
     "vit": "vit_images",
     "bert": "bert_imdb",
+    "imagegpt": "imagegpt_digits",
 }
 
 

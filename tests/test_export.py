@@ -67,6 +67,22 @@ def test_image_classifier_exports_uint8_images(tmp_path):
     assert result["max_abs_diff"] < 1e-5
 
 
+@pytest.mark.one_backend
+def test_imagegpt_exports_next_pixel_logits_on_uint8_images(tmp_path):
+    from zoo.models.imagegpt import ImageGPTCausalLM
+
+    images = digits(4)[0][..., None]
+    keras.utils.set_random_seed(0)
+    task = ImageGPTCausalLM.from_preset("smoke")
+    assert export.serving_input_shape(task) == images.shape[1:]
+    export.export_for_serving(task, tmp_path / "served")
+    result = export.check_export(
+        tmp_path / "served", images, task.predict(images, verbose=0)
+    )
+    assert result["shape"] == [4, 64, 5]
+    assert result["max_abs_diff"] < 1e-5
+
+
 def test_gpt_exports_greedy_generate_on_raw_prompts(tmp_path):
     """`generate`: prompts in, `gpt.generate(prompts)`'s texts out."""
     import tensorflow as tf

@@ -752,6 +752,64 @@ def plot_rollout_grid(images, maps, path, titles=None, title=None):
     return _save(fig, path)
 
 
+def plot_image_grid(
+    rows, path, row_titles=None, column_titles=None, title=None
+):
+    """Grey images in a grid, one list of images per row (ImageGPT's
+    completions: the original, the kept rows, then samples).
+
+    Args:
+        rows: a list of rows, each a list (or array) of `(H, W)` images,
+            uint8 or floats on [0, 255]; rows may differ in length.
+        path: the PNG file to write.
+        row_titles: optional label per row (left of it).
+        column_titles: optional title per column (above the first row).
+        title: optional figure title.
+
+    Returns:
+        `path`, as a string.
+
+    Example:
+
+    >>> digits = np.zeros((2, 3, 14, 14), "uint8")
+    >>> plot_image_grid(digits, "/tmp/grid.png", ["a", "b"])
+    '/tmp/grid.png'
+    """
+    rows = [[np.asarray(image, np.float64) for image in row] for row in rows]
+    if not rows or not any(rows):
+        raise ValueError("plot_image_grid needs at least one image.")
+    for row in rows:
+        for image in row:
+            if image.ndim != 2:
+                raise ValueError(
+                    f"images must be (H, W) grey images; got shape {image.shape}."
+                )
+            _check_finite(image, "images")
+    columns = max(len(row) for row in rows)
+    fig = _new_figure(
+        1.1 * columns + (0.9 if row_titles else 0.0),
+        1.15 * len(rows)
+        + (0.4 if title else 0.0)
+        + (0.3 if column_titles else 0.0),
+    )
+    axes = fig.subplots(len(rows), columns, squeeze=False)
+    for r, row in enumerate(rows):
+        for c, ax in enumerate(axes[r]):
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if c >= len(row):
+                ax.set_axis_off()
+                continue
+            ax.imshow(row[c], cmap=_colormap("gray"), vmin=0.0, vmax=255.0)
+            if r == 0 and column_titles is not None and c < len(column_titles):
+                ax.set_title(str(column_titles[c]), fontsize="small")
+        if row_titles is not None and r < len(row_titles):
+            axes[r][0].set_ylabel(str(row_titles[r]), fontsize="small")
+    _set_title(fig, title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def plot_position_similarity(
     table, grid_size, path, num_prefix_tokens=1, title=None
 ):

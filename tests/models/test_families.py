@@ -58,6 +58,7 @@ from zoo.models.captioning import (
     TransformerCaptionBackbone,
 )
 from zoo.models.gpt import GPTCausalLM, GPTPreprocessor
+from zoo.models.imagegpt import ImageGPTCausalLM, ImageGPTPreprocessor
 from zoo.models.seq2seq import (
     RNNSeq2SeqBackbone,
     TransformerSeq2SeqBackbone,
@@ -165,6 +166,12 @@ CASES = {
         lambda t: t.fit(IMAGES[:4], CAPTIONS[:4], batch_size=4, verbose=0),
         lambda t: t.generate(IMAGES[:2]),
         lambda t: t.generate(IMAGES[:0]),
+    ),
+    "imagegpt": Case(
+        lambda: ImageGPTCausalLM.from_preset("smoke"),
+        lambda t: t.fit(IMAGES_8, batch_size=8, verbose=0),
+        lambda t: t.complete(IMAGES_8[:2], rows=4),
+        lambda t: t.complete(IMAGES_8[:0]),
     ),
     "vit": Case(
         lambda: ViTImageClassifier.from_preset("smoke", num_classes=2),
@@ -416,10 +423,31 @@ def _build_vit(preset):
     ]
 
 
+def _build_imagegpt(preset):
+    preprocessor = ImageGPTPreprocessor.from_preset(preset)
+    task = ImageGPTCausalLM.from_preset(preset, preprocessor=preprocessor)
+    backbone, pre, head = _sections(
+        ImageGPTCausalLM, preset, "backbone", "preprocessor", "task"
+    )
+    pixels = preprocessor.sequence_length
+    assert backbone["sequence_length"] == pixels + 1
+    vocabulary = preprocessor.vocabulary_size
+    inputs = {"token_ids": _ids(vocabulary), "padding_mask": _ones()}
+    return [
+        Built(
+            task,
+            inputs,
+            (1, LENGTH, vocabulary),
+            [(task.backbone, backbone), (preprocessor, pre), (task, head)],
+        )
+    ]
+
+
 BUILDERS = {
     "bert": _build_bert,
     "captioning": _build_captioning,
     "gpt": _build_gpt,
+    "imagegpt": _build_imagegpt,
     "seq2seq": _build_seq2seq,
     "text classifier": _build_text_classifier,
     "vit": _build_vit,

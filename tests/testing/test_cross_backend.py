@@ -469,6 +469,9 @@ RECIPE_TESTS = {
     "test_captioning_agrees_across_backends_captions_included": (
         "captioning:lstm"
     ),
+    "test_imagegpt_agrees_across_backends_completions_included": (
+        "imagegpt_digits"
+    ),
 }
 STEPS = 3
 
@@ -524,6 +527,7 @@ def test_one_run_checks_every_recipe(shared_run):
         "bert_imdb",
         "caption_images",
         "gpt_text",
+        "imagegpt_digits",
         "imdb_attention",
         "translate",
         "vit_images",
@@ -534,7 +538,7 @@ def test_one_run_checks_every_recipe(shared_run):
             worker["status"] == "done" and worker["exit_code"] == 0
             for worker in report["workers"].values()
         ), report["workers"]
-    assert "check_backends: all 6 recipes passed" in output
+    assert "check_backends: all 7 recipes passed" in output
 
 
 @CROSS_BACKEND_ONLY_ONCE
@@ -631,6 +635,17 @@ def test_captioning_agrees_across_backends_captions_included(shared_run):
     for result in report["variants"].values():
         assert result["passed"] and result["generate"]["max"] == 0
         assert len(result["generate"]["reference"]) == 3
+
+
+@CROSS_BACKEND_ONLY_ONCE
+def test_imagegpt_agrees_across_backends_completions_included(shared_run):
+    result = passed_report(shared_run, "imagegpt_digits")["variants"]
+    result = result["default"]
+    assert result["passed"] and result["generate"]["max"] == 0
+    # One array: four 8x8 images, the top half kept, the rest greedy.
+    completed = np.asarray(result["generate"]["reference"])
+    assert completed.shape == (1, 4, 8, 8)
+    assert 0 <= completed.min() and completed.max() <= 255
 
 
 def test_weights_are_matched_by_path_not_by_order():

@@ -1,5 +1,6 @@
 """Attention models composed from `zoo.layers`, one folder per family
-(`text_classifier/`, `gpt/`, `seq2seq/`, `bert/`, `vit/`, `captioning/`):
+(`text_classifier/`, `gpt/`, `seq2seq/`, `bert/`, `vit/`, `captioning/`,
+`imagegpt/`):
 backbone, tasks, preprocessor and presets,
 in keras-hub's shape, and the generation shared by generating tasks."""
 
@@ -19,6 +20,11 @@ from zoo.models.captioning import (
 )
 from zoo.models.generation import SAMPLERS, get_sampler
 from zoo.models.gpt import GPT, GPTBackbone, GPTCausalLM, GPTPreprocessor
+from zoo.models.imagegpt import (
+    ImageGPTBackbone,
+    ImageGPTCausalLM,
+    ImageGPTPreprocessor,
+)
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.presets import list_presets
 from zoo.models.seq2seq import (

@@ -159,7 +159,7 @@ def list_presets(family=None):
 
     Args:
         family: a family's name ("bert", "captioning", "gpt", "seq2seq",
-            "text classifier", "vit"), or None for all of them.
+            "text classifier", "vit", "imagegpt"), or None for all of them.
 
     Example:
 

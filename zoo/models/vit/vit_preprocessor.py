@@ -89,6 +89,11 @@ class ViTImageClassifierPreprocessor(
     (2, 28, 28, 1)
     """
 
+    # The converter's dtype: None follows the global policy (bfloat16
+    # images under mixed_bfloat16); a subclass that must read pixel values
+    # exactly (ImageGPT's quantiser) sets "float32".
+    converter_dtype = None
+
     def __init__(
         self, image_size=(28, 28), num_channels=1, scale=1 / 255, **kwargs
     ):
@@ -98,6 +103,7 @@ class ViTImageClassifierPreprocessor(
                 image_size=tuple(int(n) for n in image_size),
                 scale=scale,
                 crop_to_aspect_ratio=False,
+                dtype=self.converter_dtype,
                 name="image_converter",
             ),
             **kwargs,

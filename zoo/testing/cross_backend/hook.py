@@ -45,7 +45,9 @@ class CheckSetup:
             does), chosen in a NumPy-seeded order.
         loss: the training loss (None: the task's default).
         generate: optional keyword arguments of `model.generate` (greedy by
-            default), compared as exact text.
+            default), compared as exact text (or ids); with `"method"`, the
+            name of another generating method to call with the rest
+            (ImageGPT's `complete`: images out, compared exactly).
     """
 
     model: Any

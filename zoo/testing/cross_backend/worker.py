@@ -286,7 +286,10 @@ def _worker_saved_matrix(config, rdir, variant, backend, log):
             _preprocessed(model, data["inputs"]), data["preprocessed"]
         )
         if data["generate"]:
-            output = model.generate(**data["generate"])
+            options = dict(data["generate"])
+            output = getattr(model, options.pop("method", "generate"))(
+                **options
+            )
             generated[saver] = (
                 output
                 if isinstance(output, (str, list))
