@@ -38,13 +38,13 @@ class Tick(keras.callbacks.Callback):
         self.clock.now += self.clock.epoch_seconds
 
 
-def _fit(stopper, clock, initial_epoch=0):
+def _fit(stopper, clock, initial_epoch=0, epochs=50):
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     history = model.fit(
         np.ones((4, 2)),
         np.ones((4, 1)),
-        epochs=50,
+        epochs=epochs,
         initial_epoch=initial_epoch,
         verbose=0,
         callbacks=[Tick(clock), stopper],
@@ -65,6 +65,17 @@ def test_stops_before_the_epoch_that_would_overrun(
     assert "3.5-minute budget is spent; --resume continues" in (
         capsys.readouterr().out
     )
+
+
+def test_the_last_epoch_is_not_a_stop(monkeypatch, capsys):
+    """A budget spent by the last epoch stops nothing: the run is whole
+    (a recipe that read it as stopped would not save its model)."""
+    clock = FakeClock(epoch_seconds=60)
+    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    stopper = StopAfterMinutes(3.5)
+    assert _fit(stopper, clock, epochs=3) == 3  # 3 minutes, a 4th: none
+    assert not stopper.stopped
+    assert "budget is spent" not in capsys.readouterr().out
 
 
 def test_an_ample_budget_never_stops(monkeypatch):

@@ -165,6 +165,8 @@ class StopAfterMinutes(keras.callbacks.Callback):
             self.first_epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 >= (self.params or {}).get("epochs", float("inf")):
+            return  # the last epoch: nothing left to stop
         elapsed = time.perf_counter() - self.start
         epochs_here = epoch + 1 - (self.first_epoch or 0)
         if elapsed * (epochs_here + 1) / max(epochs_here, 1) > self.seconds:
