@@ -68,6 +68,7 @@ smoke: setup
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/translate.py --smoke --verbose 0 --output-dir runs/smoke/translate
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/bert_imdb.py all --smoke --verbose 0 --output-dir runs/smoke/bert_imdb
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/vit_images.py --smoke --verbose 0 --output-dir runs/smoke/vit
+	KERAS_BACKEND=$(BACKEND) $(PY) recipes/imagegpt_digits.py --smoke --verbose 0 --output-dir runs/smoke/imagegpt
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/caption_images.py --smoke --verbose 0 --output-dir runs/smoke/caption
 	KERAS_BACKEND=$(BACKEND) $(PY) recipes/caption_images.py --smoke --dataset digits --verbose 0 --output-dir runs/smoke/caption_digits
 	$(PY) recipes/check_backends.py gpt_text --smoke

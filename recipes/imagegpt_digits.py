@@ -145,10 +145,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--classifier",
-        default=VIT,
+        default=None,
         metavar="MODEL.keras",
-        help="the digit classifier that judges completions (needs the "
-        "dataset's labels; skipped if the file is missing)",
+        help="the classifier that judges completions; default for mnist: "
+        "saved_models/vit_mnist.keras (skipped if the file is missing)",
     )
     parser.add_argument(
         "--probe-limit",
@@ -159,7 +159,10 @@ def parse_args(argv=None):
     )
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument(
-        "--output-dir", default=None, help="default: runs/imagegpt/<dataset>/"
+        "--output-dir",
+        default=None,
+        help="default: runs/imagegpt/<dataset>/ (with --evaluate: "
+        "runs/imagegpt/<dataset>_evaluate/)",
     )
     parser.add_argument(
         "--ship",
@@ -183,8 +186,15 @@ def parse_args(argv=None):
         args.levels = PRESETS.part(args.preset, "preprocessor")["num_levels"]
     if args.levels < 2:
         parser.error("argument --levels: a palette needs at least 2 levels")
+    if args.classifier is None and args.dataset == "mnist":
+        args.classifier = VIT
     if args.output_dir is None:
-        args.output_dir = os.path.join(ROOT, "runs", "imagegpt", args.dataset)
+        args.output_dir = os.path.join(
+            ROOT,
+            "runs",
+            "imagegpt",
+            args.dataset + ("_evaluate" if args.evaluate else ""),
+        )
     if args.validation_fraction == 0:
         parser.error(
             "argument --validation-fraction: must be above 0 (the recipe "
@@ -579,6 +589,7 @@ def check_setup(
 
 
 CHECK_DATA_FLAG = "--data"
+CHECK_FULL_METRICS = {"validation_bits_per_pixel": 0.02}
 
 
 def main(argv=None):

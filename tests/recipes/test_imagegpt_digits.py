@@ -54,7 +54,11 @@ def tiny_classifier(path):
 
 @pytest.mark.one_backend
 def test_a_local_npz_judged_by_a_classifier_then_evaluate(tmp_path):
-    data = write_npz(tmp_path / "digits.npz", count=60, with_test=False)
+    # 16x16 digits: the smoke model reads them at 8x8, and the classifier
+    # reads the completions upsampled back to 16x16.
+    data = write_npz(
+        tmp_path / "digits.npz", count=60, size=16, with_test=False
+    )
     classifier = tiny_classifier(tmp_path / "vit.keras")
     common = ["--data", data, "--preset", "smoke", "--verbose", "0"]
     common += ["--classifier", classifier]

@@ -58,6 +58,7 @@ from zoo.models.bert import (
     BertMaskedLMPreprocessor,
 )
 from zoo.models.gpt import GPTCausalLM
+from zoo.models.imagegpt import ImageGPTCausalLM, ImageGPTPreprocessor
 from zoo.models.seq2seq import TranslationPreprocessor, Translator
 from zoo.models.text_classifier import (
     AttentionPoolingBackbone,
@@ -144,6 +145,10 @@ class Models:
     @functools.cached_property
     def captioner(self):
         return _captioner()
+
+    @functools.cached_property
+    def imagegpt(self):
+        return ImageGPTCausalLM.from_preset("smoke")
 
 
 # ---- Inputs ------------------------------------------------------------------
@@ -264,6 +269,7 @@ GPT = "GPT"
 SEQ2SEQ = "seq2seq"
 BERT = "BERT"
 VIT = "ViT"
+IMAGEGPT = "ImageGPT"
 CAPTION = "captioning"
 FILES = "model files"
 
@@ -1009,6 +1015,66 @@ CASES = [
         ValueError,
         ("a zoo model is saved as a .keras file", "HDF5"),
     ),
+    # --- ImageGPT -------------------------------------------------------------
+    Case(
+        IMAGEGPT,
+        "colour images for a grey model",
+        lambda m, tmp: m.imagegpt.complete(np.zeros((2, 8, 8, 3), "uint8")),
+        ValueError,
+        ("images have 3 channels; this model reads 1",),
+    ),
+    Case(
+        IMAGEGPT,
+        "non-square images (8 x 16) for a square model",
+        lambda m, tmp: m.imagegpt.predict(np.zeros((2, 8, 16), "uint8")),
+        ValueError,
+        ("got 8x16 images", "resizing would stretch them"),
+    ),
+    Case(
+        IMAGEGPT,
+        "complete() on an empty batch",
+        lambda m, tmp: m.imagegpt.complete(DIGITS[:0]),
+        ValueError,
+        ("got an empty batch of images",),
+    ),
+    Case(
+        IMAGEGPT,
+        "complete(rows=8) on 8-row images: nothing to complete",
+        lambda m, tmp: m.imagegpt.complete(DIGITS, rows=8),
+        ValueError,
+        ("rows=8", "from 0 to 7"),
+    ),
+    Case(
+        IMAGEGPT,
+        "generate_images(0)",
+        lambda m, tmp: m.imagegpt.generate_images(0),
+        ValueError,
+        ("n=0", "at least one image"),
+    ),
+    Case(
+        IMAGEGPT,
+        "features(layer=5) of a 2-block model",
+        lambda m, tmp: m.imagegpt.features(DIGITS, layer=5),
+        ValueError,
+        ("layer=5", "2 blocks"),
+    ),
+    Case(
+        IMAGEGPT,
+        "a palette that is not increasing",
+        lambda m, tmp: ImageGPTPreprocessor((8, 8), 3, palette=[0, 200, 100]),
+        ValueError,
+        ("strictly increasing",),
+        one_backend=True,
+    ),
+    Case(
+        IMAGEGPT,
+        "pixel ids outside the palette",
+        lambda m, tmp: m.imagegpt.preprocessor.images_from_ids(
+            np.full((1, 64), 9)
+        ),
+        ValueError,
+        ("pixel ids must lie in [0, 3]",),
+    ),
     # --- Captioning -----------------------------------------------------------
     Case(
         CAPTION,
@@ -1382,7 +1448,7 @@ def markdown_table(cases=CASES):
         "| family | input | what happens | the message |",
         "| --- | --- | --- | --- |",
     ]
-    order = [TEXT, GPT, SEQ2SEQ, BERT, VIT, CAPTION, FILES]
+    order = [TEXT, GPT, SEQ2SEQ, BERT, VIT, IMAGEGPT, CAPTION, FILES]
     for case in sorted(cases, key=lambda case: order.index(case.family)):
         tmp = pathlib.Path(tempfile.mkdtemp())
         kind, message = message_of(case, models, tmp)

@@ -46,6 +46,7 @@ def test_the_catalogue_covers_every_family():
         "seq2seq",
         "BERT",
         "ViT",
+        "ImageGPT",
         "captioning",
         "model files",
     }

@@ -21,7 +21,10 @@ from zoo.models.imagegpt import (
     unraster,
 )
 
-PALETTE = [0.0, 60.0, 150.0, 250.0]
+# No midpoint between two levels is a multiple of 0.25 (a mean of four
+# uint8 pixels), so no pixel sits on a tie between two levels.
+PALETTE = [0.0, 60.1, 150.3, 249.9]
+GREYS = np.round(PALETTE).astype("uint8")  # the levels as images show them
 
 
 def digits(count=6, size=8, seed=0):
@@ -69,16 +72,14 @@ def test_pixels_map_to_the_nearest_level_in_raster_order():
 
 
 def test_levels_round_trip_exactly_and_other_pixels_to_their_level():
-    palette_pixels = np.array(PALETTE, "uint8")[
-        np.random.default_rng(1).integers(0, 4, (3, 8, 8))
-    ]
+    palette_pixels = GREYS[np.random.default_rng(1).integers(0, 4, (3, 8, 8))]
     pre = preprocessor()
     back = pre.images_from_ids(pre.pixel_ids(palette_pixels))
     np.testing.assert_array_equal(back, palette_pixels)
     images = digits()
     back = pre.images_from_ids(pre.pixel_ids(images))
-    expected = np.array(PALETTE)[np_nearest_level(images, PALETTE)]
-    np.testing.assert_array_equal(back, expected.astype("uint8"))
+    expected = GREYS[np_nearest_level(images, PALETTE)]
+    np.testing.assert_array_equal(back, expected)
 
 
 def test_raster_order_and_its_inverse():
@@ -115,10 +116,14 @@ def test_kmeans_palette_against_a_numpy_lloyd_loop():
 
 
 def test_a_digit_palette_comes_from_the_images_as_the_model_reads_them():
-    images = np.zeros((4, 16, 16), "uint8")
-    images[:, 4:12, 4:8] = 255  # 2x2 blocks: the 8x8 image is 0 or 255
+    images = np.full((4, 16, 16), 255, "uint8")
+    images[:, :, :8:2] = 0  # alternate columns: grey once resized to 8x8
     pre = ImageGPTPreprocessor.from_images(images, (8, 8), 2)
-    assert pre.palette == [0.0, 255.0]
+    # Read at 16x16 the pixels are 0 and 255; the model reads them at 8x8,
+    # where each 2x2 block averages, the left half to 127.5.
+    assert pre.palette == [127.5, 255.0]
+    with pytest.raises(ValueError, match="distinct"):
+        ImageGPTPreprocessor.from_images(images[:, 8:, 8:], (4, 4), 2)
 
 
 def test_token_ids_are_the_start_token_and_the_pixels_shifted_by_one():
@@ -133,10 +138,17 @@ def test_token_ids_are_the_start_token_and_the_pixels_shifted_by_one():
 
 def test_the_tf_data_pipeline_quantises_as_the_eager_call_does():
     pre = preprocessor()
-    images = digits()
+    images = digits(size=16)  # resized to 8x8 on the way
     dataset = tf.data.Dataset.from_tensor_slices(images).batch(3).map(pre)
-    graph = np.concatenate([y.numpy() for _, y, _ in dataset])
-    np.testing.assert_array_equal(graph, to_numpy(pre(images)[1]))
+    ids = np.concatenate([x["token_ids"].numpy() for x, _, _ in dataset])
+    pixels = np.concatenate([y.numpy() for _, y, _ in dataset])
+    eager, targets, _ = pre(images)
+    np.testing.assert_array_equal(ids, to_numpy(eager["token_ids"]))
+    np.testing.assert_array_equal(pixels, to_numpy(targets))
+    # 2x2 block means, then the nearest level.
+    blocks = images.reshape(6, 8, 2, 8, 2).astype("float64").mean((2, 4))
+    expected = np_nearest_level(blocks, PALETTE).reshape(6, -1)
+    np.testing.assert_array_equal(pixels, expected)
 
 
 # --- The model ----------------------------------------------------------------
@@ -186,7 +198,7 @@ def test_samplers_and_unconditional_images():
     np.testing.assert_array_equal(first, again)
     samples = task.generate_images(3, seed=0)
     assert samples.shape == (3, 8, 8) and samples.dtype == np.uint8
-    assert set(np.unique(samples)) <= {int(v) for v in PALETTE}
+    assert set(np.unique(samples)) <= set(GREYS.tolist())
 
 
 def test_features_average_the_hidden_states_over_the_positions():
@@ -280,6 +292,14 @@ def test_bad_arguments_are_one_line_each():
             task.complete(digits(1), rows=rows)
     with pytest.raises(ValueError, match="at least one image"):
         task.generate_images(0)
+    with pytest.raises(ValueError, match="complete"):
+        task.generate(digits(1))
+    ids_only = ImageGPTCausalLM(task.backbone)  # no preprocessor: ids in
+    inputs = {"token_ids": np.zeros((1, 64), "int32")}
+    inputs["padding_mask"] = np.ones((1, 64), bool)
+    assert ids_only.predict(inputs, verbose=0).shape == (1, 64, 5)
+    with pytest.raises(ValueError, match="ImageGPTPreprocessor"):
+        ids_only.complete(digits(1))
     with pytest.raises(ValueError, match="strictly increasing"):
         ImageGPTPreprocessor((8, 8), 3, palette=[0, 200, 100])
     with pytest.raises(ValueError, match="num_levels"):

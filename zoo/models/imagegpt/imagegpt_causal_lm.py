@@ -124,7 +124,9 @@ class ImageGPTCausalLM(RawImagesMixin, GPTCausalLM):
 
     def predict(self, x, batch_size=None, **kwargs):
         x = self._checked(x)
-        if not isinstance(x, (list, tuple, np.ndarray)):
+        if self.preprocessor is None or not isinstance(
+            x, (list, tuple, np.ndarray)
+        ):
             return super().predict(x, batch_size=batch_size, **kwargs)
         # Images in memory: quantised eagerly, a chunk at a time, and the
         # model predicts on the ids (no TensorFlow pipeline to trace).
@@ -132,6 +134,16 @@ class ImageGPTCausalLM(RawImagesMixin, GPTCausalLM):
         return keras.Model.predict(
             self, features, batch_size=batch_size, **kwargs
         )
+
+    def _prompt_ids(self, inputs):
+        # `generate` continues pixel ids; images go to `complete`.
+        if not isinstance(inputs, dict):
+            raise ValueError(
+                "ImageGPT's generate() continues pixel ids, {'token_ids': "
+                "..., 'padding_mask': ...}; for images call complete(images, "
+                "rows=...) or generate_images(n)."
+            )
+        return super()._prompt_ids(inputs)
 
     def _require_preprocessor(self, method):
         if self.preprocessor is None:

@@ -9,6 +9,7 @@ part of the config, so a `.keras` file carries its quantiser.
 """
 
 import keras
+import keras_hub
 import numpy as np
 
 from zoo._tensorflow import is_tf_tensor, tf
@@ -55,6 +56,12 @@ def kmeans_palette(pixels, num_levels, iterations=50, max_pixels=2_000_000):
         raise ValueError(f"num_levels must be >= 2; got {num_levels}.")
     if values.size > max_pixels:
         values = values[:: int(np.ceil(values.size / max_pixels))]
+    distinct = len(np.unique(values))
+    if distinct < int(num_levels):
+        raise ValueError(
+            f"the pixels take {distinct} distinct grey value(s), fewer than "
+            f"num_levels={num_levels}: ask for {distinct} or fewer levels."
+        )
     centres = np.linspace(values.min(), values.max(), int(num_levels))
     for _ in range(iterations):
         edges = (centres[1:] + centres[:-1]) / 2  # centres stay sorted
@@ -114,8 +121,9 @@ class ImageGPTPreprocessor(ViTImageClassifierPreprocessor):
 
     Args:
         image_size: `(height, width)` the model reads.
-        num_levels: number of grey levels; the uniform palette's size when
-            `palette` is None.
+        num_levels: number of grey levels: the uniform palette's size when
+            `palette` is None (default 8); with a palette, its length
+            (checked when given).
         palette: the grey levels (floats on [0, 255], strictly increasing),
             e.g. `kmeans_palette(train_pixels, 8)`; None for
             `uniform_palette(num_levels)`.
@@ -145,14 +153,14 @@ class ImageGPTPreprocessor(ViTImageClassifierPreprocessor):
     converter_dtype = "float32"
 
     def __init__(
-        self, image_size=(14, 14), num_levels=8, palette=None, **kwargs
+        self, image_size=(14, 14), num_levels=None, palette=None, **kwargs
     ):
         kwargs.pop("num_channels", None)  # grey only
         kwargs.pop("scale", None)
         if palette is None:
-            palette = uniform_palette(num_levels)
+            palette = uniform_palette(8 if num_levels is None else num_levels)
         palette = [float(v) for v in np.asarray(palette, "float64").reshape(-1)]
-        if len(palette) != int(num_levels):
+        if num_levels is not None and len(palette) != int(num_levels):
             raise ValueError(
                 f"the palette has {len(palette)} levels but num_levels="
                 f"{num_levels}; give one or make them agree."
@@ -183,7 +191,10 @@ class ImageGPTPreprocessor(ViTImageClassifierPreprocessor):
 
     @classmethod
     def _from_preset(cls, preset, **overrides):
-        return cls(**{**cls.preset_part(preset, "preprocessor"), **overrides})
+        config = cls.preset_part(preset, "preprocessor")
+        if overrides.get("palette") is not None:
+            config.pop("num_levels")  # the palette's own length
+        return cls(**{**config, **overrides})
 
     @classmethod
     def from_images(cls, images, image_size=(14, 14), num_levels=8, **kwargs):
@@ -223,8 +234,16 @@ class ImageGPTPreprocessor(ViTImageClassifierPreprocessor):
 
     def resize(self, images):
         """Checked images at the model's size, as floats on [0, 255]:
-        `(batch, height, width)` (NumPy; a `tf.Tensor` inside `tf.data`)."""
-        x = ViTImageClassifierPreprocessor.call(self, images)
+        `(batch, height, width)` (NumPy; a `tf.Tensor` inside `tf.data`).
+
+        Resized in float32 whatever the input's dtype, so uint8 images, the
+        same pixels as floats (a SavedModel's cast) and `tf.data` give the
+        same values (resizing uint8 images would round each block's mean
+        to a whole grey value)."""
+        x = self._channels(images)  # the ViT's checks, then its scaling
+        self._check_values(x)
+        x = tf.cast(x, "float32") if is_tf_tensor(x) else x.astype("float32")
+        x = keras_hub.models.ImageClassifierPreprocessor.call(self, x)
         if is_tf_tensor(x):
             return x[..., 0] * 255.0
         return (

@@ -47,7 +47,7 @@ def linear_probe(
         train_labels, validation_labels: class ids `(examples,)`.
         num_classes: default: one more than the largest label seen.
         steps, batch_size, learning_rate, l2: the classifier's training
-            (`steps` batches drawn by reshuffling the examples each pass).
+            (about `steps` batches, the examples reshuffled each pass).
         seed: the weights' and the shuffling's seed.
 
     Returns:
@@ -73,7 +73,11 @@ def linear_probe(
     if num_classes is None:
         num_classes = int(max(y.max(), y_val.max())) + 1
     keras.utils.set_random_seed(seed)
-    mean, std = x.mean(0), x.std(0) + 1e-6
+    # A feature constant over the training set (a border pixel that is
+    # black in every digit) is centred, not scaled: dividing by a tiny
+    # spread would blow up its value in a validation example.
+    mean, std = x.mean(0), x.std(0)
+    std = np.where(std > 1e-6, std, 1.0)
     classifier = keras.Sequential(
         [
             keras.Input((x.shape[1],)),
@@ -89,21 +93,33 @@ def linear_probe(
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
     )
-    # `steps` batches in one pass: fresh permutations of the examples, one
-    # after the other (no per-epoch overhead on small sets).
-    rng = np.random.default_rng(seed)
+    x_train = (x - mean) / std
     batch_size = min(batch_size, len(x))
-    passes = -(-steps * batch_size // len(x))
-    order = np.concatenate([rng.permutation(len(x)) for _ in range(passes)])
-    order = order[: steps * batch_size]
-    classifier.fit(
-        ((x - mean) / std)[order],
-        y[order],
-        epochs=1,
-        batch_size=batch_size,
-        shuffle=False,
-        verbose=0,
-    )
+    per_pass = -(-len(x) // batch_size)
+    if per_pass >= 8:  # epochs of reshuffled examples
+        classifier.fit(
+            x_train,
+            y,
+            epochs=-(-steps // per_pass),
+            batch_size=batch_size,
+            shuffle=True,
+            verbose=0,
+        )
+    else:
+        # A small set: `steps` batches in one epoch of fresh permutations,
+        # one after the other (an epoch per step would cost more than it).
+        rng = np.random.default_rng(seed)
+        passes = -(-steps * batch_size // len(x))
+        order = np.concatenate([rng.permutation(len(x)) for _ in range(passes)])
+        order = order[: steps * batch_size]
+        classifier.fit(
+            x_train[order],
+            y[order],
+            epochs=1,
+            batch_size=batch_size,
+            shuffle=False,
+            verbose=0,
+        )
 
     def accuracy(features, labels):
         scores = classifier.predict((features - mean) / std, verbose=0)
