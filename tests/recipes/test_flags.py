@@ -81,9 +81,9 @@ def test_check_backends_lists_the_recipes_for_a_misspelt_one(capsys):
         assert error.count("\n") == 1  # one line, no usage block
         assert error.split(": error: ")[1].startswith(first)
         assert (
-            "are bert_imdb, caption_images, gpt_text, imdb_attention, "
-            "translate, vit_images, and the families bert, captioning, gpt, "
-            "translation, vit" in error
+            "are bert_imdb, caption_images, gpt_text, imagegpt_digits, "
+            "imdb_attention, translate, vit_images, and the families bert, "
+            "captioning, gpt, imagegpt, translation, vit" in error
         )
 
 
