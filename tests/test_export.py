@@ -3,7 +3,8 @@
 export is always traced by TensorFlow (under JAX and PyTorch, by a
 TensorFlow process the task is handed to): the text classifier and the GPT
 run under every backend for that hand-off, the other families'
-signatures (the same TensorFlow graph whatever the backend) under one."""
+signatures (the same TensorFlow graph whatever the backend) in the
+TensorFlow run, which traces them in-process."""
 
 import types
 
@@ -52,7 +53,7 @@ def test_text_classifier_exports_raw_strings(tmp_path):
     assert not result["zoo_imported"]
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("tensorflow")
 def test_image_classifier_exports_uint8_images(tmp_path):
     images = digits(6)[0][..., None]
     keras.utils.set_random_seed(0)
@@ -67,7 +68,7 @@ def test_image_classifier_exports_uint8_images(tmp_path):
     assert result["max_abs_diff"] < 1e-5
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("tensorflow")
 def test_imagegpt_exports_next_pixel_logits_on_uint8_images(tmp_path):
     from zoo.models.imagegpt import ImageGPTCausalLM
 
@@ -102,7 +103,7 @@ def test_gpt_exports_greedy_generate_on_raw_prompts(tmp_path):
     )
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("tensorflow")
 @pytest.mark.parametrize("kind", ["transformer", "rnn"])
 def test_translator_exports_greedy_generate(kind, tmp_path):
     """`generate`, also the default signature: sources in, the texts of
@@ -124,7 +125,7 @@ def test_translator_exports_greedy_generate(kind, tmp_path):
     assert result["shape"] == [3]
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("tensorflow")
 def test_captioner_exports_greedy_generate_on_uint8_images(tmp_path):
     keras.utils.set_random_seed(0)
     model = captioner("lstm")
@@ -141,7 +142,7 @@ def test_captioner_exports_greedy_generate_on_uint8_images(tmp_path):
     assert result["generate_identical"] == 3
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("tensorflow")
 def test_masked_lm_exports_fill_mask(tmp_path):
     keras.utils.set_random_seed(0)
     mlm = make_masked_lm()

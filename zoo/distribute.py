@@ -88,7 +88,7 @@ def transformer_layout_map(device_mesh, layout=None):
     Example (on one device; with 8, a `(4, 2)` mesh splits every head
     kernel over 2 devices):
 
-    >>> devices = keras.distribution.list_devices()[:1]
+    >>> devices = ["cpu:0"]  # under JAX: keras.distribution.list_devices()
     >>> mesh = keras.distribution.DeviceMesh((1, 1), ("batch", "model"),
     ...                                      devices)
     >>> layout_map = transformer_layout_map(mesh)

@@ -1,6 +1,7 @@
 """recipes/imagegpt_digits.py in-process: --smoke (offline), a local .npz
 copy judged by a classifier, --evaluate, --resume after an interruption,
-and the data errors."""
+and the data errors. The recipe's plumbing runs in the JAX run, where
+the smoke model trains quickest."""
 
 import json
 
@@ -52,7 +53,7 @@ def tiny_classifier(path):
     return str(path)
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("jax")
 def test_a_local_npz_judged_by_a_classifier_then_evaluate(tmp_path):
     # 16x16 digits: the smoke model reads them at 8x8, and the classifier
     # reads the completions upsampled back to 16x16.
@@ -101,7 +102,7 @@ def test_a_local_npz_judged_by_a_classifier_then_evaluate(tmp_path):
     assert error.value.code == 2
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("jax")
 def test_an_interrupted_run_resumes_only_when_asked(tmp_path, monkeypatch):
     argv = ["--smoke", "--epochs", "2", "--verbose", "0"]
     argv += ["--output-dir", str(tmp_path)]
@@ -116,7 +117,7 @@ def test_an_interrupted_run_resumes_only_when_asked(tmp_path, monkeypatch):
     assert not (tmp_path / "backup").exists()
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("jax")
 def test_colour_data_and_bad_flags_are_one_line(tmp_path):
     data = write_npz(tmp_path / "colour.npz", colour=True)
     with pytest.raises(SystemExit, match="grey images"):
