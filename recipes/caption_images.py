@@ -75,6 +75,7 @@ from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
+    add_preset_flags,
     fill_from_preset,
     non_negative_int,
     positive_float,
@@ -188,37 +189,34 @@ def parse_args(argv=None):
         default=None,
         help="the decoder when --preset is not given (default: lstm)",
     )
-    for name, kind, text in (
-        ("epochs", positive_int, "training epochs"),
-        ("batch-size", positive_int, "captions per step"),
-        ("learning-rate", positive_float, "peak of warm-up + cosine"),
-        ("warmup-fraction", rate, "share of the steps warming up"),
-        ("label-smoothing", rate, "label smoothing of the loss"),
-        ("weight-decay", float, "AdamW weight decay (0: Adam)"),
-        ("dropout", rate, "dropout in the decoder"),
+    add_preset_flags(
+        parser,
         (
-            "vocab-size",
-            positive_int,
-            "words in the vocabulary, the four special tokens included",
+            ("epochs", positive_int, "training epochs"),
+            ("batch-size", positive_int, "captions per step"),
+            ("learning-rate", positive_float, "peak of warm-up + cosine"),
+            ("warmup-fraction", rate, "share of the steps warming up"),
+            ("label-smoothing", rate, "label smoothing of the loss"),
+            ("weight-decay", float, "AdamW weight decay (0: Adam)"),
+            ("dropout", rate, "dropout in the decoder"),
+            (
+                "vocab-size",
+                positive_int,
+                "words in the vocabulary, the four special tokens included",
+            ),
+            ("embedding-dim", positive_int, "lstm: word embedding size"),
+            ("hidden-dim", positive_int, "LSTM units / Transformer width"),
+            ("attention-units", positive_int, "lstm: additive score size"),
+            (
+                "attention-penalty",
+                float,
+                "lstm: lambda of the doubly stochastic penalty (per region)",
+            ),
+            ("num-layers", positive_int, "transformer: decoder blocks"),
+            ("num-heads", positive_int, "transformer: attention heads"),
+            ("intermediate-dim", positive_int, "transformer: MLP width"),
         ),
-        ("embedding-dim", positive_int, "lstm: word embedding size"),
-        ("hidden-dim", positive_int, "LSTM units / Transformer width"),
-        ("attention-units", positive_int, "lstm: additive score size"),
-        (
-            "attention-penalty",
-            float,
-            "lstm: lambda of the doubly stochastic penalty (per region)",
-        ),
-        ("num-layers", positive_int, "transformer: decoder blocks"),
-        ("num-heads", positive_int, "transformer: attention heads"),
-        ("intermediate-dim", positive_int, "transformer: MLP width"),
-    ):
-        parser.add_argument(
-            f"--{name}",
-            type=kind,
-            default=None,
-            help=f"{text}; default from the preset",
-        )
+    )
     parser.add_argument(
         "--keras-application",
         default=None,

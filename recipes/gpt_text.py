@@ -49,6 +49,7 @@ from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
+    add_preset_flags,
     at_least,
     non_negative_int,
     positive_float,
@@ -154,30 +155,31 @@ def parse_args(argv=None):
         "NumPy (faster input; no TensorFlow with the "
         "character tokenizer)",
     )
-    for name, kind, help_text in (
-        ("num-layers", positive_int, "Transformer blocks"),
-        ("num-heads", positive_int, "attention heads"),
-        ("hidden-dim", positive_int, "model width"),
-        ("sequence-length", at_least(2), "context length (tokens)"),
-        ("dropout", rate, "dropout rate"),
-        ("batch-size", positive_int, "windows per step"),
-        ("steps", positive_int, "training steps"),
-        ("eval-interval", positive_int, "steps between validation passes"),
-        ("learning-rate", positive_float, "peak learning rate (AdamW)"),
+    add_preset_flags(
+        parser,
         (
-            "min-learning-rate",
-            positive_float,
-            "final learning rate (cosine decay)",
+            ("num-layers", positive_int, "Transformer blocks"),
+            ("num-heads", positive_int, "attention heads"),
+            ("hidden-dim", positive_int, "model width"),
+            ("sequence-length", at_least(2), "context length (tokens)"),
+            ("dropout", rate, "dropout rate"),
+            ("batch-size", positive_int, "windows per step"),
+            ("steps", positive_int, "training steps"),
+            ("eval-interval", positive_int, "steps between validation passes"),
+            ("learning-rate", positive_float, "peak learning rate (AdamW)"),
+            (
+                "min-learning-rate",
+                positive_float,
+                "final learning rate (cosine decay)",
+            ),
+            ("warmup-steps", non_negative_int, "linear warm-up steps"),
+            (
+                "weight-decay",
+                float,
+                "AdamW weight decay (not on biases and norms)",
+            ),
         ),
-        ("warmup-steps", non_negative_int, "linear warm-up steps"),
-        ("weight-decay", float, "AdamW weight decay (not on biases and norms)"),
-    ):
-        parser.add_argument(
-            f"--{name}",
-            type=kind,
-            default=None,
-            help=f"{help_text}; default from --preset",
-        )
+    )
     parser.add_argument(
         "--attention-dropout",
         type=rate,

@@ -52,7 +52,13 @@ from zoo.callbacks import (
     finish_run,
     read_history,
 )
-from zoo.cli import HelpFormatter, positive_float, positive_int, rate
+from zoo.cli import (
+    HelpFormatter,
+    add_preset_flags,
+    positive_float,
+    positive_int,
+    rate,
+)
 from zoo.data.download import DataNotFoundError
 from zoo.data.images import (
     load_images,
@@ -105,20 +111,17 @@ def parse_args(argv=None):
         help="default: digits (smoke with --smoke)",
     )
     parser.add_argument("--validation-fraction", type=rate, default=0.1)
-    for name, kind, text in (
-        ("epochs", positive_int, "training epochs"),
-        ("batch-size", positive_int, "images per step"),
-        ("learning-rate", positive_float, "peak of warm-up + cosine"),
-        ("min-learning-rate", positive_float, "end of the cosine"),
-        ("weight-decay", float, "AdamW weight decay"),
-        ("warmup-fraction", rate, "share of the steps warming up"),
-    ):
-        parser.add_argument(
-            f"--{name}",
-            type=kind,
-            default=None,
-            help=f"{text}; default from the preset",
-        )
+    add_preset_flags(
+        parser,
+        (
+            ("epochs", positive_int, "training epochs"),
+            ("batch-size", positive_int, "images per step"),
+            ("learning-rate", positive_float, "peak of warm-up + cosine"),
+            ("min-learning-rate", positive_float, "end of the cosine"),
+            ("weight-decay", float, "AdamW weight decay"),
+            ("warmup-fraction", rate, "share of the steps warming up"),
+        ),
+    )
     parser.add_argument(
         "--levels",
         type=positive_int,

@@ -47,6 +47,7 @@ from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
+    add_preset_flags,
     fill_from_preset,
     non_negative_int,
     positive_float,
@@ -148,34 +149,35 @@ def parse_args(argv=None):
         "test_2016_flickr.{de,en}]; default: download "
         "Multi30k with keras.utils.get_file",
     )
-    for name, kind, text in (
-        ("epochs", positive_int, "training epochs"),
-        ("batch-size", positive_int, "sentence pairs per step"),
-        ("learning-rate", positive_float, "peak learning rate (Adam)"),
-        ("warmup-steps", non_negative_int, "linear warm-up steps"),
-        ("label-smoothing", rate, "label smoothing of the loss"),
-        ("weight-decay", float, "AdamW weight decay (0: Adam)"),
+    add_preset_flags(
+        parser,
         (
-            "vocab-size",
-            positive_int,
-            "SentencePiece pieces, both languages together",
+            ("epochs", positive_int, "training epochs"),
+            ("batch-size", positive_int, "sentence pairs per step"),
+            ("learning-rate", positive_float, "peak learning rate (Adam)"),
+            ("warmup-steps", non_negative_int, "linear warm-up steps"),
+            ("label-smoothing", rate, "label smoothing of the loss"),
+            ("weight-decay", float, "AdamW weight decay (0: Adam)"),
+            (
+                "vocab-size",
+                positive_int,
+                "SentencePiece pieces, both languages together",
+            ),
+            ("dropout", rate, "dropout rate"),
+            (
+                "num-layers",
+                positive_int,
+                "transformer: encoder and decoder blocks",
+            ),
+            ("num-heads", positive_int, "transformer: attention heads"),
+            ("hidden-dim", positive_int, "transformer: model width"),
+            ("intermediate-dim", positive_int, "transformer: MLP width"),
+            ("embedding-dim", positive_int, "rnn: token embedding size"),
+            ("encoder-units", positive_int, "rnn: GRU units per direction"),
+            ("decoder-units", positive_int, "rnn: decoder GRU units"),
+            ("attention-units", positive_int, "rnn: additive score size"),
         ),
-        ("dropout", rate, "dropout rate"),
-        ("num-layers", positive_int, "transformer: encoder and decoder blocks"),
-        ("num-heads", positive_int, "transformer: attention heads"),
-        ("hidden-dim", positive_int, "transformer: model width"),
-        ("intermediate-dim", positive_int, "transformer: MLP width"),
-        ("embedding-dim", positive_int, "rnn: token embedding size"),
-        ("encoder-units", positive_int, "rnn: GRU units per direction"),
-        ("decoder-units", positive_int, "rnn: decoder GRU units"),
-        ("attention-units", positive_int, "rnn: additive score size"),
-    ):
-        parser.add_argument(
-            f"--{name}",
-            type=kind,
-            default=None,
-            help=f"{text}; default from the preset",
-        )
+    )
     parser.add_argument(
         "--attention-dropout",
         type=rate,

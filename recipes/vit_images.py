@@ -45,6 +45,7 @@ from zoo.callbacks import (
 from zoo.cli import (
     HelpFormatter,
     add_accelerator_flags,
+    add_preset_flags,
     positive_float,
     positive_int,
     rate,
@@ -97,32 +98,29 @@ def parse_args(argv=None):
         "colour ones, smoke with --smoke",
     )
     parser.add_argument("--validation-fraction", type=rate, default=0.1)
-    for name, kind, text in (
-        ("epochs", positive_int, "training epochs"),
-        ("batch-size", positive_int, "images per step"),
-        ("learning-rate", positive_float, "peak of warm-up + cosine"),
-        ("weight-decay", float, "AdamW weight decay"),
-        ("warmup-fraction", rate, "share of the steps warming up"),
-        ("label-smoothing", rate, "label smoothing"),
+    add_preset_flags(
+        parser,
         (
-            "translate",
-            rate,
-            "random translation, share of the size "
-            "(0: none; CIFAR images are also flipped)",
+            ("epochs", positive_int, "training epochs"),
+            ("batch-size", positive_int, "images per step"),
+            ("learning-rate", positive_float, "peak of warm-up + cosine"),
+            ("weight-decay", float, "AdamW weight decay"),
+            ("warmup-fraction", rate, "share of the steps warming up"),
+            ("label-smoothing", rate, "label smoothing"),
+            (
+                "translate",
+                rate,
+                "random translation, share of the size "
+                "(0: none; CIFAR images are also flipped)",
+            ),
+            ("dropout", rate, "dropout in the backbone"),
+            (
+                "drop-path-rate",
+                rate,
+                "stochastic depth of the last block (linear from 0 in the first)",
+            ),
         ),
-        ("dropout", rate, "dropout in the backbone"),
-        (
-            "drop-path-rate",
-            rate,
-            "stochastic depth of the last block (linear from 0 in the first)",
-        ),
-    ):
-        parser.add_argument(
-            f"--{name}",
-            type=kind,
-            default=None,
-            help=f"{text}; default from the preset",
-        )
+    )
     add_accelerator_flags(parser)
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument(

@@ -142,6 +142,33 @@ def accelerator_metrics(args, strategy, speed=None):
     return metrics
 
 
+def add_preset_flags(parser, flags):
+    """Adds a recipe's flags whose default comes from its preset: `flags`
+    is `(name, type, help)` triples, each becoming `--name` with the
+    default None (which `fill_from_preset`, or the recipe, replaces by the
+    preset's value) and the help text followed by "; default from the
+    preset".
+
+    Example:
+
+    >>> parser = argparse.ArgumentParser()
+    >>> add_preset_flags(parser, (
+    ...     ("epochs", positive_int, "training epochs"),
+    ...     ("dropout", rate, "dropout rate"),
+    ... ))
+    >>> args = parser.parse_args(["--epochs", "3"])
+    >>> args.epochs, args.dropout
+    (3, None)
+    """
+    for name, kind, text in flags:
+        parser.add_argument(
+            f"--{name}",
+            type=kind,
+            default=None,
+            help=f"{text}; default from the preset",
+        )
+
+
 def fill_from_preset(parser, args, presets, runs_folder):
     """Completes a recipe's flags from its preset: `--model` must name the
     preset's kind of backbone (one `error:` line otherwise) and becomes it;
