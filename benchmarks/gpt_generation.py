@@ -18,6 +18,10 @@ For each backend (a fresh process each) a randomly initialised GPT generates
   the per-step cost is interpolated and summed over the 256 steps. This is
   the baseline the "at least 10x" target names.
 
+Cached beam search (`--beam`, default 4 beams; 0 skips it) is timed on
+the same prompt, each backend's time over the first backend's (JAX's in
+the default order) and over its own greedy time.
+
 keras-hub is the other peer: `keras_hub.models.GPT2CausalLM` with a
 `GPT2Backbone` of the same depth, width, heads and context (random weights,
 so its tokens differ) generates greedily from the same prompt through
@@ -77,6 +81,12 @@ def parse_args(argv=None):
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--beam",
+        type=int,
+        default=4,
+        help="also time cached beam search with this many beams (0: not)",
+    )
     parser.add_argument(
         "--dtype",
         default="float32",
@@ -154,6 +164,17 @@ def measure(args):
             ),
             args,
         )
+    if args.beam:
+        result["beam"], _ = timed_generate(
+            lambda: gpt.generate(
+                dict(prompt),
+                stop_token_ids=None,
+                sampler="beam",
+                num_beams=args.beam,
+            ),
+            args,
+        )
+        result["beam"]["num_beams"] = args.beam
     result["prefix"] = growing_prefix_estimate(gpt, args)
     cached = result["cached"]["seconds"]
     result["speedup"] = round(result["uncached"]["seconds"] / cached, 2)
@@ -493,6 +514,16 @@ def main(argv=None):
             f"({r['keras_hub']['tokens_per_second']:.1f} tok/s); "
             f"keras-hub / zoo cached: {r['keras_hub_over_zoo']:.2f}x"
         )
+    for backend, r in zip(backends, results):
+        beam = r.get("beam")
+        if beam:
+            print(
+                f"{backend}: beam search, {beam['num_beams']} beams, cached: "
+                f"{beam['seconds']:.3f} s ({beam['tokens_per_second']:.1f} "
+                f"tok/s), {beam['seconds'] / results[0]['beam']['seconds']:.2f}"
+                f"x {backends[0]}'s time, "
+                f"{beam['seconds'] / r['cached']['seconds']:.2f}x greedy's"
+            )
     print(
         "prefix: rerunning the model on the growing prefix every step "
         "(estimated from timed forward passes); window: generate("

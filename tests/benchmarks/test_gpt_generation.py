@@ -24,6 +24,8 @@ def test_tiny_measurement_reports_every_figure():
             "6",
             "--repeats",
             "1",
+            "--beam",
+            "2",
             # TorchDynamo's tracing without inductor's code generation.
             "--torch-compile-backend",
             "eager",
@@ -43,6 +45,7 @@ def test_tiny_measurement_reports_every_figure():
         9,
     ]
     assert result["speedup"] > 0 and result["speedup_vs_prefix"] > 0
+    assert result["beam"]["num_beams"] == 2 and result["beam"]["seconds"] > 0
     assert result["keras_hub"]["seconds"] > 0
     assert result["keras_hub_over_zoo"] > 0
     # Every float32 weight once, and 2 (keys, values) x 1 layer x 10
