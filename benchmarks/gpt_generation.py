@@ -18,7 +18,8 @@ For each backend (a fresh process each) a randomly initialised GPT generates
   the per-step cost is interpolated and summed over the 256 steps. This is
   the baseline the "at least 10x" target names.
 
-Cached beam search (`--beam`, default 4 beams; 0 skips it) is timed on
+Top-k sampling (k=10, seeded; under PyTorch also with the compiled
+decode step) and cached beam search (`--beam`, default 4 beams; 0 skips it) is timed on
 the same prompt, each backend's time over the first backend's (JAX's in
 the default order) and over its own greedy time.
 
@@ -175,6 +176,12 @@ def measure(args):
             args,
         )
         result["beam"]["num_beams"] = args.beam
+    result["top_k"], _ = timed_generate(
+        lambda: gpt.generate(
+            dict(prompt), stop_token_ids=None, sampler="top_k", k=10, seed=0
+        ),
+        args,
+    )
     result["prefix"] = growing_prefix_estimate(gpt, args)
     cached = result["cached"]["seconds"]
     result["speedup"] = round(result["uncached"]["seconds"] / cached, 2)
@@ -390,6 +397,16 @@ def torch_compiled_step(gpt, prompt, cached_output, args, mode):
         timing, out = timed_generate(
             lambda: gpt.generate(dict(prompt), stop_token_ids=None), args
         )
+        timing["top_k"], _ = timed_generate(
+            lambda: gpt.generate(
+                dict(prompt),
+                stop_token_ids=None,
+                sampler="top_k",
+                k=10,
+                seed=0,
+            ),
+            args,
+        )
     finally:
         gpt.call_with_cache = eager
     return {
@@ -513,6 +530,24 @@ def main(argv=None):
             f"{r['keras_hub']['seconds']:.3f} s "
             f"({r['keras_hub']['tokens_per_second']:.1f} tok/s); "
             f"keras-hub / zoo cached: {r['keras_hub_over_zoo']:.2f}x"
+        )
+    for backend, r in zip(backends, results):
+        top_k = r["top_k"]
+        compiled = [
+            step for step in r.get("torch_compile", ()) if "top_k" in step
+        ]
+        print(
+            f"{backend}: top-k sampling (k=10), cached: "
+            f"{top_k['seconds']:.3f} s ({top_k['tokens_per_second']:.1f} "
+            f"tok/s), {top_k['seconds'] / results[0]['top_k']['seconds']:.2f}"
+            f"x {backends[0]}'s time"
+            + "".join(
+                f"; decode step compiled ({step['mode']}): "
+                f"{step['top_k']['seconds']:.3f} s, "
+                f"{step['top_k']['seconds'] / results[0]['top_k']['seconds']:.2f}"
+                f"x {backends[0]}'s time"
+                for step in compiled
+            )
         )
     for backend, r in zip(backends, results):
         beam = r.get("beam")

@@ -46,6 +46,7 @@ def test_tiny_measurement_reports_every_figure():
     ]
     assert result["speedup"] > 0 and result["speedup_vs_prefix"] > 0
     assert result["beam"]["num_beams"] == 2 and result["beam"]["seconds"] > 0
+    assert result["top_k"]["seconds"] > 0
     assert result["keras_hub"]["seconds"] > 0
     assert result["keras_hub_over_zoo"] > 0
     # Every float32 weight once, and 2 (keys, values) x 1 layer x 10
@@ -59,6 +60,7 @@ def test_tiny_measurement_reports_every_figure():
         assert calls["identical_greedy_output"] and calls["seconds"] > 0
         [step] = result["torch_compile"]
         assert step["mode"] == "default" and step["identical_greedy_output"]
+        assert step["top_k"]["seconds"] > 0
         # The position moves every step; the step stays one graph.
         assert (step["graphs"], step["graph_breaks"]) == (2, 0)
         assert step["compiled_over_eager"] > 0
