@@ -9,7 +9,6 @@ part of the config, so a `.keras` file carries its quantiser.
 """
 
 import keras
-import keras_hub
 import numpy as np
 
 from zoo._tensorflow import is_tf_tensor, tf
@@ -234,16 +233,9 @@ class ImageGPTPreprocessor(ViTImageClassifierPreprocessor):
 
     def resize(self, images):
         """Checked images at the model's size, as floats on [0, 255]:
-        `(batch, height, width)` (NumPy; a `tf.Tensor` inside `tf.data`).
-
-        Resized in float32 whatever the input's dtype, so uint8 images, the
-        same pixels as floats (a SavedModel's cast) and `tf.data` give the
-        same values (resizing uint8 images would round each block's mean
-        to a whole grey value)."""
-        x = self._channels(images)  # the ViT's checks, then its scaling
-        self._check_values(x)
-        x = tf.cast(x, "float32") if is_tf_tensor(x) else x.astype("float32")
-        x = keras_hub.models.ImageClassifierPreprocessor.call(self, x)
+        `(batch, height, width)` (NumPy; a `tf.Tensor` inside `tf.data`),
+        resized in float32 (`converter_dtype`) whatever the input's dtype."""
+        x = ViTImageClassifierPreprocessor.call(self, images)
         if is_tf_tensor(x):
             return x[..., 0] * 255.0
         return (

@@ -91,7 +91,11 @@ class ViTImageClassifierPreprocessor(
 
     # The converter's dtype: None follows the global policy (bfloat16
     # images under mixed_bfloat16); a subclass that must read pixel values
-    # exactly (ImageGPT's quantiser) sets "float32".
+    # exactly (ImageGPT's quantiser) sets "float32", and `call` casts the
+    # images to it before resizing, so uint8 images, the same pixels as
+    # floats (a SavedModel's cast) and `tf.data` give the same values
+    # (resizing uint8 images would round each block's mean to a whole
+    # value).
     converter_dtype = None
 
     def __init__(
@@ -286,6 +290,9 @@ class ViTImageClassifierPreprocessor(
     def call(self, x, y=None, sample_weight=None):
         x = self._channels(x)
         self._check_values(x)
+        if self.converter_dtype is not None:
+            dtype = self.converter_dtype
+            x = tf.cast(x, dtype) if is_tf_tensor(x) else x.astype(dtype)
         return super().call(x, y, sample_weight)
 
     def get_config(self):
