@@ -19,9 +19,9 @@ For each backend (a fresh process each) a randomly initialised GPT generates
   the baseline the "at least 10x" target names.
 
 Top-k sampling (k=10, seeded; under PyTorch also with the compiled
-decode step) and cached beam search (`--beam`, default 4 beams; 0 skips it) is timed on
-the same prompt, each backend's time over the first backend's (JAX's in
-the default order) and over its own greedy time.
+decode step) and cached beam search (`--beam`, default 4 beams; 0 skips
+it) are timed on the same prompt, each backend's time over the first
+backend's (JAX's in the default order) and over its own greedy time.
 
 keras-hub is the other peer: `keras_hub.models.GPT2CausalLM` with a
 `GPT2Backbone` of the same depth, width, heads and context (random weights,
@@ -177,10 +177,7 @@ def measure(args):
         )
         result["beam"]["num_beams"] = args.beam
     result["top_k"], _ = timed_generate(
-        lambda: gpt.generate(
-            dict(prompt), stop_token_ids=None, sampler="top_k", k=10, seed=0
-        ),
-        args,
+        lambda: top_k_generate(gpt, prompt), args
     )
     result["prefix"] = growing_prefix_estimate(gpt, args)
     cached = result["cached"]["seconds"]
@@ -316,6 +313,13 @@ def keras_hub_peer(prompt, length, args):
     return {**timing, "parameters": int(backbone.count_params())}
 
 
+def top_k_generate(gpt, prompt):
+    """The sampled generation every backend times: top-k, k=10, seeded."""
+    return gpt.generate(
+        dict(prompt), stop_token_ids=None, sampler="top_k", k=10, seed=0
+    )
+
+
 def timed_generate(generate, args):
     """`({"first_call_seconds", "seconds" (median of `--repeats` calls),
     "tokens_per_second"}, the first call's output)` of a generate call."""
@@ -398,14 +402,7 @@ def torch_compiled_step(gpt, prompt, cached_output, args, mode):
             lambda: gpt.generate(dict(prompt), stop_token_ids=None), args
         )
         timing["top_k"], _ = timed_generate(
-            lambda: gpt.generate(
-                dict(prompt),
-                stop_token_ids=None,
-                sampler="top_k",
-                k=10,
-                seed=0,
-            ),
-            args,
+            lambda: top_k_generate(gpt, prompt), args
         )
     finally:
         gpt.call_with_cache = eager
