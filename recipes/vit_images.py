@@ -113,6 +113,12 @@ def parse_args(argv=None):
                 "random translation, share of the size "
                 "(0: none; CIFAR images are also flipped)",
             ),
+            ("rotate", rate, "random rotation, share of a full turn (0: none)"),
+            (
+                "zoom",
+                rate,
+                "random zoom in or out, share of the size (0: none)",
+            ),
             ("dropout", rate, "dropout in the backbone"),
             (
                 "drop-path-rate",
@@ -201,6 +207,18 @@ def augmentation(args):
                 args.translate,
                 fill_mode="constant",
                 seed=args.seed,
+            )
+        )
+    if args.rotate > 0:
+        layers.append(
+            keras.layers.RandomRotation(
+                args.rotate, fill_mode="constant", seed=args.seed
+            )
+        )
+    if args.zoom > 0:
+        layers.append(
+            keras.layers.RandomZoom(
+                args.zoom, fill_mode="constant", seed=args.seed
             )
         )
     if args.dataset.startswith("cifar") and not args.smoke:
@@ -324,6 +342,8 @@ def run(args):
                 "warmup_fraction",
                 "label_smoothing",
                 "translate",
+                "rotate",
+                "zoom",
                 "dropout",
                 "drop_path_rate",
                 "mixed_precision",
@@ -338,7 +358,7 @@ def run(args):
 
     with strategy.scope():
         classifier.compile(label_smoothing=args.label_smoothing)  # fresh AdamW
-    name = f"vit_{args.dataset}"
+    name = model_name(args)
     path = save_model_atomic(
         classifier, os.path.join(args.output_dir, f"{name}.keras")
     )
@@ -371,6 +391,16 @@ def run(args):
     )
     finish_run(args.output_dir)  # everything written: the backup can go
     return metrics
+
+
+def model_name(args):
+    """`vit_<dataset>` for the dataset's default preset (and the smoke one),
+    `vit_<dataset>_<variant>` for another (`mnist_conv_stem` on mnist:
+    `vit_mnist_conv_stem`)."""
+    if args.preset in ("mnist", "cifar", "smoke"):
+        return f"vit_{args.dataset}"
+    variant = args.preset.removeprefix(args.dataset.split("_")[0] + "_")
+    return f"vit_{args.dataset}_{variant}"
 
 
 def make_pictures(args, classifier, history, x_val, y_val):

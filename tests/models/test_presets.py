@@ -284,7 +284,8 @@ def test_an_unknown_preset_lists_the_presets():
     with pytest.raises(ValueError) as error:
         zoo.models.ViTBackbone.from_preset("imagenet")
     assert str(error.value) == (
-        "Unknown vit preset 'imagenet'; the presets are cifar, mnist, smoke."
+        "Unknown vit preset 'imagenet'; the presets are cifar, mnist, "
+        "mnist_conv_stem, mnist_seqpool, smoke."
     )
 
 

@@ -113,6 +113,8 @@ def test_flags(capsys):
         "--epochs",
         "--mixed-precision",
         "--translate",
+        "--rotate",
+        "--zoom",
         "--ship",
         "--smoke",
     ):
@@ -138,3 +140,55 @@ def test_colour_images_with_the_grey_preset_are_one_clear_error(tmp_path):
                 str(tmp_path / "out"),
             ]
         )
+
+
+def test_augmentation_layers_and_model_names():
+    args = vit_images.parse_args(["--preset", "mnist_conv_stem"])
+    assert (args.translate, args.rotate, args.zoom) == (0.1, 0.03, 0.1)
+    layers = vit_images.augmentation(args)
+    assert [type(layer).__name__ for layer in layers] == [
+        "RandomTranslation",
+        "RandomRotation",
+        "RandomZoom",
+    ]
+    assert vit_images.model_name(args) == "vit_mnist_conv_stem"
+    args = vit_images.parse_args(["--preset", "mnist_seqpool", "--zoom", "0"])
+    assert [
+        type(layer).__name__ for layer in vit_images.augmentation(args)
+    ] == [
+        "RandomTranslation",
+        "RandomRotation",
+    ]
+    assert vit_images.model_name(args) == "vit_mnist_seqpool"
+    assert vit_images.model_name(vit_images.parse_args([])) == "vit_mnist"
+    assert vit_images.model_name(vit_images.parse_args(["--smoke"])) == (
+        "vit_mnist"
+    )
+    cifar = vit_images.parse_args(["--dataset", "cifar10"])
+    assert vit_images.model_name(cifar) == "vit_cifar10"
+
+
+@pytest.mark.one_backend
+def test_the_conv_stem_preset_trains_on_rotated_and_zoomed_digits(tmp_path):
+    path = write_npz(tmp_path / "digits.npz", count=40)
+    metrics = vit_images.main(
+        [
+            "--data",
+            path,
+            "--preset",
+            "mnist_seqpool",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "16",
+            "--verbose",
+            "0",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert (
+        metrics["config"]["rotate"] == 0.03 and metrics["config"]["zoom"] == 0.1
+    )
+    assert (tmp_path / "out" / "vit_mnist_seqpool.keras").exists()
+    assert (tmp_path / "out" / "rollout.png").read_bytes()[:4] == b"\x89PNG"

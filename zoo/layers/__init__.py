@@ -9,6 +9,7 @@ from zoo.layers.attention import (
     causal_mask,
     scaled_dot_product_attention,
 )
+from zoo.layers.conv_stem import ConvStem
 from zoo.layers.embedding import (
     PositionalEmbedding,
     TokenAndPositionEmbedding,
@@ -32,6 +33,7 @@ __all__ = [
     "AttentionPooling",
     "BahdanauAttention",
     "ClassToken",
+    "ConvStem",
     "DoublyStochasticPenalty",
     "LearnedPositionEmbedding",
     "LuongAttention",

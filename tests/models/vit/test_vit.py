@@ -382,3 +382,95 @@ def test_fit_holds_out_a_validation_split_and_checks_validation_images():
         classifier.fit(
             x, y, epochs=1, verbose=0, validation_data=(x[:8] / 255.0, y[:8])
         )
+
+
+def test_conv_stem_and_sequence_pooling():
+    backbone = ViTBackbone(**SIZE, stem_filters=(4, 6), pooling="sequence")
+    assert backbone.patch_embedding.name == "conv_stem"
+    randomize(backbone)
+    x = images()
+    out = backbone(x)
+    assert out["sequence_output"].shape == (2, 6, 8)
+    # Sequence pooling: the final states weighted by a softmax over one
+    # learned score per token (CCT's SeqPool).
+    states = to_numpy(out["sequence_output"])
+    pool = backbone.sequence_pooling
+    scores = states @ to_numpy(pool.query_vector).reshape(-1)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    np.testing.assert_allclose(
+        to_numpy(out["pooled_output"]),
+        np.einsum("bt,btd->bd", weights, states),
+        atol=1e-4,
+    )
+    # The rollout of the pooled vector reads the final tokens along those
+    # weights; a class token's is its row (the one-hot weights).
+    scores, pooling = backbone.attention_scores(x, return_pooling_weights=True)
+    np.testing.assert_allclose(to_numpy(pooling), weights, atol=1e-4)
+    np.testing.assert_allclose(
+        to_numpy(backbone.rollout(x)),
+        np.einsum(
+            "bt,bts->bs",
+            weights,
+            _np_rollout([to_numpy(s) for s in scores]),
+        ),
+        atol=1e-4,
+    )
+    with_token = ViTBackbone(**SIZE, stem_filters=(4, 6))
+    scores = with_token.attention_scores(x)
+    np.testing.assert_allclose(
+        to_numpy(with_token.rollout(x)),
+        to_numpy(attention_rollout(scores)),
+        atol=1e-6,
+    )
+    average = ViTBackbone(**SIZE, pooling="average")
+    maps = to_numpy(average.rollout(x))
+    np.testing.assert_allclose(
+        maps,
+        _np_rollout([to_numpy(s) for s in average.attention_scores(x)]).mean(1),
+        atol=1e-5,
+    )
+
+
+def _np_rollout(stack):
+    tokens = stack[0].shape[-1]
+    rollout = np.eye(tokens)[None].repeat(stack[0].shape[0], 0)
+    for weights in stack:
+        a = weights.mean(1) + np.eye(tokens)
+        a /= a.sum(-1, keepdims=True)
+        rollout = a @ rollout
+    return rollout
+
+
+def test_conv_stem_presets_train_save_and_draw_rollouts(tmp_path):
+    with pytest.raises(ValueError, match="stride of 8 .* patch_size=4"):
+        ViTBackbone(**SIZE, stem_filters=(2, 2, 2))
+    for preset in ("mnist_conv_stem", "mnist_seqpool"):
+        backbone = ViTBackbone.from_preset(preset)
+        assert backbone.grid_size == (7, 7)
+        assert backbone.stem_filters == [32, 64]
+    classifier = ViTImageClassifier(
+        ViTBackbone(
+            **{**SIZE, "image_size": (8, 8), "num_channels": 1},
+            stem_filters=(4, 4),
+            pooling="sequence",
+        ),
+        ViTImageClassifierPreprocessor((8, 8), 1),
+        num_classes=2,
+    )
+    x = (np.random.default_rng(5).uniform(size=(16, 8, 8)) * 255).astype(
+        "uint8"
+    )
+    y = np.arange(16) % 2
+    classifier.compile(optimizer=keras.optimizers.AdamW(3e-3))
+    history = classifier.fit(x, y, epochs=2, batch_size=8, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    probabilities = classifier.predict(x[:3], verbose=0)
+    loaded = keras_round_trip(classifier, tmp_path)
+    assert loaded.backbone.stem_filters == [4, 4]
+    np.testing.assert_allclose(
+        loaded.predict(x[:3], verbose=0), probabilities, atol=1e-6
+    )
+    maps = loaded.rollout_maps(x[:2])
+    assert maps.shape == (2, 2, 2)
+    np.testing.assert_allclose(maps.sum((1, 2)), 1.0, atol=1e-5)

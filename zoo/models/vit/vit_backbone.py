@@ -3,10 +3,12 @@
 Reads top to bottom like timm's `vision_transformer.py`:
 
     images (batch, H, W, C) -> PatchEmbedding (P x P patches -> hidden_dim)
+                               or ConvStem (stride-2 3 x 3 convolutions)
         -> [class] token first -> + learned positions -> dropout
         -> N pre-LN `TransformerEncoder` blocks (GELU MLP)
         -> final LayerNorm -> sequence_output
-    pooled_output: the class token's state, or the mean of the patches'.
+    pooled_output: the class token's state, the mean of the patches', or
+        their attention-weighted mean (sequence pooling, as in CCT).
 """
 
 import keras
@@ -14,7 +16,9 @@ import keras_hub
 from keras import ops
 
 from zoo.layers import (
+    AttentionPooling,
     ClassToken,
+    ConvStem,
     LearnedPositionEmbedding,
     PatchEmbedding,
     TransformerEncoder,
@@ -24,7 +28,7 @@ from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.presets import FromPreset
 from zoo.models.vit.vit_presets import PRESETS
 
-POOLINGS = ("class_token", "average")
+POOLINGS = ("class_token", "average", "sequence")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -47,8 +51,16 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
             `drop_path_rate * i / (N - 1)` while training (0 for the first,
             as in DeiT and timm).
         pooling: "class_token" (a learned [class] token first; its final
-            state is the pooled vector) or "average" (no class token; the
-            mean of the patch states).
+            state is the pooled vector), "average" (no class token; the
+            mean of the patch states) or "sequence" (no class token; the
+            patch states weighted by a softmax over one learned score each,
+            `AttentionPooling`: the sequence pooling of Compact
+            Convolutional Transformers, Hassani et al. 2021).
+        stem_filters: None (default) embeds `patch_size` patches with one
+            linear projection (`PatchEmbedding`); a list of channel counts
+            builds a `ConvStem` of that many stride-2 3 x 3 convolutions
+            instead ("early convolutions", Xiao et al. 2021), whose total
+            stride `2 ** len(stem_filters)` must equal `patch_size`.
         layer_norm_epsilon: LayerNorm epsilon.
         attention_dropout: dropout on the attention weights alone; default
             `dropout`. 0 keeps training on the fused attention kernel
@@ -85,6 +97,7 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
         pooling="class_token",
         layer_norm_epsilon=1e-6,
         attention_dropout=None,
+        stem_filters=None,
         dtype=None,
         **kwargs,
     ):
@@ -108,13 +121,27 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
             raise ValueError(
                 f"pooling must be one of {POOLINGS}; got {pooling!r}."
             )
+        if stem_filters is not None:
+            stem_filters = [int(f) for f in stem_filters]
+            if 2 ** len(stem_filters) != patch_size:
+                raise ValueError(
+                    f"stem_filters={stem_filters} gives a stride of "
+                    f"{2 ** len(stem_filters)} (one halving per entry); "
+                    f"patch_size={patch_size} needs "
+                    f"log2({patch_size}) entries."
+                )
         grid = (height // patch_size, width // patch_size)
         num_tokens = grid[0] * grid[1] + (pooling == "class_token")
 
         # === Layers ===
-        self.patch_embedding = PatchEmbedding(
-            patch_size, hidden_dim, dtype=dtype, name="patch_embedding"
-        )
+        if stem_filters is None:
+            self.patch_embedding = PatchEmbedding(
+                patch_size, hidden_dim, dtype=dtype, name="patch_embedding"
+            )
+        else:
+            self.patch_embedding = ConvStem(
+                stem_filters, hidden_dim, dtype=dtype, name="conv_stem"
+            )
         self.class_token = (
             ClassToken(dtype=dtype, name="class_token")
             if (pooling == "class_token")
@@ -147,6 +174,11 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm"
         )
+        self.sequence_pooling = (
+            AttentionPooling(dtype=dtype, name="sequence_pooling")
+            if pooling == "sequence"
+            else None
+        )
 
         # === Functional model ===
         images = keras.Input((height, width, num_channels), name="images")
@@ -156,6 +188,8 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
         sequence_output = self.layer_norm(x)
         if pooling == "class_token":
             pooled_output = sequence_output[:, 0, :]
+        elif pooling == "sequence":
+            pooled_output = self.sequence_pooling(sequence_output)
         else:
             pooled_output = ops.mean(sequence_output, axis=1)
         super().__init__(
@@ -183,6 +217,7 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
         self.attention_dropout = (
             dropout if attention_dropout is None else attention_dropout
         )
+        self.stem_filters = stem_filters
         self.grid_size = grid
 
     def embed(self, images):
@@ -193,22 +228,56 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
         x = x + self.position_embedding(x)
         return self.embeddings_dropout(x)
 
-    def attention_scores(self, images):
+    def attention_scores(self, images, return_pooling_weights=False):
         """Every block's self-attention weights, for attention maps.
 
         Args:
             images: `(batch, height, width, num_channels)`, preprocessed.
+            return_pooling_weights: also return how the pooled vector
+                weighs the final tokens, `(batch, tokens)`: one-hot on the
+                class token, uniform for "average", the learned softmax
+                for "sequence".
 
         Returns:
             A list with one `(batch, num_heads, tokens, tokens)` array per
-            block, first block first.
+            block, first block first (and the pooling weights).
         """
         x = self.embed(ops.convert_to_tensor(images, self.compute_dtype))
         scores = []
         for block in self.transformer_layers:
             x, weights = block(x, return_attention_scores=True)
             scores.append(weights)
-        return scores
+        if not return_pooling_weights:
+            return scores
+        batch, tokens = ops.shape(x)[0], ops.shape(x)[1]
+        if self.pooling == "sequence":
+            _, pooling = self.sequence_pooling(
+                self.layer_norm(x), return_attention_scores=True
+            )
+        elif self.pooling == "class_token":
+            pooling = ops.one_hot(ops.zeros((batch,), "int32"), tokens)
+        else:
+            pooling = ops.ones((batch, tokens)) / tokens
+        return scores, ops.cast(pooling, "float32")
+
+    def rollout(self, images):
+        """How much each patch feeds the pooled vector through all the
+        blocks: `attention_rollout` read along the pooling weights.
+
+        Args:
+            images: `(batch, height, width, num_channels)`, preprocessed.
+
+        Returns:
+            `(batch, patches)`, row-major patch order.
+        """
+        scores, pooling = self.attention_scores(
+            images, return_pooling_weights=True
+        )
+        return attention_rollout(
+            scores,
+            num_prefix_tokens=int(self.class_token is not None),
+            pooling_weights=pooling,
+        )
 
     # `from_preset(preset, **overrides)`: the preset's architecture
     # (`zoo.models.vit.PRESETS`), fresh weights.
@@ -234,28 +303,33 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
                 "pooling": self.pooling,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "attention_dropout": self.attention_dropout,
+                "stem_filters": self.stem_filters,
             }
         )
         return config
 
 
-def attention_rollout(scores, num_prefix_tokens=1):
+def attention_rollout(scores, num_prefix_tokens=1, pooling_weights=None):
     """Attention rollout (Abnar & Zuidema, 2020): how much each patch feeds
-    the class token through all the blocks.
+    the class token (or the pooled vector) through all the blocks.
 
     For each block, average the heads, add the identity (the residual) and
     renormalise the rows: `A_l = (mean_h W_l + I) / 2`; then multiply
     through the blocks, `R = A_L ... A_2 A_1`, and read the class token's
-    row over the patches.
+    row over the patches, or `p R` for a pooled vector that weighs the
+    final tokens by `p`.
 
     Args:
         scores: a list of `(batch, heads, tokens, tokens)` attention weights,
             first block first (`ViTBackbone.attention_scores`).
         num_prefix_tokens: tokens before the patches (the class token).
+        pooling_weights: optional `(batch, tokens)`, the pooled vector's
+            weights over the final tokens; None reads row 0 (the class
+            token).
 
     Returns:
-        `(batch, patches)`: the class token's rolled-out attention over the
-        patches, in row-major patch order.
+        `(batch, patches)`: the rolled-out attention over the patches, in
+        row-major patch order.
     """
     rollout = None
     for weights in scores:
@@ -266,4 +340,9 @@ def attention_rollout(scores, num_prefix_tokens=1):
         rollout = weights if rollout is None else ops.matmul(weights, rollout)
     if rollout is None:
         raise ValueError("attention_rollout needs at least one block.")
-    return rollout[:, 0, num_prefix_tokens:]
+    if pooling_weights is None:
+        return rollout[:, 0, num_prefix_tokens:]
+    pooled = ops.einsum(
+        "bt,bts->bs", ops.cast(pooling_weights, "float32"), rollout
+    )
+    return pooled[:, num_prefix_tokens:]

@@ -11,7 +11,7 @@ from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset, split_backbone_overrides
 from zoo.models.raw_text import RawInputMixin
-from zoo.models.vit.vit_backbone import ViTBackbone, attention_rollout
+from zoo.models.vit.vit_backbone import ViTBackbone
 from zoo.models.vit.vit_preprocessor import ViTImageClassifierPreprocessor
 from zoo.models.vit.vit_presets import PRESETS
 
@@ -150,22 +150,16 @@ class ViTImageClassifier(
         )
 
     def rollout_maps(self, images):
-        """Attention rollout of the class token over the patches, as
-        `(batch, grid_rows, grid_columns)` maps summing to 1 (images are raw,
-        as `predict` takes them)."""
-        if self.backbone.class_token is None:
-            raise ValueError(
-                "rollout reads the class token; this backbone "
-                "pools by averaging."
-            )
+        """Attention rollout of the pooled vector (the class token, or the
+        average or sequence pooling) over the patches, as `(batch,
+        grid_rows, grid_columns)` maps summing to 1 (images are raw, as
+        `predict` takes them)."""
         x = (
             self.preprocessor(self._checked(images))
             if self.preprocessor
             else images
         )
-        maps = keras.ops.convert_to_numpy(
-            attention_rollout(self.backbone.attention_scores(x))
-        )
+        maps = keras.ops.convert_to_numpy(self.backbone.rollout(x))
         maps = maps / maps.sum(-1, keepdims=True)
         return maps.reshape((-1,) + tuple(self.backbone.grid_size))
 
