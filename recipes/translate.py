@@ -25,6 +25,13 @@ backend:
     translator = zoo.saving.load_model("saved_models/translate_de_en.keras")
     translator.generate(["Zwei Hunde spielen im Schnee."])  # its saved sampler
     translator.generate(["Zwei Hunde spielen im Schnee."], sampler="greedy")
+
+A longer schedule from a saved model, ending on the mean of its last
+epochs' weights (`--init-from`, `--average-epochs`):
+
+    python recipes/translate.py --init-from saved_models/translate_de_en.keras \
+        --data-dir ../shared/data/multi30k --epochs 5 --schedule cosine \
+        --learning-rate 2e-4 --warmup-steps 0 --average-epochs 3
 """
 
 import argparse
@@ -38,6 +45,7 @@ import numpy as np
 import zoo  # noqa: F401  (first: a quiet framework start-up)
 from zoo import viz
 from zoo.callbacks import (
+    AverageLastEpochs,
     Throughput,
     finish_run,
     resume_callbacks,
@@ -67,6 +75,7 @@ from zoo.models.generation import get_sampler
 from zoo.models.quantization import quantize_matrices
 from zoo.models.seq2seq import (
     PRESETS,
+    RNNSeq2SeqBackbone,
     TranslationPreprocessor,
     Translator,
 )
@@ -258,6 +267,22 @@ def parse_args(argv=None):
         "split; with --ship, ship it",
     )
     parser.add_argument(
+        "--init-from",
+        default=None,
+        metavar="MODEL.keras",
+        help="start training from a saved translator (its "
+        "architecture, vocabulary and weights; the schedule "
+        "and the other training flags are this run's), e.g. "
+        "a longer schedule after saved_models/translate_de_en.keras",
+    )
+    parser.add_argument(
+        "--average-epochs",
+        type=positive_int,
+        default=1,
+        help="end with the mean of the weights of the last N epochs "
+        "(checkpoint averaging; 1: the last epoch's)",
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="a tiny model on generated pairs, offline, in seconds",
@@ -361,6 +386,35 @@ def build(args, tokenizer, steps_per_epoch=100):
     return translator
 
 
+def warm_start(args, steps_per_epoch):
+    """The translator of `--init-from`, compiled with this run's optimizer
+    and schedule; `args.model` set to its kind. A file with int8 layers is
+    one clear error (it cannot be trained further)."""
+    translator = load_model(args.init_from, expected=Translator)
+    if any(
+        getattr(layer, "quantization_mode", None)
+        for layer in translator._flatten_layers()
+    ):
+        raise ModelFileError(
+            f"{args.init_from} has int8 layers, which do not train: "
+            "start from a float model file."
+        )
+    args.model = (
+        "rnn"
+        if isinstance(translator.backbone, RNNSeq2SeqBackbone)
+        else "transformer"
+    )
+    translator.compile(
+        optimizer=make_optimizer(args, steps_per_epoch),
+        label_smoothing=args.label_smoothing,
+    )
+    print(
+        f"starting from {args.init_from} (its architecture and vocabulary; "
+        "this run's schedule)"
+    )
+    return translator
+
+
 def sampler_options(args):
     """`generate`'s sampler arguments for `--beam` and `--length-penalty`:
     greedy for one beam."""
@@ -421,10 +475,17 @@ def run(args):
         + ", ".join(f"{k} {len(v[0])}" for k, v in splits.items())
         + f" | backend {keras.backend.backend()}"
     )
-    tokenizer = train_subword_tokenizer(train_de + train_en, args.vocab_size)
     steps = (len(train_de) + args.batch_size - 1) // args.batch_size
-    with strategy.scope():
-        translator = build(args, tokenizer, steps)
+    if args.init_from:
+        with strategy.scope():
+            translator = warm_start(args, steps)
+        tokenizer = translator.preprocessor.tokenizer
+    else:
+        tokenizer = train_subword_tokenizer(
+            train_de + train_en, args.vocab_size
+        )
+        with strategy.scope():
+            translator = build(args, tokenizer, steps)
     parameters = int(translator.count_params())
     print(
         f"{args.model} ({args.preset}): {parameters / 1e6:.2f}M parameters,"
@@ -451,6 +512,7 @@ def run(args):
     )
     # Batches come in length buckets: the speed counts sentence pairs.
     speed = Throughput(args.batch_size, unit="sentence_pairs")
+    average = AverageLastEpochs(args.output_dir, args.average_epochs)
     start = time.perf_counter()
     # An interrupted run, even a killed one, resumes from its last finished
     # epoch (weights, optimizer, schedule step; its curves kept); the
@@ -459,11 +521,17 @@ def run(args):
         train,
         validation_data=validation,
         epochs=args.epochs,
-        callbacks=[speed, *resume_callbacks(args.output_dir)],
+        callbacks=[
+            speed,
+            average,
+            *resume_callbacks(args.output_dir),
+        ],
         verbose=args.verbose,
     )
     seconds = time.perf_counter() - start
     print(speed.describe())
+    if len(average.averaged) > 1:
+        print(f"averaged the weights of epochs {average.averaged}")
     history, resumed_at_epoch = resumed_history(args.output_dir, this_run)
     # The trained model first, before the long BLEU measurements (a rerun
     # after an interruption here finds the backup, trains nothing and
@@ -488,6 +556,8 @@ def run(args):
         "vocabulary_size": int(tokenizer.vocabulary_size()),
         "epochs": args.epochs,
         "resumed_at_epoch": resumed_at_epoch,
+        "init_from": args.init_from,
+        "averaged_epochs": average.averaged,
         "train_seconds": round(seconds, 1),
         "train_loss": round(history["loss"][-1], 4),
         "validation_loss": round(history["val_loss"][-1], 4),

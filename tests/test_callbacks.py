@@ -569,6 +569,81 @@ def test_keep_best_without_the_figure_keeps_the_last_weights(tmp_path):
     assert weight == 1.0 and keep.best_epoch is None and keep.best is None
 
 
+def _average(average, model, epochs, total):
+    """Runs `average` through epochs `epochs` (indices) of a `fit` of
+    `total` epochs, the weight being the epoch number."""
+    average.set_model(model)
+    average.set_params({"epochs": total})
+    average.on_train_begin()
+    for epoch in epochs:
+        model.set_weights([np.full((1, 1), epoch, "float32")])
+        average.on_epoch_end(epoch)
+    average.on_train_end()
+    return float(model.get_weights()[0][0, 0])
+
+
+def test_average_last_epochs_is_the_mean_of_their_weights(tmp_path):
+    average = callbacks.AverageLastEpochs(str(tmp_path), epochs=3)
+    weight = _average(average, _model_with_weight(-1.0), range(6), 6)
+    assert weight == np.mean([3, 4, 5]) and average.averaged == [4, 5, 6]
+    assert sorted(os.listdir(tmp_path / "average")) == [
+        f"epoch_{n}.weights.h5" for n in (4, 5, 6)
+    ]
+    one = callbacks.AverageLastEpochs(str(tmp_path / "one"), epochs=1)
+    assert _average(one, _model_with_weight(-1.0), range(3), 3) == 2.0
+    # A window longer than the run averages every epoch.
+    long = callbacks.AverageLastEpochs(str(tmp_path / "long"), epochs=9)
+    assert _average(long, _model_with_weight(-1.0), range(2), 2) == 0.5
+    with pytest.raises(ValueError, match="epochs must be >= 1"):
+        callbacks.AverageLastEpochs(str(tmp_path), epochs=0)
+
+
+def test_average_last_epochs_across_an_interruption(tmp_path):
+    # Killed after epoch 5 of 6: a resumed run still averages 4, 5 and 6.
+    average = callbacks.AverageLastEpochs(str(tmp_path), epochs=3)
+    average.set_model(_model_with_weight(-1.0))
+    average.set_params({"epochs": 6})
+    average.on_train_begin()
+    for epoch in range(5):
+        average.model.set_weights([np.full((1, 1), epoch, "float32")])
+        average.on_epoch_end(epoch)
+    (tmp_path / "backup").mkdir()  # resume_callbacks' backup: resuming
+    resumed = callbacks.AverageLastEpochs(str(tmp_path), epochs=3)
+    assert _average(resumed, _model_with_weight(4.0), [5], 6) == 4.0
+    assert resumed.averaged == [4, 5, 6]
+    # Without a backup the run is a fresh one: the old epochs are dropped.
+    (tmp_path / "backup").rmdir()
+    fresh = callbacks.AverageLastEpochs(str(tmp_path), epochs=3)
+    assert _average(fresh, _model_with_weight(-1.0), [5], 6) == 5.0
+    assert fresh.averaged == [6]
+    callbacks.finish_run(str(tmp_path))
+    assert not (tmp_path / "average").exists()
+
+
+def test_average_last_epochs_in_fit(tmp_path):
+    # BatchNormalization's moving statistics (non-trainable floats) are
+    # averaged with the rest.
+    model = keras.Sequential(
+        [
+            keras.Input((2,)),
+            keras.layers.Dense(3),
+            keras.layers.BatchNormalization(),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer="sgd", loss="mse")
+    seen = []
+    record = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: seen.append(model.get_weights())
+    )
+    average = callbacks.AverageLastEpochs(str(tmp_path), epochs=2)
+    x = np.random.default_rng(0).normal(size=(8, 2)).astype("float32")
+    model.fit(x, x[:, :1], epochs=3, verbose=0, callbacks=[record, average])
+    assert average.averaged == [2, 3]
+    for got, a, b in zip(model.get_weights(), seen[1], seen[2]):
+        np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6, atol=1e-7)
+
+
 class _Epochs:
     epoch = None
 

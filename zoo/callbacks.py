@@ -483,6 +483,101 @@ class KeepBest(keras.callbacks.Callback):
             self.model.load_weights(self._path(self.WEIGHTS))
 
 
+class AverageLastEpochs(keras.callbacks.Callback):
+    """Ends training with the average of the weights of its last epochs
+    (checkpoint averaging: Vaswani et al. 2017 averaged the last 5 or 20
+    checkpoints of their translation models).
+
+    The weights at the end of each of the last `epochs` epochs of `fit` are
+    written to `<directory>/average/epoch_<n>.weights.h5` (atomically);
+    when training ends, every floating-point variable of the model is set
+    to its mean over those files (integer variables, such as random seeds,
+    keep their last values). The files stay on disk until
+    `finish_run(directory)`, so a run resumed from
+    `resume_callbacks(directory)`'s backup still averages every epoch of
+    the window; a fresh run removes an earlier run's.
+
+    Args:
+        directory: where the files go (a recipe's output folder).
+        epochs: how many of the last epochs to average (1: the last
+            epoch's weights, unchanged).
+        resume: whether `fit` continues an interrupted run; None: resuming
+            when `<directory>/backup` exists as training starts.
+
+    After training, `averaged` lists the epochs (counted from 1) whose
+    weights were averaged.
+
+    Example (plain SGD from zero: the mean of the weights after epochs 2
+    and 3):
+
+    >>> model = keras.Sequential(
+    ...     [keras.Input((1,)), keras.layers.Dense(1, use_bias=False,
+    ...                                            kernel_initializer="zeros")]
+    ... )
+    >>> model.compile(optimizer=keras.optimizers.SGD(0.25), loss="mse")
+    >>> x, y = np.ones((1, 1)), np.ones((1, 1))
+    >>> os.makedirs("runs/average")
+    >>> average = AverageLastEpochs("runs/average", epochs=2)
+    >>> _ = model.fit(x, y, epochs=3, verbose=0, callbacks=[average])
+    >>> average.averaged, float(model.get_weights()[0][0, 0])  # (0.75+0.875)/2
+    ([2, 3], 0.8125)
+    """
+
+    FOLDER = "average"
+
+    def __init__(self, directory, epochs, resume=None):
+        super().__init__()
+        if int(epochs) < 1:
+            raise ValueError(f"epochs must be >= 1; got {epochs}.")
+        self.directory, self.epochs, self.resume = (
+            directory,
+            int(epochs),
+            resume,
+        )
+        self.averaged = []
+
+    def _path(self, epoch):
+        return os.path.join(
+            self.directory, self.FOLDER, f"epoch_{epoch}.weights.h5"
+        )
+
+    def on_train_begin(self, logs=None):
+        self.averaged = []
+        resume = self.resume
+        if resume is None:
+            resume = _resuming(self.directory)
+        folder = os.path.join(self.directory, self.FOLDER)
+        if not resume and os.path.isdir(folder):
+            shutil.rmtree(folder)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 > self.params["epochs"] - self.epochs:
+            save_weights_atomic(self.model, self._path(epoch + 1))
+
+    def on_train_end(self, logs=None):
+        last = self.params["epochs"]
+        epochs = [
+            n
+            for n in range(max(last - self.epochs, 0) + 1, last + 1)
+            if os.path.exists(self._path(n))
+        ]
+        if not epochs:
+            return
+        variables = [
+            v
+            for v in self.model.weights
+            if "float" in keras.backend.standardize_dtype(v.dtype)
+        ]
+        total = [np.zeros(v.shape, "float64") for v in variables]
+        for n in epochs:
+            self.model.load_weights(self._path(n))
+            for sum_, v in zip(total, variables):
+                sum_ += keras.ops.convert_to_numpy(v)
+        for v, sum_ in zip(variables, total):
+            v.assign(sum_ / len(epochs))
+        self.averaged = epochs
+
+
 class BackupUntilDone(keras.callbacks.BackupAndRestore):
     """`keras.callbacks.BackupAndRestore` that survives being killed at any
     point, and keeps its backup until the run's result is saved.
@@ -697,8 +792,9 @@ def _link_atomic(source, target):
 
 def finish_run(directory):
     """Removes the backup that `resume_callbacks(directory)` keeps
-    (`<directory>/backup`): call it last, once the run's model file and
-    metrics are written. Until then, running the same command again
+    (`<directory>/backup`), and the epochs' weights `AverageLastEpochs`
+    keeps (`<directory>/average`): call it last, once the run's model file
+    and metrics are written. Until then, running the same command again
     resumes (after training has ended: with no epoch left to train, it
     only writes the files again).
 
@@ -716,7 +812,8 @@ def finish_run(directory):
     >>> os.listdir(run)
     ['history.csv']
     """
-    shutil.rmtree(os.path.join(directory, BACKUP_FOLDER), ignore_errors=True)
+    for folder in (BACKUP_FOLDER, AverageLastEpochs.FOLDER):
+        shutil.rmtree(os.path.join(directory, folder), ignore_errors=True)
 
 
 def resume_callbacks(directory):

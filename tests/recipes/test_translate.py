@@ -288,3 +288,56 @@ def test_a_constant_schedule_still_warms_up():
     np.testing.assert_allclose(rates, [0.0, 0.001, 0.002, 0.002], rtol=1e-5)
     args = translate.parse_args(["--model", "rnn", "--warmup-steps", "0"])
     assert translate.learning_rate(args, 10) == args.learning_rate
+
+
+@pytest.mark.one_backend
+def test_init_from_a_saved_model_continues_and_averages_epochs(
+    smoke_runs, tmp_path, capsys
+):
+    out, first = smoke_runs("transformer")
+    start = out / "translate_de_en.keras"
+    metrics = translate.main(
+        [
+            "--smoke",
+            "--init-from",
+            str(start),
+            "--epochs",
+            "2",
+            "--average-epochs",
+            "2",
+            "--schedule",
+            "cosine",
+            "--warmup-steps",
+            "0",
+            "--beam",
+            "1",
+            "--verbose",
+            "0",
+            "--output-dir",
+            str(tmp_path / "more"),
+        ]
+    )
+    assert metrics["init_from"] == str(start)
+    assert metrics["averaged_epochs"] == [1, 2]
+    # The saved model's vocabulary and architecture, trained further.
+    assert metrics["vocabulary_size"] == first["vocabulary_size"]
+    assert metrics["parameters"] == first["parameters"]
+    assert metrics["history"]["loss"][0] < first["history"]["loss"][0]
+    assert "averaged the weights of epochs [1, 2]" in capsys.readouterr().out
+    assert not (tmp_path / "more" / "average").exists()  # finish_run
+    # An int8 file does not train: one clear line.
+    int8 = keras.saving.load_model(str(start))
+    translate.quantize_matrices(int8)
+    int8.save(tmp_path / "int8.keras")
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(
+            [
+                "--smoke",
+                "--init-from",
+                str(tmp_path / "int8.keras"),
+                "--output-dir",
+                str(tmp_path / "int8"),
+            ]
+        )
+    assert exit_info.value.code == 2
+    assert "has int8 layers, which do not train" in capsys.readouterr().err
