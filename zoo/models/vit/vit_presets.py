@@ -2,11 +2,53 @@
 `recipes/vit_images.py` trains them with (`translate`: the random
 translation of the training images, a share of their size; `rotate`: their
 random rotation, a share of a full turn; `zoom`: their random zoom in or
-out, a share of their size). The
-preprocessor reads the backbone's image size and channels; the task's
-`num_classes` is the data's."""
+out, a share of their size). The preprocessor reads the backbone's image
+size and channels; the task's `num_classes` is the data's."""
 
 from zoo.models.presets import Presets
+
+
+def _with_sequence_pooling(preset, description):
+    """`preset` with CCT's sequence pooling instead of the class token."""
+    return {
+        **preset,
+        "description": description,
+        "backbone": {**preset["backbone"], "pooling": "sequence"},
+    }
+
+
+MNIST_CONV_STEM = {
+    "description": "the mnist preset's transformer on a convolutional "
+    "stem (3x3 stride-2 convolutions 32, 64, then 1x1 to 128: "
+    "7x7 tokens + class token), trained with rotations and zoom",
+    "backbone": dict(
+        image_size=(28, 28),
+        num_channels=1,
+        patch_size=4,
+        stem_filters=(32, 64),
+        num_layers=6,
+        num_heads=4,
+        hidden_dim=128,
+        intermediate_dim=256,
+        dropout=0.0,
+        drop_path_rate=0.1,
+        pooling="class_token",
+    ),
+    "tokenizer": {},
+    "preprocessor": {},
+    "task": {},
+    "training": dict(
+        epochs=40,
+        batch_size=128,
+        learning_rate=1e-3,
+        weight_decay=0.05,
+        warmup_fraction=0.05,
+        label_smoothing=0.1,
+        translate=0.1,
+        rotate=0.03,
+        zoom=0.1,
+    ),
+}
 
 PRESETS = Presets(
     "vit",
@@ -41,70 +83,13 @@ PRESETS = Presets(
                 zoom=0.0,
             ),
         },
-        "mnist_conv_stem": {
-            "description": "the mnist preset's transformer on a convolutional "
-            "stem (3x3 stride-2 convolutions 32, 64, then 1x1 to 128: "
-            "7x7 tokens + class token), trained with rotations and zoom",
-            "backbone": dict(
-                image_size=(28, 28),
-                num_channels=1,
-                patch_size=4,
-                stem_filters=(32, 64),
-                num_layers=6,
-                num_heads=4,
-                hidden_dim=128,
-                intermediate_dim=256,
-                dropout=0.0,
-                drop_path_rate=0.1,
-                pooling="class_token",
-            ),
-            "tokenizer": {},
-            "preprocessor": {},
-            "task": {},
-            "training": dict(
-                epochs=40,
-                batch_size=128,
-                learning_rate=1e-3,
-                weight_decay=0.05,
-                warmup_fraction=0.05,
-                label_smoothing=0.1,
-                translate=0.1,
-                rotate=0.03,
-                zoom=0.1,
-            ),
-        },
-        "mnist_seqpool": {
-            "description": "mnist_conv_stem with sequence pooling instead of "
-            "a class token (Compact Convolutional Transformers' "
-            "SeqPool: a learned softmax over the 7x7 tokens)",
-            "backbone": dict(
-                image_size=(28, 28),
-                num_channels=1,
-                patch_size=4,
-                stem_filters=(32, 64),
-                num_layers=6,
-                num_heads=4,
-                hidden_dim=128,
-                intermediate_dim=256,
-                dropout=0.0,
-                drop_path_rate=0.1,
-                pooling="sequence",
-            ),
-            "tokenizer": {},
-            "preprocessor": {},
-            "task": {},
-            "training": dict(
-                epochs=40,
-                batch_size=128,
-                learning_rate=1e-3,
-                weight_decay=0.05,
-                warmup_fraction=0.05,
-                label_smoothing=0.1,
-                translate=0.1,
-                rotate=0.03,
-                zoom=0.1,
-            ),
-        },
+        "mnist_conv_stem": MNIST_CONV_STEM,
+        "mnist_seqpool": _with_sequence_pooling(
+            MNIST_CONV_STEM,
+            "mnist_conv_stem with sequence pooling instead of a class token "
+            "(Compact Convolutional Transformers' SeqPool: a learned softmax "
+            "over the 7x7 tokens)",
+        ),
         "cifar": {
             "description": "32x32 colour images in 4x4 patches (64 + 1 tokens), "
             "7 pre-LN layers, 12 heads, 384 wide, MLP 384 "
