@@ -13,6 +13,8 @@ cost, most of all when data is small.
 import keras
 from keras import ops
 
+from zoo.layers.patches import check_image_grid, flatten_grid, grid_output_shape
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ConvStem(keras.layers.Layer):
@@ -104,18 +106,13 @@ class ConvStem(keras.layers.Layer):
         )
 
     def _check(self, shape):
-        if len(shape) != 4:
-            raise ValueError(
-                f"{self.name} expects images of shape (batch, height, width, "
-                f"channels); got shape {tuple(shape)}."
-            )
-        for side, size in (("height", shape[1]), ("width", shape[2])):
-            if size is not None and size % self.stride:
-                raise ValueError(
-                    f"{self.name}: image {side} {size} is not divisible by "
-                    f"the stem's stride {self.stride} (2 ** "
-                    f"{len(self.filters)} stride-2 convolutions)."
-                )
+        check_image_grid(
+            self.name,
+            shape,
+            self.stride,
+            f"the stem's stride {self.stride} ({len(self.filters)} stride-2 "
+            "convolutions)",
+        )
 
     def build(self, input_shape):
         self._check(input_shape)
@@ -132,19 +129,11 @@ class ConvStem(keras.layers.Layer):
         x = images
         for conv, norm in self.blocks:
             x = ops.relu(norm(conv(x), training=training))
-        x = self.projection(x)
-        shape = ops.shape(x)
-        return ops.reshape(x, (shape[0], shape[1] * shape[2], shape[3]))
+        return flatten_grid(self.projection(x))
 
     def compute_output_shape(self, input_shape):
         self._check(input_shape)
-        rows, columns = input_shape[1], input_shape[2]
-        count = (
-            None
-            if rows is None or columns is None
-            else (rows // self.stride) * (columns // self.stride)
-        )
-        return (input_shape[0], count, self.hidden_dim)
+        return grid_output_shape(input_shape, self.stride, self.hidden_dim)
 
     def get_config(self):
         return super().get_config() | {

@@ -11,6 +11,43 @@ import keras
 from keras import ops
 
 
+def check_image_grid(name, shape, stride, described):
+    """One `ValueError` line unless `shape` is a 4-D image batch whose
+    height and width (where known) `stride` divides; `described` names the
+    stride in the message (e.g. "the patch size 4")."""
+    if len(shape) != 4:
+        raise ValueError(
+            f"{name} expects images of shape (batch, height, width, "
+            f"channels); got shape {tuple(shape)}."
+        )
+    for side, size in (("height", shape[1]), ("width", shape[2])):
+        if size is not None and size % stride:
+            raise ValueError(
+                f"{name}: image {side} {size} is not divisible by "
+                f"{described}. Resize or crop the images to a multiple of "
+                f"{stride}."
+            )
+
+
+def grid_output_shape(input_shape, stride, dim):
+    """`(batch, tokens, dim)` of a layer that turns `(batch, H, W, C)`
+    images into one token per `stride x stride` cell, row-major."""
+    rows, columns = input_shape[1], input_shape[2]
+    count = (
+        None
+        if rows is None or columns is None
+        else (rows // stride) * (columns // stride)
+    )
+    return (input_shape[0], count, dim)
+
+
+def flatten_grid(x):
+    """`(batch, rows, columns, dim)` -> `(batch, rows * columns, dim)`,
+    row-major."""
+    shape = ops.shape(x)
+    return ops.reshape(x, (shape[0], shape[1] * shape[2], shape[3]))
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class PatchEmbedding(keras.layers.Layer):
     """Non-overlapping `patch_size x patch_size` patches -> `hidden_dim`
@@ -75,18 +112,12 @@ class PatchEmbedding(keras.layers.Layer):
         )
 
     def _check(self, shape):
-        if len(shape) != 4:
-            raise ValueError(
-                f"{self.name} expects images of shape (batch, height, width, "
-                f"channels); got shape {tuple(shape)}."
-            )
-        for side, size in (("height", shape[1]), ("width", shape[2])):
-            if size is not None and size % self.patch_size:
-                raise ValueError(
-                    f"{self.name}: image {side} {size} is not divisible by "
-                    f"the patch size {self.patch_size}. Resize or crop the "
-                    f"images to a multiple of {self.patch_size}."
-                )
+        check_image_grid(
+            self.name,
+            shape,
+            self.patch_size,
+            f"the patch size {self.patch_size}",
+        )
 
     def build(self, input_shape):
         self._check(input_shape)
@@ -95,19 +126,11 @@ class PatchEmbedding(keras.layers.Layer):
 
     def call(self, images):
         self._check(images.shape)
-        x = self.projection(images)
-        shape = ops.shape(x)
-        return ops.reshape(x, (shape[0], shape[1] * shape[2], shape[3]))
+        return flatten_grid(self.projection(images))
 
     def compute_output_shape(self, input_shape):
         self._check(input_shape)
-        rows, columns = input_shape[1], input_shape[2]
-        count = (
-            None
-            if rows is None or columns is None
-            else ((rows // self.patch_size) * (columns // self.patch_size))
-        )
-        return (input_shape[0], count, self.hidden_dim)
+        return grid_output_shape(input_shape, self.patch_size, self.hidden_dim)
 
     def get_config(self):
         return super().get_config() | {
