@@ -294,6 +294,20 @@ def _finetune_flags(parser):
         "--finetune-sequence-length", type=positive_int, default=None
     )
     group.add_argument(
+        "--finetune-truncate",
+        choices=("round_robin", "head_tail"),
+        default="round_robin",
+        help="how a review longer than the length is cut: keep its "
+        "opening (keras-hub's round_robin, the default) or its opening and "
+        "ending (head_tail, Sun et al. 2019)",
+    )
+    group.add_argument(
+        "--finetune-head-length",
+        type=int,
+        default=None,
+        help="with head_tail: opening tokens kept (default: a quarter)",
+    )
+    group.add_argument(
         "--no-scratch",
         action="store_true",
         help="skip the from-scratch baseline",
@@ -358,6 +372,22 @@ def resolve(parser, args):
             )
         if not all(0 <= f < 5 for f in args.folds):
             parser.error(f"--folds {args.folds}: each fold is in [0, 5)")
+        if (
+            args.finetune_head_length is not None
+            and args.finetune_truncate != "head_tail"
+        ):
+            parser.error(
+                "--finetune-head-length needs --finetune-truncate head_tail"
+            )
+        room = args.finetune_sequence_length - 2
+        if args.finetune_truncate == "head_tail":
+            if args.finetune_head_length is None:
+                args.finetune_head_length = room // 4
+            if not 0 <= args.finetune_head_length <= room:
+                parser.error(
+                    f"--finetune-head-length {args.finetune_head_length}: "
+                    f"a packed review holds {room} tokens of text"
+                )
         if args.command == "finetune" and args.pretrained is None:
             args.pretrained = os.path.join(
                 args.output_dir, "bert_imdb_mlm.keras"
@@ -662,13 +692,17 @@ class EncodedReviews:
 
     def __init__(self, args, preprocessor):
         self.preprocessor = preprocessor
+        cut = ""
+        if preprocessor.truncate == "head_tail":
+            cut = f"_head_tail_{preprocessor.head_length}"
         self.path = os.path.join(
-            args.output_dir, f"encoded_{preprocessor.sequence_length}.npz"
+            args.output_dir,
+            f"encoded_{preprocessor.sequence_length}{cut}.npz",
         )
         self.key = hashlib.sha256(
             "\n".join(
                 preprocessor.tokenizer.get_vocabulary()
-                + [str(preprocessor.sequence_length)]
+                + [str(preprocessor.sequence_length), cut]
             ).encode()
         ).hexdigest()
         self.rows, self.ids = {}, []
@@ -807,6 +841,8 @@ def finetune_fold(args, fold, strategy):
         return BertClassifier.from_pretrained(
             mlm,
             sequence_length=args.finetune_sequence_length,
+            truncate=args.finetune_truncate,
+            head_length=args.finetune_head_length,
             dtype=keras.config.dtype_policy().name,
             dropout=args.finetune_dropout,
             name="bert_classifier",
@@ -819,6 +855,8 @@ def finetune_fold(args, fold, strategy):
     preprocessor = BertClassifierPreprocessor(
         mlm.preprocessor.tokenizer,
         sequence_length=args.finetune_sequence_length,
+        truncate=args.finetune_truncate,
+        head_length=args.finetune_head_length,
     )
     encode = EncodedReviews(args, preprocessor)
     arrays = []
@@ -850,7 +888,10 @@ def finetune_fold(args, fold, strategy):
             return BertClassifier(
                 BertBackbone.from_config(architecture),
                 BertClassifierPreprocessor(
-                    tokenizer, sequence_length=args.finetune_sequence_length
+                    tokenizer,
+                    sequence_length=args.finetune_sequence_length,
+                    truncate=args.finetune_truncate,
+                    head_length=args.finetune_head_length,
                 ),
                 dropout=args.finetune_dropout,
                 name="bert_classifier",
@@ -925,6 +966,8 @@ def finetune(args):
         "batch_size": args.finetune_batch_size,
         "learning_rate": args.finetune_learning_rate,
         "sequence_length": args.finetune_sequence_length,
+        "truncate": args.finetune_truncate,
+        "head_length": args.finetune_head_length,
         "folds": results,
         **summary,
         "smoke": args.smoke,

@@ -87,12 +87,23 @@ def test_a_finished_comparison_is_reused_and_a_changed_one_recomputed(
             "--verbose",
             "0",
             "--no-scratch",
+            "--finetune-truncate",
+            "head_tail",
             "--output-dir",
             str(tmp_path),
         ]
     )
     assert "reused" not in capsys.readouterr().out
     assert "scratch" not in other["folds"][0]
+    # Head + tail truncation: its own encoded reviews, and the shipped
+    # classifier's preprocessor cuts the same way.
+    head = (other["sequence_length"] - 2) // 4
+    assert other["truncate"] == "head_tail" and other["head_length"] == head
+    length = other["sequence_length"]
+    assert (tmp_path / f"encoded_{length}_head_tail_{head}.npz").exists()
+    classifier = keras.saving.load_model(tmp_path / "imdb_bert.keras")
+    assert classifier.preprocessor.truncate == "head_tail"
+    assert classifier.preprocessor.head_length == head
 
 
 @pytest.mark.one_backend
@@ -171,12 +182,20 @@ def test_flags_and_errors(tmp_path, capsys):
     assert args.folds == [0, 2] and args.preset == "cpu_mini"
     assert args.sequence_length == 256 and args.finetune_sequence_length == 256
     assert args.batch_size == 128 and args.epochs == 18
+    assert args.finetune_truncate == "round_robin"
+    args = bert_imdb.parse_args(
+        ["finetune", "--finetune-truncate", "head_tail"]
+    )
+    assert args.finetune_head_length == 63  # a quarter of 254
     for bad in (
         ["finetune", "--folds", "7"],
         ["finetune", "--folds", "a"],
         ["pretrain", "--sequence-length", "999"],
         ["pretrain", "--packed", "x.npz", "--mask-rate", "2"],
         ["pretrain", "--packed", "x.npz", "--mask-rate", "0"],
+        ["finetune", "--finetune-head-length", "3"],
+        ["finetune", "--finetune-truncate", "head_tail"]
+        + ["--finetune-head-length", "300"],
     ):
         with pytest.raises(SystemExit):
             bert_imdb.parse_args(bad)

@@ -1,4 +1,5 @@
-"""Attention layers written with `keras.ops` only (JAX, TensorFlow, PyTorch).
+"""Attention layers written with `keras.ops` only (JAX, TensorFlow, PyTorch),
+and `HeadTailPacker`, a text-preprocessing layer (keras-hub's packer).
 
 Importing this package registers every layer for `.keras` serialization.
 """
@@ -15,6 +16,7 @@ from zoo.layers.embedding import (
     TokenAndPositionEmbedding,
     TokenEmbedding,
 )
+from zoo.layers.head_tail_packer import HeadTailPacker
 from zoo.layers.patches import ClassToken, PatchEmbedding, resize_position_grid
 from zoo.layers.pooling import AttentionPooling, attention_entropy
 from zoo.layers.positions import (
@@ -35,6 +37,7 @@ __all__ = [
     "ClassToken",
     "ConvStem",
     "DoublyStochasticPenalty",
+    "HeadTailPacker",
     "LearnedPositionEmbedding",
     "LuongAttention",
     "MultiHeadAttention",

@@ -634,3 +634,35 @@ def test_attention_scores_are_distributions_over_real_tokens():
         assert np.all(scores[1, :, :, 6:] < 1e-6)  # padded keys
     with pytest.raises(IndexError):
         backbone.attention_scores(inputs, 5)
+
+
+def test_head_tail_truncation_keeps_a_long_review_s_ending(tmp_path):
+    texts = [
+        "the plot was awful and the acting was boring and the music was "
+        "dull and the ending was great",
+        "a great film",
+    ]
+    preprocessor = BertClassifierPreprocessor(
+        tokenizer(), sequence_length=12, truncate="head_tail", head_length=3
+    )
+    tokens = [to_numpy(preprocessor.tokenizer(t)) for t in texts]
+    ids = to_numpy(preprocessor(texts)["token_ids"])
+    assert len(tokens[0]) > 10  # long enough to be cut
+    np.testing.assert_array_equal(ids[0, 1:4], tokens[0][:3])
+    np.testing.assert_array_equal(ids[0, 4:11], tokens[0][-7:])
+    np.testing.assert_array_equal(ids[1, 1 : 1 + len(tokens[1])], tokens[1])
+    # The classifier keeps the cut through .keras: the same predictions.
+    backbone = BertBackbone(preprocessor.tokenizer.vocabulary_size(), **SIZE)
+    classifier = BertClassifier(backbone, preprocessor, num_classes=1)
+    loaded = keras_round_trip(classifier, tmp_path)
+    assert loaded.preprocessor.truncate == "head_tail"
+    assert loaded.preprocessor.head_length == 3
+    np.testing.assert_allclose(
+        loaded.predict(texts, verbose=0),
+        classifier.predict(texts, verbose=0),
+        atol=1e-6,
+    )
+    with pytest.raises(ValueError, match='truncate must be "round_robin"'):
+        BertClassifierPreprocessor(tokenizer(), truncate="middle")
+    with pytest.raises(ValueError, match='applies to truncate="head_tail"'):
+        BertClassifierPreprocessor(tokenizer(), head_length=3)

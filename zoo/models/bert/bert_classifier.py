@@ -135,7 +135,13 @@ class BertTextClassifier(
 
     @classmethod
     def from_pretrained(
-        cls, masked_lm, sequence_length=None, dtype=None, **kwargs
+        cls,
+        masked_lm,
+        sequence_length=None,
+        dtype=None,
+        truncate="round_robin",
+        head_length=None,
+        **kwargs,
     ):
         """A classifier on a pretrained masked LM's backbone, with a new
         head.
@@ -147,6 +153,8 @@ class BertTextClassifier(
             dtype: the dtype policy to fine-tune in (e.g. "mixed_bfloat16");
                 default: the masked LM's. A loaded model keeps the policy
                 it was saved with, whatever the global one.
+            truncate, head_length: how the preprocessor cuts a long text
+                (see `BertClassifierPreprocessor`).
             **kwargs: `num_classes`, `dropout`, ...
 
         The backbone is the masked LM's own object (its weights, shared, not
@@ -192,6 +200,8 @@ class BertTextClassifier(
         preprocessor = BertClassifierPreprocessor(
             masked_lm.preprocessor.tokenizer,
             sequence_length=sequence_length or backbone.max_sequence_length,
+            truncate=truncate,
+            head_length=head_length,
         )
         return cls(backbone, preprocessor, **kwargs)
 

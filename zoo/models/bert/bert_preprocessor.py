@@ -15,6 +15,7 @@ import numpy as np
 from zoo._tensorflow import is_tf_tensor, tf
 from zoo.data.masked_lm import unselectable_token_ids
 from zoo.data.text import check_texts
+from zoo.layers.head_tail_packer import HeadTailPacker
 from zoo.models.bert.bert_presets import PRESETS
 from zoo.models.presets import FromPreset
 from zoo.models.raw_text import unknown_share
@@ -176,9 +177,14 @@ class BertClassifierPreprocessor(
 
     Args:
         tokenizer: a `keras_hub.models.BertTokenizer`.
-        sequence_length: packed length; longer texts lose their end.
-        truncate: how a pair of segments shares the length
-            ("round_robin" or "waterfall").
+        sequence_length: packed length.
+        truncate: how a long text is cut: "round_robin" (default) or
+            "waterfall", keras-hub's ways, keep a text's opening (and share
+            the length between a pair of segments); "head_tail" keeps a
+            single text's opening and ending (`zoo.layers.HeadTailPacker`).
+        head_length: with "head_tail", how many opening tokens a long text
+            keeps (default: a quarter of the room); the ending gets the
+            rest.
 
     Call arguments:
         x: a string, a batch of strings, or a tuple of two batches
@@ -197,7 +203,59 @@ class BertClassifierPreprocessor(
     >>> preprocessor = BertClassifierPreprocessor(tokenizer, sequence_length=256)
     >>> tuple(preprocessor(["a waste of two hours"])["token_ids"].shape)
     (1, 256)
+    >>> head_tail = BertClassifierPreprocessor(
+    ...     tokenizer, sequence_length=16, truncate="head_tail", head_length=4)
+    >>> review = "this movie was really good " * 9 + "a waste of two hours"
+    >>> tokens = np.asarray(tokenizer(review))
+    >>> ids = np.asarray(head_tail([review])["token_ids"][0])
+    >>> bool((ids[1:5] == tokens[:4]).all() and (ids[5:-1] == tokens[-10:]).all())
+    True
     """
+
+    def __init__(
+        self,
+        tokenizer,
+        sequence_length=512,
+        truncate="round_robin",
+        head_length=None,
+        **kwargs,
+    ):
+        if truncate not in ("round_robin", "waterfall", "head_tail"):
+            raise ValueError(
+                'truncate must be "round_robin", "waterfall" or '
+                f'"head_tail"; got {truncate!r}.'
+            )
+        if head_length is not None and truncate != "head_tail":
+            raise ValueError(
+                f'head_length applies to truncate="head_tail"; got '
+                f"truncate={truncate!r}."
+            )
+        super().__init__(
+            tokenizer,
+            sequence_length=sequence_length,
+            truncate=truncate,
+            **kwargs,
+        )
+        self.head_length = head_length
+        if truncate == "head_tail":  # checks head_length against the room
+            HeadTailPacker(sequence_length, 0, 0, head_length=head_length)
+
+    def build(self, input_shape):
+        if self.truncate != "head_tail":
+            return super().build(input_shape)
+        keras.layers.Layer.build(self, input_shape)
+        self.packer = HeadTailPacker(
+            start_value=self.tokenizer.start_token_id,
+            end_value=self.tokenizer.end_token_id,
+            pad_value=self.tokenizer.pad_token_id,
+            head_length=self.head_length,
+            sequence_length=self.sequence_length,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config["head_length"] = self.head_length
+        return config
 
     # `from_preset(preset, tokenizer=..., **overrides)`: packs to the
     # preset's fine-tuning length (its preprocessor section's "classifier").
