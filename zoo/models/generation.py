@@ -38,7 +38,7 @@ from keras import ops
 from keras_hub.src.utils.tensor_utils import any_equal
 
 from zoo.accelerator import compile_function
-from zoo.layers.sublayers import reused_casts
+from zoo.layers.sublayers import concrete_index, reused_casts
 from zoo.models.arguments import check_integer, check_number, shown
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
@@ -149,24 +149,30 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
             ended = any_equal(prompt, stop_token_ids, ops.logical_not(mask))
             return ops.any(ended, axis=-1)
 
-        def cond(prompt, cache, index, log_probs):
-            return ops.logical_not(ops.all(finished(prompt)))
+        # Which beams have written a stop token, carried from step to step
+        # (`finished` of the whole prompt once, then of each new token).
+        done = finished(prompt)
 
-        def body(prompt, cache, index, log_probs):
+        def cond(prompt, cache, index, log_probs, done):
+            return ops.logical_not(ops.all(done))
+
+        def body(prompt, cache, index, log_probs, done):
             logits, _, cache = next(prompt, cache, index)
+            # Read once (a Python int under eager PyTorch) for the indexing
+            # below; the loop and the decode step keep the tensor.
+            position = concrete_index(index)
             vocab_size = ops.shape(logits)[-1]
             step = ops.log(self.compute_probabilities(logits) + 1e-30)
             tokens = ops.arange(vocab_size)[None, :]
             if stop_token_ids:
                 # A finished beam repeats its first stop token at no cost.
-                done = finished(prompt)[:, None]
                 only_stop = ops.where(tokens == stop_token_ids[0], 0.0, -1e9)
-                step = ops.where(done, only_stop, step)
+                step = ops.where(done[:, None], only_stop, step)
             # Where this row's prompt goes on (prompts of different
             # lengths), its next prompt token, at no cost: the beams stay
             # those of its first free position, as if it were alone.
-            in_prompt = mask[:, index][:, None]
-            given = ops.cast(prompt[:, index], "int32")[:, None]
+            in_prompt = mask[:, position][:, None]
+            given = ops.cast(prompt[:, position], "int32")[:, None]
             step = ops.where(
                 in_prompt, ops.where(tokens == given, 0.0, -1e9), step
             )
@@ -190,17 +196,29 @@ class BeamSampler(keras_hub.samplers.BeamSampler):
             if has_cache:
                 cache = keras.tree.map_structure(gather_beams, cache)
             next_token = ops.cast(next_token, prompt.dtype)
-            next_token = ops.where(mask[:, index], prompt[:, index], next_token)
-            prompt = ops.slice_update(prompt, [0, index], next_token[:, None])
+            in_prompt = in_prompt[:, 0]
+            next_token = ops.where(in_prompt, prompt[:, position], next_token)
+            prompt = ops.slice_update(
+                prompt, [0, position], next_token[:, None]
+            )
+            if stop_token_ids:
+                done = ops.logical_or(
+                    gather_beams(done),
+                    any_equal(
+                        next_token[:, None],
+                        stop_token_ids,
+                        ops.logical_not(in_prompt)[:, None],
+                    )[:, 0],
+                )
             log_probs = ops.reshape(
                 flatten_beams(new_log_probs), ops.shape(log_probs)
             )
-            return prompt, cache, index + 1, log_probs
+            return prompt, cache, index + 1, log_probs, done
 
-        prompt, _, _, log_probs = self.run_loop(
+        prompt, _, _, log_probs, _ = self.run_loop(
             cond=cond,
             body=body,
-            loop_vars=(prompt, cache, start, log_probs),
+            loop_vars=(prompt, cache, start, log_probs, done),
             maximum_iterations=(ops.shape(prompt)[1] - start),
             model=model,
         )
