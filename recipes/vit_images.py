@@ -37,6 +37,7 @@ import numpy as np
 import zoo  # noqa: F401  (first: a quiet framework start-up)
 from zoo import viz
 from zoo.callbacks import (
+    AverageLastEpochs,
     Throughput,
     finish_run,
     resume_callbacks,
@@ -126,6 +127,13 @@ def parse_args(argv=None):
                 "stochastic depth of the last block (linear from 0 in the first)",
             ),
         ),
+    )
+    parser.add_argument(
+        "--average-epochs",
+        type=positive_int,
+        default=1,
+        help="end with the mean of the weights of the last N epochs "
+        "(checkpoint averaging; 1: the last epoch's)",
     )
     add_accelerator_flags(parser)
     parser.add_argument("--seed", type=int, default=1337)
@@ -300,6 +308,7 @@ def run(args):
         f"{classifier.backbone.grid_size[1]} patches"
     )
     speed = Throughput(args.batch_size, unit="images")
+    average = AverageLastEpochs(args.output_dir, args.average_epochs)
     start = time.perf_counter()
     # An interrupted run, even a killed one, resumes from its last finished
     # epoch when started again (weights, optimizer, schedule; its curves
@@ -308,11 +317,13 @@ def run(args):
         train_dataset(x_train, y_train, args),
         validation_data=(x_val, y_val),
         epochs=args.epochs,
-        callbacks=[speed, *resume_callbacks(args.output_dir)],
+        callbacks=[speed, average, *resume_callbacks(args.output_dir)],
         verbose=args.verbose,
     )
     seconds = time.perf_counter() - start
     print(speed.describe())
+    if len(average.averaged) > 1:
+        print(f"averaged the weights of epochs {average.averaged}")
     history, resumed_at_epoch = resumed_history(args.output_dir, this_run)
     _, accuracy = classifier.evaluate(x_val, y_val, verbose=0)
     metrics = {
@@ -327,6 +338,7 @@ def run(args):
         "resumed_at_epoch": resumed_at_epoch,
         "throughput": speed.summary(),
         "validation_accuracy": round(float(accuracy), 4),
+        "averaged_epochs": average.averaged,
         "history": history,
         "smoke": args.smoke,
         "replicas": strategy.num_replicas_in_sync,
@@ -344,6 +356,7 @@ def run(args):
                 "translate",
                 "rotate",
                 "zoom",
+                "average_epochs",
                 "dropout",
                 "drop_path_rate",
                 "mixed_precision",

@@ -20,8 +20,19 @@ def test_smoke_trains_draws_and_the_saved_model_reads_uint8(
         vit_images, "load_images", lambda name: pytest.fail("--smoke downloads")
     )
     metrics = vit_images.main(
-        ["--smoke", "--verbose", "0", "--output-dir", str(tmp_path)]
+        [
+            "--smoke",
+            "--verbose",
+            "0",
+            "--average-epochs",
+            "2",
+            "--output-dir",
+            str(tmp_path),
+        ]
     )
+    epochs = metrics["epochs"]
+    assert metrics["averaged_epochs"] == [epochs - 1, epochs]
+    assert not (tmp_path / "average").exists()  # removed with the backup
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written["validation_accuracy"] == metrics["validation_accuracy"]
     assert metrics["validation_accuracy"] > 0.4  # 4 classes, learnable
