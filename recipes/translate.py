@@ -55,6 +55,7 @@ from zoo.cli import (
     HelpFormatter,
     accelerator_metrics,
     add_accelerator_flags,
+    add_average_epochs_flag,
     add_preset_flags,
     fill_from_preset,
     non_negative_int,
@@ -275,13 +276,7 @@ def parse_args(argv=None):
         "and the other training flags are this run's), e.g. "
         "a longer schedule after saved_models/translate_de_en.keras",
     )
-    parser.add_argument(
-        "--average-epochs",
-        type=positive_int,
-        default=1,
-        help="end with the mean of the weights of the last N epochs "
-        "(checkpoint averaging; 1: the last epoch's)",
-    )
+    add_average_epochs_flag(parser)
     parser.add_argument(
         "--smoke",
         action="store_true",

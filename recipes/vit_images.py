@@ -46,6 +46,7 @@ from zoo.callbacks import (
 from zoo.cli import (
     HelpFormatter,
     add_accelerator_flags,
+    add_average_epochs_flag,
     add_preset_flags,
     positive_float,
     positive_int,
@@ -128,13 +129,7 @@ def parse_args(argv=None):
             ),
         ),
     )
-    parser.add_argument(
-        "--average-epochs",
-        type=positive_int,
-        default=1,
-        help="end with the mean of the weights of the last N epochs "
-        "(checkpoint averaging; 1: the last epoch's)",
-    )
+    add_average_epochs_flag(parser)
     add_accelerator_flags(parser)
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument(

@@ -142,6 +142,19 @@ def accelerator_metrics(args, strategy, speed=None):
     return metrics
 
 
+def add_average_epochs_flag(parser):
+    """Adds `--average-epochs N` (default 1): a recipe that ends with the
+    mean of its last N epochs' weights (`zoo.callbacks.AverageLastEpochs`).
+    """
+    parser.add_argument(
+        "--average-epochs",
+        type=positive_int,
+        default=1,
+        help="end with the mean of the weights of the last N epochs "
+        "(checkpoint averaging; 1: the last epoch's)",
+    )
+
+
 def add_preset_flags(parser, flags):
     """Adds a recipe's flags whose default comes from its preset: `flags`
     is `(name, type, help)` triples, each becoming `--name` with the
