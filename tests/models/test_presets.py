@@ -285,7 +285,7 @@ def test_an_unknown_preset_lists_the_presets():
         zoo.models.ViTBackbone.from_preset("imagenet")
     assert str(error.value) == (
         "Unknown vit preset 'imagenet'; the presets are cifar, mnist, "
-        "mnist_conv_stem, mnist_seqpool, smoke."
+        "mnist_cct, mnist_conv_stem, mnist_seqpool, smoke."
     )
 
 

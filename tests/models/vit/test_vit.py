@@ -445,14 +445,25 @@ def _np_rollout(stack):
 def test_conv_stem_presets_train_save_and_draw_rollouts(tmp_path):
     with pytest.raises(ValueError, match="stride of 8 .* patch_size=4"):
         ViTBackbone(**SIZE, stem_filters=(2, 2, 2))
-    for preset in ("mnist_conv_stem", "mnist_seqpool"):
+    with pytest.raises(ValueError, match="only with stem_filters"):
+        ViTBackbone(**SIZE, stem_downsample="max_pool")
+    with pytest.raises(ValueError, match="stem_downsample must be one of"):
+        ViTBackbone(**SIZE, stem_filters=(4, 4), stem_downsample="avg")
+    for preset, downsample in (
+        ("mnist_conv_stem", "stride"),
+        ("mnist_seqpool", "stride"),
+        ("mnist_cct", "max_pool"),
+    ):
         backbone = ViTBackbone.from_preset(preset)
         assert backbone.grid_size == (7, 7)
         assert backbone.stem_filters == [32, 64]
+        assert backbone.stem_downsample == downsample
+        assert backbone.patch_embedding.downsample == downsample
     classifier = ViTImageClassifier(
         ViTBackbone(
             **{**SIZE, "image_size": (8, 8), "num_channels": 1},
             stem_filters=(4, 4),
+            stem_downsample="max_pool",
             pooling="sequence",
         ),
         ViTImageClassifierPreprocessor((8, 8), 1),
@@ -468,6 +479,7 @@ def test_conv_stem_presets_train_save_and_draw_rollouts(tmp_path):
     probabilities = classifier.predict(x[:3], verbose=0)
     loaded = keras_round_trip(classifier, tmp_path)
     assert loaded.backbone.stem_filters == [4, 4]
+    assert loaded.backbone.patch_embedding.downsample == "max_pool"
     np.testing.assert_allclose(
         loaded.predict(x[:3], verbose=0), probabilities, atol=1e-6
     )

@@ -3,7 +3,7 @@
 Reads top to bottom like timm's `vision_transformer.py`:
 
     images (batch, H, W, C) -> PatchEmbedding (P x P patches -> hidden_dim)
-                               or ConvStem (stride-2 3 x 3 convolutions)
+                               or ConvStem (halving 3 x 3 convolutions)
         -> [class] token first -> + learned positions -> dropout
         -> N pre-LN `TransformerEncoder` blocks (GELU MLP)
         -> final LayerNorm -> sequence_output
@@ -23,6 +23,7 @@ from zoo.layers import (
     PatchEmbedding,
     TransformerEncoder,
 )
+from zoo.layers.conv_stem import DOWNSAMPLES
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 from zoo.models.presets import FromPreset
@@ -61,6 +62,10 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
             builds a `ConvStem` of that many stride-2 3 x 3 convolutions
             instead ("early convolutions", Xiao et al. 2021), whose total
             stride `2 ** len(stem_filters)` must equal `patch_size`.
+        stem_downsample: how the `ConvStem` halves: "stride" (default,
+            stride-2 convolutions) or "max_pool" (stride-1 convolutions,
+            each followed by a stride-2 max pool: Compact Convolutional
+            Transformers' tokenizer). Only with `stem_filters`.
         layer_norm_epsilon: LayerNorm epsilon.
         attention_dropout: dropout on the attention weights alone; default
             `dropout`. 0 keeps training on the fused attention kernel
@@ -98,6 +103,7 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
         layer_norm_epsilon=1e-6,
         attention_dropout=None,
         stem_filters=None,
+        stem_downsample="stride",
         dtype=None,
         **kwargs,
     ):
@@ -121,6 +127,15 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
             raise ValueError(
                 f"pooling must be one of {POOLINGS}; got {pooling!r}."
             )
+        if stem_downsample not in DOWNSAMPLES or (
+            stem_filters is None and stem_downsample != "stride"
+        ):
+            raise ValueError(
+                f"stem_downsample must be one of {DOWNSAMPLES}, and other "
+                "than 'stride' only with stem_filters; got "
+                f"stem_downsample={stem_downsample!r}, "
+                f"stem_filters={stem_filters}."
+            )
         if stem_filters is not None:
             stem_filters = [int(f) for f in stem_filters]
             if 2 ** len(stem_filters) != patch_size:
@@ -140,7 +155,11 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
             )
         else:
             self.patch_embedding = ConvStem(
-                stem_filters, hidden_dim, dtype=dtype, name="conv_stem"
+                stem_filters,
+                hidden_dim,
+                downsample=stem_downsample,
+                dtype=dtype,
+                name="conv_stem",
             )
         self.class_token = (
             ClassToken(dtype=dtype, name="class_token")
@@ -218,6 +237,7 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
             dropout if attention_dropout is None else attention_dropout
         )
         self.stem_filters = stem_filters
+        self.stem_downsample = stem_downsample
         self.grid_size = grid
 
     def embed(self, images):
@@ -304,6 +324,7 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "attention_dropout": self.attention_dropout,
                 "stem_filters": self.stem_filters,
+                "stem_downsample": self.stem_downsample,
             }
         )
         return config

@@ -8,12 +8,13 @@ size and channels; the task's `num_classes` is the data's."""
 from zoo.models.presets import Presets
 
 
-def _with_sequence_pooling(preset, description):
-    """`preset` with CCT's sequence pooling instead of the class token."""
+def _with_sequence_pooling(preset, description, **backbone):
+    """`preset` with CCT's sequence pooling instead of the class token (and
+    any other `backbone` arguments changed)."""
     return {
         **preset,
         "description": description,
-        "backbone": {**preset["backbone"], "pooling": "sequence"},
+        "backbone": {**preset["backbone"], "pooling": "sequence", **backbone},
     }
 
 
@@ -89,6 +90,13 @@ PRESETS = Presets(
             "mnist_conv_stem with sequence pooling instead of a class token "
             "(Compact Convolutional Transformers' SeqPool: a learned softmax "
             "over the 7x7 tokens)",
+        ),
+        "mnist_cct": _with_sequence_pooling(
+            MNIST_CONV_STEM,
+            "mnist_seqpool on Compact Convolutional Transformers' tokenizer: "
+            "3x3 stride-1 convolutions 32, 64, each followed by a 3x3 "
+            "stride-2 max pool, then 1x1 to 128 (the same 7x7 tokens)",
+            stem_downsample="max_pool",
         ),
         "cifar": {
             "description": "32x32 colour images in 4x4 patches (64 + 1 tokens), "
