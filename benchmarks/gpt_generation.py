@@ -166,14 +166,8 @@ def measure(args):
             args,
         )
     if args.beam:
-        result["beam"], _ = timed_generate(
-            lambda: gpt.generate(
-                dict(prompt),
-                stop_token_ids=None,
-                sampler="beam",
-                num_beams=args.beam,
-            ),
-            args,
+        result["beam"], outputs["beam"] = timed_generate(
+            lambda: beam_generate(gpt, prompt, args), args
         )
         result["beam"]["num_beams"] = args.beam
     result["top_k"], _ = timed_generate(
@@ -204,9 +198,7 @@ def measure(args):
         result["torch_compile"] = []
         for mode in args.torch_compile_modes:
             try:  # a failing compile must not cost the other figures
-                step = torch_compiled_step(
-                    gpt, prompt, outputs["cached"], args, mode
-                )
+                step = torch_compiled_step(gpt, prompt, outputs, args, mode)
                 step["compiled_over_eager"] = round(cached / step["seconds"], 3)
             except Exception as error:
                 step = {
@@ -313,6 +305,16 @@ def keras_hub_peer(prompt, length, args):
     return {**timing, "parameters": int(backbone.count_params())}
 
 
+def beam_generate(gpt, prompt, args):
+    """The beam search every backend times: `args.beam` beams, no stop."""
+    return gpt.generate(
+        dict(prompt),
+        stop_token_ids=None,
+        sampler="beam",
+        num_beams=args.beam,
+    )
+
+
 def top_k_generate(gpt, prompt):
     """The sampled generation every backend times: top-k, k=10, seeded."""
     return gpt.generate(
@@ -366,9 +368,11 @@ def through_layer_calls_peer(gpt, prompt, cached_output, args):
     }
 
 
-def torch_compiled_step(gpt, prompt, cached_output, args, mode):
+def torch_compiled_step(gpt, prompt, outputs, args, mode):
     """zoo's cached generation with `call_with_cache` under `torch.compile`
-    (PyTorch only): does compiling the per-token forward pass pay?"""
+    (PyTorch only): does compiling the per-token forward pass pay? Greedy,
+    top-k and (with `--beam`) beam search; `outputs`: the eager greedy
+    ("cached") and beam ("beam") outputs to compare with."""
     import keras
     import numpy as np
     import torch._dynamo
@@ -404,17 +408,31 @@ def torch_compiled_step(gpt, prompt, cached_output, args, mode):
         timing["top_k"], _ = timed_generate(
             lambda: top_k_generate(gpt, prompt), args
         )
+        graphs = int(counter["stats"]["unique_graphs"])
+        if args.beam:  # (batch x beams) rows: the step's second shape
+            timing["beam"], beam_out = timed_generate(
+                lambda: beam_generate(gpt, prompt, args), args
+            )
+            timing["beam"]["graphs"] = (
+                int(counter["stats"]["unique_graphs"]) - graphs
+            )
+            timing["beam"]["identical_output"] = bool(
+                np.array_equal(
+                    np.asarray(beam_out["token_ids"]),
+                    np.asarray(outputs["beam"]["token_ids"]),
+                )
+            )
     finally:
         gpt.call_with_cache = eager
     return {
         **timing,
         "mode": mode,
-        "graphs": int(counter["stats"]["unique_graphs"]),
+        "graphs": graphs,
         "graph_breaks": int(sum(counter["graph_break"].values())),
         "identical_greedy_output": bool(
             np.array_equal(
                 np.asarray(out["token_ids"]),
-                np.asarray(cached_output["token_ids"]),
+                np.asarray(outputs["cached"]["token_ids"]),
             )
         ),
     }
@@ -549,12 +567,24 @@ def main(argv=None):
     for backend, r in zip(backends, results):
         beam = r.get("beam")
         if beam:
+            first = results[0]["beam"]["seconds"]
+            compiled = [
+                step for step in r.get("torch_compile", ()) if "beam" in step
+            ]
             print(
                 f"{backend}: beam search, {beam['num_beams']} beams, cached: "
                 f"{beam['seconds']:.3f} s ({beam['tokens_per_second']:.1f} "
-                f"tok/s), {beam['seconds'] / results[0]['beam']['seconds']:.2f}"
+                f"tok/s), {beam['seconds'] / first:.2f}"
                 f"x {backends[0]}'s time, "
                 f"{beam['seconds'] / r['cached']['seconds']:.2f}x greedy's"
+                + "".join(
+                    f"; decode step compiled ({step['mode']}): "
+                    f"{step['beam']['seconds']:.3f} s, "
+                    f"{step['beam']['seconds'] / first:.2f}x {backends[0]}'s "
+                    f"time, {step['beam']['graphs']} more graphs, identical "
+                    f"beams: {step['beam']['identical_output']}"
+                    for step in compiled
+                )
             )
     print(
         "prefix: rerunning the model on the growing prefix every step "

@@ -61,6 +61,9 @@ def test_tiny_measurement_reports_every_figure():
         [step] = result["torch_compile"]
         assert step["mode"] == "default" and step["identical_greedy_output"]
         assert step["top_k"]["seconds"] > 0
+        # Beam search: (batch x beams) rows, one more shape, the same beams.
+        assert step["beam"]["identical_output"] and step["beam"]["seconds"] > 0
+        assert step["beam"]["graphs"] >= 1
         # The position moves every step; the step stays one graph.
         assert (step["graphs"], step["graph_breaks"]) == (2, 0)
         assert step["compiled_over_eager"] > 0

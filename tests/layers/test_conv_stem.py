@@ -205,7 +205,10 @@ def test_saved_trained_and_mixed_precision(tmp_path):
     )
     config_round_trip(ConvStem((4, 8), 6, kernel_initializer="glorot_uniform"))
     config_round_trip(ConvStem((4, 8), 6, downsample="max_pool"))
-    out = ConvStem((4,), 6, dtype="mixed_bfloat16")(images)
-    assert out.shape == (4, 16, 6)
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
+    for downsample in ("stride", "max_pool"):
+        out = ConvStem(
+            (4,), 6, downsample=downsample, dtype="mixed_bfloat16"
+        )(images)
+        assert out.shape == (4, 16, 6)
+        assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+        assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
