@@ -206,9 +206,9 @@ def test_saved_trained_and_mixed_precision(tmp_path):
     config_round_trip(ConvStem((4, 8), 6, kernel_initializer="glorot_uniform"))
     config_round_trip(ConvStem((4, 8), 6, downsample="max_pool"))
     for downsample in ("stride", "max_pool"):
-        out = ConvStem(
-            (4,), 6, downsample=downsample, dtype="mixed_bfloat16"
-        )(images)
+        out = ConvStem((4,), 6, downsample=downsample, dtype="mixed_bfloat16")(
+            images
+        )
         assert out.shape == (4, 16, 6)
         assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
         assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
