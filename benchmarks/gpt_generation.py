@@ -410,18 +410,23 @@ def torch_compiled_step(gpt, prompt, outputs, args, mode):
         )
         graphs = int(counter["stats"]["unique_graphs"])
         if args.beam:  # (batch x beams) rows: the step's second shape
-            timing["beam"], beam_out = timed_generate(
-                lambda: beam_generate(gpt, prompt, args), args
-            )
-            timing["beam"]["graphs"] = (
-                int(counter["stats"]["unique_graphs"]) - graphs
-            )
-            timing["beam"]["identical_output"] = bool(
-                np.array_equal(
-                    np.asarray(beam_out["token_ids"]),
-                    np.asarray(outputs["beam"]["token_ids"]),
+            try:  # a failing beam compile keeps the greedy figures
+                timing["beam"], beam_out = timed_generate(
+                    lambda: beam_generate(gpt, prompt, args), args
                 )
-            )
+                timing["beam"]["graphs"] = (
+                    int(counter["stats"]["unique_graphs"]) - graphs
+                )
+                timing["beam"]["identical_output"] = bool(
+                    np.array_equal(
+                        np.asarray(beam_out["token_ids"]),
+                        np.asarray(outputs["beam"]["token_ids"]),
+                    )
+                )
+            except Exception as error:
+                timing["beam"] = {
+                    "error": f"{type(error).__name__}: {error}"[:500]
+                }
     finally:
         gpt.call_with_cache = eager
     return {
@@ -569,7 +574,9 @@ def main(argv=None):
         if beam:
             first = results[0]["beam"]["seconds"]
             compiled = [
-                step for step in r.get("torch_compile", ()) if "beam" in step
+                step
+                for step in r.get("torch_compile", ())
+                if "seconds" in step.get("beam", {})
             ]
             print(
                 f"{backend}: beam search, {beam['num_beams']} beams, cached: "
@@ -584,6 +591,12 @@ def main(argv=None):
                     f"time, {step['beam']['graphs']} more graphs, identical "
                     f"beams: {step['beam']['identical_output']}"
                     for step in compiled
+                )
+                + "".join(
+                    f"; decode step compiled ({step['mode']}) failed: "
+                    f"{step['beam']['error']}"
+                    for step in r.get("torch_compile", ())
+                    if "error" in step.get("beam", {})
                 )
             )
     print(

@@ -60,10 +60,11 @@ def np_max_pool_same(x, k=3, stride=2):
     return out
 
 
-def np_conv_stem(images, layer):
-    """The stem's formula with its weights, BatchNorm in inference mode."""
+def np_conv_stem(images, layer, downsample="stride"):
+    """The stem's formula with its weights, BatchNorm in inference mode,
+    halving as `downsample` says."""
     x = images.astype("float64")
-    pooled = layer.downsample == "max_pool"
+    pooled = downsample == "max_pool"
     for conv, norm, _ in layer.blocks:
         x = np_conv_same(x, to_numpy(conv.kernel), 1 if pooled else 2)
         gamma, beta, mean, var = (
@@ -120,7 +121,9 @@ def test_conv_stem_matches_its_formula(shape, filters, downsample):
         (shape[1] // stride) * (shape[2] // stride),
         7,
     )
-    np.testing.assert_allclose(out, np_conv_stem(images, layer), atol=1e-4)
+    np.testing.assert_allclose(
+        out, np_conv_stem(images, layer, downsample), atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("downsample", ["stride", "max_pool"])
@@ -167,6 +170,10 @@ def test_bad_arguments_and_images_are_clear_errors():
         ConvStem((), 8)
     with pytest.raises(ValueError, match="at least one positive filter"):
         ConvStem((4, 0), 8)
+    with pytest.raises(ValueError, match=r"stride 4 \(2 stride-1 conv"):
+        ConvStem((4, 4), 8, downsample="max_pool")(
+            np.zeros((1, 28, 30, 1), "float32")
+        )
     with pytest.raises(ValueError, match="downsample must be one of"):
         ConvStem((4,), 8, downsample="avg_pool")
     layer = ConvStem((4, 4), 8)

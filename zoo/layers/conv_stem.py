@@ -10,7 +10,9 @@ reports faster, steadier optimisation and better accuracy at about the same
 cost, most of all when data is small. Compact Convolutional Transformers
 (Hassani et al., 2021) halve with max pooling instead: each 3 x 3
 convolution keeps its stride of 1 and a 3 x 3 stride-2 max pool follows it
-(`downsample="max_pool"`), at about four times the convolutions' cost.
+(`downsample="max_pool"`, after CCT's tokenizer, which has no BatchNorm and
+pads its pooling windows symmetrically where "same" pads after), at about
+four times the convolutions' cost.
 """
 
 import keras
@@ -40,8 +42,8 @@ class ConvStem(keras.layers.Layer):
         hidden_dim: width of the output tokens.
         downsample: "stride" (default: stride-2 convolutions, Xiao et al.)
             or "max_pool" (stride-1 convolutions, each followed by a
-            3 x 3 stride-2 max pool: the tokenizer of Compact Convolutional
-            Transformers).
+            3 x 3 stride-2 "same" max pool: after the tokenizer of Compact
+            Convolutional Transformers, with BatchNorm kept).
         kernel_initializer: of every convolution.
         batch_norm_momentum: BatchNorm's moving-average momentum.
 
@@ -141,8 +143,12 @@ class ConvStem(keras.layers.Layer):
             self.name,
             shape,
             self.stride,
-            f"the stem's stride {self.stride} ({len(self.filters)} stride-2 "
-            "convolutions)",
+            f"the stem's stride {self.stride} ({len(self.filters)} "
+            + (
+                "stride-1 convolutions, each with a stride-2 max pool)"
+                if self.downsample == "max_pool"
+                else "stride-2 convolutions)"
+            ),
         )
 
     def build(self, input_shape):

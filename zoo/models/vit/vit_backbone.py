@@ -59,8 +59,8 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
             Convolutional Transformers, Hassani et al. 2021).
         stem_filters: None (default) embeds `patch_size` patches with one
             linear projection (`PatchEmbedding`); a list of channel counts
-            builds a `ConvStem` of that many stride-2 3 x 3 convolutions
-            instead ("early convolutions", Xiao et al. 2021), whose total
+            builds a `ConvStem` of that many halving 3 x 3 convolutions
+            (see `stem_downsample`) instead ("early convolutions", Xiao et al. 2021), whose total
             stride `2 ** len(stem_filters)` must equal `patch_size`.
         stem_downsample: how the `ConvStem` halves: "stride" (default,
             stride-2 convolutions) or "max_pool" (stride-1 convolutions,

@@ -93,9 +93,10 @@ PRESETS = Presets(
         ),
         "mnist_cct": _with_sequence_pooling(
             MNIST_CONV_STEM,
-            "mnist_seqpool on Compact Convolutional Transformers' tokenizer: "
-            "3x3 stride-1 convolutions 32, 64, each followed by a 3x3 "
-            "stride-2 max pool, then 1x1 to 128 (the same 7x7 tokens)",
+            "mnist_seqpool on a stem after Compact Convolutional "
+            "Transformers' tokenizer: 3x3 stride-1 convolutions 32, 64 "
+            "(BatchNorm, ReLU), each followed by a 3x3 stride-2 max pool, "
+            "then 1x1 to 128 (the same 7x7 tokens)",
             stem_downsample="max_pool",
         ),
         "cifar": {
