@@ -305,6 +305,24 @@ def keras_hub_peer(prompt, length, args):
     return {**timing, "parameters": int(backbone.count_params())}
 
 
+def compiled_beam_text(step, reference_seconds, reference):
+    """The beam line's part for one `torch.compile` mode: its time against
+    the `reference` backend's, or why it failed ("" without a beam run)."""
+    beam = step.get("beam")
+    if not beam:
+        return ""
+    if "error" in beam:
+        return (
+            f"; decode step compiled ({step['mode']}) failed: {beam['error']}"
+        )
+    return (
+        f"; decode step compiled ({step['mode']}): {beam['seconds']:.3f} s, "
+        f"{beam['seconds'] / reference_seconds:.2f}x {reference}'s time, "
+        f"{beam['graphs']} more graphs, identical beams: "
+        f"{beam['identical_output']}"
+    )
+
+
 def beam_generate(gpt, prompt, args):
     """The beam search every backend times: `args.beam` beams, no stop."""
     return gpt.generate(
@@ -573,11 +591,6 @@ def main(argv=None):
         beam = r.get("beam")
         if beam:
             first = results[0]["beam"]["seconds"]
-            compiled = [
-                step
-                for step in r.get("torch_compile", ())
-                if "seconds" in step.get("beam", {})
-            ]
             print(
                 f"{backend}: beam search, {beam['num_beams']} beams, cached: "
                 f"{beam['seconds']:.3f} s ({beam['tokens_per_second']:.1f} "
@@ -585,18 +598,8 @@ def main(argv=None):
                 f"x {backends[0]}'s time, "
                 f"{beam['seconds'] / r['cached']['seconds']:.2f}x greedy's"
                 + "".join(
-                    f"; decode step compiled ({step['mode']}): "
-                    f"{step['beam']['seconds']:.3f} s, "
-                    f"{step['beam']['seconds'] / first:.2f}x {backends[0]}'s "
-                    f"time, {step['beam']['graphs']} more graphs, identical "
-                    f"beams: {step['beam']['identical_output']}"
-                    for step in compiled
-                )
-                + "".join(
-                    f"; decode step compiled ({step['mode']}) failed: "
-                    f"{step['beam']['error']}"
+                    compiled_beam_text(step, first, backends[0])
                     for step in r.get("torch_compile", ())
-                    if "error" in step.get("beam", {})
                 )
             )
     print(

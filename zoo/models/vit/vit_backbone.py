@@ -60,12 +60,14 @@ class ViTBackbone(FromPreset, KeepsWeightsOnError, keras_hub.models.Backbone):
         stem_filters: None (default) embeds `patch_size` patches with one
             linear projection (`PatchEmbedding`); a list of channel counts
             builds a `ConvStem` of that many halving 3 x 3 convolutions
-            (see `stem_downsample`) instead ("early convolutions", Xiao et al. 2021), whose total
-            stride `2 ** len(stem_filters)` must equal `patch_size`.
+            (see `stem_downsample`) instead ("early convolutions", Xiao et
+            al. 2021), whose total stride `2 ** len(stem_filters)` must
+            equal `patch_size`.
         stem_downsample: how the `ConvStem` halves: "stride" (default,
             stride-2 convolutions) or "max_pool" (stride-1 convolutions,
-            each followed by a stride-2 max pool: Compact Convolutional
-            Transformers' tokenizer). Only with `stem_filters`.
+            each followed by a stride-2 max pool: after Compact
+            Convolutional Transformers' tokenizer). Only with
+            `stem_filters`.
         layer_norm_epsilon: LayerNorm epsilon.
         attention_dropout: dropout on the attention weights alone; default
             `dropout`. 0 keeps training on the fused attention kernel
