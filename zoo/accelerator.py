@@ -7,6 +7,8 @@ nowhere in the layers or models): JAX's `Device.memory_stats()`, PyTorch's
 `tf.config.experimental.get_memory_info`.
 """
 
+import contextlib
+
 import keras
 
 
@@ -84,6 +86,50 @@ def compiling():
     import torch
 
     return bool(torch.compiler.is_compiling())
+
+
+_XLA_CALLS = []
+
+
+@contextlib.contextmanager
+def xla_calls():
+    """Marks the calls inside as calls of functions that TensorFlow
+    compiles with XLA (`tf.function(jit_compile=True)`), for
+    `compiling_with_xla`.
+
+    A layer traced by TensorFlow cannot tell from its inputs whether XLA
+    will compile the graph; the code that made the function can. zoo's
+    generation enters this around its XLA-compiled generate functions.
+
+    Example:
+
+    >>> with xla_calls():
+    ...     inside = compiling_with_xla()
+    >>> inside == (keras.backend.backend() in ("jax", "tensorflow"))
+    True
+    """
+    _XLA_CALLS.append(True)
+    try:
+        yield
+    finally:
+        _XLA_CALLS.pop()
+
+
+def compiling_with_xla():
+    """Whether XLA compiles what this call computes: always under JAX;
+    under TensorFlow inside `xla_calls()`; never under PyTorch.
+
+    Some operations have XLA code that is much slower than another way of
+    computing the same thing (depthwise convolutions on a CPU); their
+    layers take the other way when this is True.
+
+    Example:
+
+    >>> compiling_with_xla() == (keras.backend.backend() == "jax")
+    True
+    """
+    backend = keras.backend.backend()
+    return backend == "jax" or (backend == "tensorflow" and bool(_XLA_CALLS))
 
 
 def exporting_onnx():

@@ -216,6 +216,20 @@ def test_jit_compile_compiles_the_translators_decode_step(kind):
     assert (graphs, breaks) == (2, 0)  # greedy's batch and beam's
 
 
+def test_jit_compile_compiles_the_captioners_decode_step():
+    from tests.models.captioning.test_captioning import IMAGES, captioner
+
+    model = captioner("lstm")  # the Transformer's step is the translator's
+    options = [{}, {"sampler": "beam", "num_beams": 3}]
+    eager = [model.generate(IMAGES[:3], **o) for o in options]
+    model.compile(jit_compile=True)
+    compiled, graphs, breaks = _compiled_generation(
+        lambda: [model.generate(IMAGES[:3], **o) for o in options]
+    )
+    assert compiled == eager
+    assert (graphs, breaks) == (2, 0)  # greedy's batch and beam's
+
+
 def test_compiling_is_true_only_while_tracing():
     import torch
 

@@ -126,10 +126,17 @@ class EncoderDecoderGeneration:
             encoder_output, encoder_mask, target_ids.shape[1]
         )
         step = self.decode_function(self.decode_token)
+        # A tensor made here, outside the step: converting the NumPy vector
+        # inside a torch.compile'd step would split its graph.
+        bias = (
+            None
+            if self.token_bias is None
+            else ops.convert_to_tensor(self.token_bias)
+        )
 
         def next(prompt, cache, index):
             token = ops.slice(prompt, [0, index - 1], [ops.shape(prompt)[0], 1])
-            return step(token, cache, index - 1)
+            return step(token, cache, index - 1, bias)
 
         return self.sampler(
             next=next,
@@ -141,14 +148,15 @@ class EncoderDecoderGeneration:
             model=self,
         )
 
-    def decode_token(self, token, cache, index):
+    def decode_token(self, token, cache, index, bias=None):
         """One decoding step: `token` `(batch, 1)` at target position
         `index` -> `(logits (batch, vocab) float32, hidden (batch, dim),
-        cache)`, the cache from the backbone's `decoder_cache`."""
+        cache)`, the cache from the backbone's `decoder_cache`; `bias`
+        (the `token_bias` as a tensor, or None) is added to the logits."""
         hidden, cache = self.backbone.decode_step(token, cache, index)
         logits = ops.cast(self.backbone.token_logits(hidden)[:, 0], "float32")
-        if self.token_bias is not None:
-            logits = logits + ops.convert_to_tensor(self.token_bias)
+        if bias is not None:
+            logits = logits + bias
         return logits, hidden[:, 0], cache
 
 

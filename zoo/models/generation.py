@@ -29,6 +29,7 @@ ValueError line naming the argument, the value and what is accepted
 then fail, or return the prompt unchanged, each in its own way).
 """
 
+import contextlib
 import warnings
 
 import keras
@@ -37,7 +38,7 @@ import numpy as np
 from keras import ops
 from keras_hub.src.utils.tensor_utils import any_equal
 
-from zoo.accelerator import compile_function
+from zoo.accelerator import compile_function, xla_calls
 from zoo.layers.sublayers import concrete_index, reused_casts
 from zoo.models.arguments import check_integer, check_number, shown
 
@@ -662,12 +663,19 @@ class GenerationMixin:
             )
         return self._decode_functions[name]
 
+    def _generates_with_xla(self):
+        """Whether TensorFlow compiles this task's generate functions with
+        XLA: with `jit_compile=True`, or "auto" (the default)."""
+        return (
+            keras.config.backend() == "tensorflow"
+            and not self.run_eagerly
+            and (self.jit_compile is True or self._generate_with_xla)
+        )
+
     def make_generate_function(self):
         if (
             self.generate_function is None
-            and keras.config.backend() == "tensorflow"
-            and not self.run_eagerly
-            and self._generate_with_xla
+            and self._generates_with_xla()
             and not self.jit_compile
         ):
             # Keras' "auto" leaves XLA off for TensorFlow on CPU, a choice
@@ -770,7 +778,9 @@ class GenerationMixin:
         try:
             function = self.make_generate_function()
             self._generate_functions[key] = function
-            with reused_casts():  # PyTorch: each weight cast once per call
+            xla = xla_calls() if self._generates_with_xla() else None
+            # reused_casts: under PyTorch each weight is cast once per call.
+            with reused_casts(), xla or contextlib.nullcontext():
                 outputs = function(inputs, stop_token_ids=stop_token_ids)
         finally:
             self.sampler = self._compiled_sampler

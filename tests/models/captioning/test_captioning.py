@@ -16,12 +16,14 @@ from zoo.data.captions import CaptionPairs, make_synthetic_captions
 from zoo.data.tokenizers import SubwordTokenizer, train_subword_tokenizer
 from zoo.models.captioning import (
     ConvStackEncoder,
+    EfficientNetLiteEncoder,
     FeatureGridInput,
     ImageCaptioner,
     ImageCaptionerPreprocessor,
     ShowAttendTellBackbone,
     TransformerCaptionBackbone,
 )
+from zoo.models.captioning import image_encoders
 from zoo.models.generation import BeamSampler, get_sampler
 
 IMAGES, CAPTIONS = make_synthetic_captions(96, size=16, seed=0)
@@ -292,6 +294,32 @@ def test_greedy_with_the_cache_equals_greedy_without(kind):
     assert isinstance(model.generate(IMAGES[0]), str)
     beams = model.generate(IMAGES[:3], sampler="beam", num_beams=3)
     assert len(beams) == 3
+
+
+def test_generate_tells_the_depthwise_convolutions_when_xla_compiles(
+    monkeypatch,
+):
+    # TensorFlow compiles generate with XLA unless compile() says
+    # jit_compile=False; the EfficientNet's depthwise convolutions are told
+    # (they sum shifted copies there) and caption as Keras' layer does.
+    seen = []
+    told = image_encoders.compiling_with_xla
+    monkeypatch.setattr(
+        image_encoders,
+        "compiling_with_xla",
+        lambda: seen.append(told()) or seen[-1],
+    )
+    lite = EfficientNetLiteEncoder(image_size=(16, 16), output="stage5")
+    model = ImageCaptioner(
+        backbone("lstm", image_encoder=lite), preprocessor()
+    )
+    with_xla = model.generate(IMAGES[:3], sampler="beam", num_beams=2)
+    backend = keras.backend.backend()
+    assert seen and set(seen) == {backend != "torch"}
+    seen.clear()
+    model.compile(jit_compile=False)
+    assert model.generate(IMAGES[:3], sampler="beam", num_beams=2) == with_xla
+    assert seen and set(seen) == {backend == "jax"}
 
 
 def test_beam_search_finds_the_likelier_caption_greedy_misses():

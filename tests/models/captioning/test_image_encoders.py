@@ -4,6 +4,7 @@ reference with a random state dict (and the real one when its package is
 installed), int8 quantisation, the keras.applications preprocessing, and
 the errors, under the current backend."""
 
+import contextlib
 import warnings
 
 import keras
@@ -24,6 +25,7 @@ from zoo.models.captioning.image_encoders import (
     DepthwiseConv2D,
     preprocessing_affine,
 )
+from zoo.accelerator import xla_calls
 
 LITE_FEATURES = {"stage5": 112, "top": 320, "head": 1280}
 
@@ -390,10 +392,13 @@ def test_missing_weights_package_or_torch_is_one_clear_line(monkeypatch):
         (3, 2, "valid", (9, 10)),
     ],
 )
+@pytest.mark.parametrize("xla", [False, True])
 def test_depthwise_convolution_equals_keras_layer(
-    kernel, strides, padding, size
+    kernel, strides, padding, size, xla
 ):
-    # Under JAX on a CPU the zoo's layer sums shifted copies of the input.
+    # Under JAX on a CPU, and under TensorFlow inside xla_calls() (as in an
+    # XLA-compiled generate function), the zoo's layer sums shifted copies
+    # of the input.
     images = (
         np.random.default_rng(0).normal(size=(2, *size, 5)).astype("float32")
     )
@@ -412,8 +417,11 @@ def test_depthwise_convolution_equals_keras_layer(
     ]
     ours.set_weights(weights)
     reference.set_weights(weights)
+    with xla_calls() if xla else contextlib.nullcontext():
+        outputs = ours(images)
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(ours(images)),
+        keras.ops.convert_to_numpy(outputs),
         keras.ops.convert_to_numpy(reference(images)),
         atol=1e-5,
     )
+

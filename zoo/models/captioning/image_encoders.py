@@ -29,6 +29,7 @@ import keras
 import keras_hub
 from keras import ops
 
+from zoo.accelerator import compiling_with_xla
 from zoo.models.arguments import check_model_kwargs
 from zoo.models.jax_state import KeepsWeightsOnError
 
@@ -73,16 +74,19 @@ def _on_cpu():
 
 @keras.saving.register_keras_serializable(package="zoo")
 class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
-    """`keras.layers.DepthwiseConv2D` that, under JAX on a CPU, computes
-    the convolution as the sum of its `k * k` shifted and scaled copies of
+    """`keras.layers.DepthwiseConv2D` that, where XLA compiles it for a
+    CPU (under JAX; under TensorFlow in an XLA-compiled function, such as
+    `generate`'s, `zoo.accelerator.compiling_with_xla`), computes the
+    convolution as the sum of its `k * k` shifted and scaled copies of
     the input.
 
     XLA's CPU code for grouped convolutions with one channel per group is
     slow; the shifted sums, which XLA fuses into one pass, are about ten
-    times faster there (docs/log/captioning.md). The weights, the padding ("same" is TensorFlow's, as Keras') and
-    the results are those of Keras' layer (equal to float32 rounding);
-    other backends and devices, dilations and depth multipliers above 1
-    use Keras' own computation.
+    times faster there (docs/log/captioning.md). The weights, the padding
+    ("same" is TensorFlow's, as Keras') and the results are those of
+    Keras' layer (equal to float32 rounding); elsewhere (PyTorch, GPUs,
+    TensorFlow outside XLA), and for dilations and depth multipliers above
+    1, the layer computes as Keras' does.
 
     Args:
         the arguments of `keras.layers.DepthwiseConv2D`.
@@ -96,7 +100,7 @@ class DepthwiseConv2D(keras.layers.DepthwiseConv2D):
 
     def call(self, inputs):
         if (
-            keras.backend.backend() != "jax"
+            not compiling_with_xla()
             or not _on_cpu()
             or self.data_format != "channels_last"
             or self.depth_multiplier != 1
