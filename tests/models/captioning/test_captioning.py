@@ -22,8 +22,8 @@ from zoo.models.captioning import (
     ImageCaptionerPreprocessor,
     ShowAttendTellBackbone,
     TransformerCaptionBackbone,
+    image_encoders,
 )
-from zoo.models.captioning import image_encoders
 from zoo.models.generation import BeamSampler, get_sampler
 
 IMAGES, CAPTIONS = make_synthetic_captions(96, size=16, seed=0)
@@ -310,9 +310,7 @@ def test_generate_tells_the_depthwise_convolutions_when_xla_compiles(
         lambda: seen.append(told()) or seen[-1],
     )
     lite = EfficientNetLiteEncoder(image_size=(16, 16), output="stage5")
-    model = ImageCaptioner(
-        backbone("lstm", image_encoder=lite), preprocessor()
-    )
+    model = ImageCaptioner(backbone("lstm", image_encoder=lite), preprocessor())
     with_xla = model.generate(IMAGES[:3], sampler="beam", num_beams=2)
     backend = keras.backend.backend()
     assert seen and set(seen) == {backend != "torch"}

@@ -13,6 +13,7 @@ import pytest
 
 import zoo  # noqa: F401  (registers the classes for loading)
 from tests.helpers import keras_round_trip, to_numpy
+from zoo.accelerator import xla_calls
 from zoo.models.captioning import (
     ConvStackEncoder,
     EfficientNetLiteEncoder,
@@ -25,7 +26,6 @@ from zoo.models.captioning.image_encoders import (
     DepthwiseConv2D,
     preprocessing_affine,
 )
-from zoo.accelerator import xla_calls
 
 LITE_FEATURES = {"stage5": 112, "top": 320, "head": 1280}
 
@@ -424,4 +424,3 @@ def test_depthwise_convolution_equals_keras_layer(
         keras.ops.convert_to_numpy(reference(images)),
         atol=1e-5,
     )
-
