@@ -15,9 +15,10 @@ printed when it ends. Exits non-zero if any process fails or collects no
 test. `--record-durations` rewrites tests/durations.json from the run.
 
 Tests marked `one_backend` (plumbing that behaves the same under every
-backend: a recipe's flags, files and resumption) run in one backend's run
-only, `--one-backend` (default torch, the quickest to run them), when
-several backends run.
+backend: a recipe's flags, files, resumption and whole smoke run, whose
+numbers the cross-backend check compares on every backend) run in one
+backend's run only, `--one-backend` (default torch, the quickest to run
+them), when several backends run.
 """
 
 import argparse

@@ -41,6 +41,7 @@ def smoke_all(tmp_path_factory):
     return folder, result
 
 
+@pytest.mark.one_backend
 def test_smoke_pretrains_fine_tunes_and_the_models_load(smoke_all):
     tmp_path, result = smoke_all
     pretrain, finetune = result["pretrain"], result["finetune"]

@@ -49,6 +49,7 @@ def smoke(tmp_path, *extra):
     return metrics, out
 
 
+@pytest.mark.one_backend
 def test_smoke_trains_writes_and_the_saved_model_generates(tmp_path):
     metrics, out = smoke(tmp_path)
     written = json.loads((out / "metrics.json").read_text())

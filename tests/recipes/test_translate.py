@@ -67,6 +67,7 @@ def smoke_runs(tmp_path_factory):
     return run
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("model", translate.MODELS)
 def test_smoke_trains_measures_bleu_and_the_saved_model_translates(
     model, smoke_runs

@@ -13,6 +13,7 @@ from tests.data.test_images import write_npz
 from tests.helpers import run_interrupted_after_first_epoch
 
 
+@pytest.mark.one_backend
 def test_smoke_trains_draws_and_the_saved_model_reads_uint8(
     tmp_path, monkeypatch
 ):

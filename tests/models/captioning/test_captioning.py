@@ -314,10 +314,12 @@ def test_generate_tells_the_depthwise_convolutions_when_xla_compiles(
     with_xla = model.generate(IMAGES[:3], sampler="beam", num_beams=2)
     backend = keras.backend.backend()
     assert seen and set(seen) == {backend != "torch"}
-    seen.clear()
-    model.compile(jit_compile=False)
-    assert model.generate(IMAGES[:3], sampler="beam", num_beams=2) == with_xla
-    assert seen and set(seen) == {backend == "jax"}
+    if backend == "tensorflow":  # the backend where compile() decides it
+        seen.clear()
+        model.compile(jit_compile=False)
+        without = model.generate(IMAGES[:3], sampler="beam", num_beams=2)
+        assert without == with_xla
+        assert seen and set(seen) == {False}
 
 
 def test_beam_search_finds_the_likelier_caption_greedy_misses():
