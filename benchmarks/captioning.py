@@ -22,7 +22,8 @@ Every configuration is compiled (jit on JAX, XLA tf.function on TensorFlow;
 PyTorch runs eagerly under no_grad) and warmed up on one batch before the
 timed pass. Under PyTorch, greedy and beam search run once more with
 `compile(jit_compile=True)`, which compiles the one-word decode step with
-`torch.compile` (`--no-torch-compile` skips them). Timings are only compared within one run on one machine.
+`torch.compile` (`--no-torch-compile` skips them). Timings are only
+compared within one run on one machine.
 """
 
 import os

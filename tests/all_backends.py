@@ -16,9 +16,9 @@ test. `--record-durations` rewrites tests/durations.json from the run.
 
 Tests marked `one_backend` (plumbing that behaves the same under every
 backend: a recipe's flags, files, resumption and whole smoke run, whose
-numbers the cross-backend check compares on every backend) run in one
-backend's run only, `--one-backend` (default torch, the quickest to run
-them), when several backends run.
+model the cross-backend check trains, saves and runs on every backend)
+run in one backend's run only, `--one-backend` (default torch, the
+quickest to run them), when several backends run.
 """
 
 import argparse

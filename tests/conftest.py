@@ -36,11 +36,12 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `one_backend` check plumbing that is the same under
-    every backend (a recipe's flags, files, resumption and whole smoke run,
-    whose numbers tests/testing/test_cross_backend.py compares across the
-    backends; a benchmark script staying runnable); when `tests/all_backends.py` runs the suite under
-    several backends it names one of them in ZOO_TESTS_ONE_BACKEND, and the
-    other runs skip these tests. `one_backend("jax")` names the backend
+    every backend (a recipe's flags, files, resumption and whole smoke
+    run, whose model tests/testing/test_cross_backend.py trains, saves and
+    runs on every backend; a benchmark script staying runnable); when
+    `tests/all_backends.py` runs the suite under several backends it
+    names one of them in ZOO_TESTS_ONE_BACKEND, and the other runs skip
+    these tests. `one_backend("jax")` names the backend
     itself (a test whose strictest checks are that backend's). A plain
     `pytest` runs them all."""
     default = os.environ.get("ZOO_TESTS_ONE_BACKEND")

@@ -26,3 +26,16 @@ def test_xla_calls_ends_on_an_error():
     except RuntimeError:
         pass
     assert compiling_with_xla() == (keras.backend.backend() == "jax")
+
+
+def test_xla_calls_marks_its_own_thread_only():
+    import threading
+
+    seen = []
+    with xla_calls():
+        other = threading.Thread(
+            target=lambda: seen.append(compiling_with_xla())
+        )
+        other.start()
+        other.join()
+    assert seen == [keras.backend.backend() == "jax"]

@@ -8,6 +8,7 @@ nowhere in the layers or models): JAX's `Device.memory_stats()`, PyTorch's
 """
 
 import contextlib
+import threading
 
 import keras
 
@@ -88,18 +89,19 @@ def compiling():
     return bool(torch.compiler.is_compiling())
 
 
-_XLA_CALLS = []
+_XLA_CALLS = threading.local()  # .depth: xla_calls() entered, this thread
 
 
 @contextlib.contextmanager
 def xla_calls():
-    """Marks the calls inside as calls of functions that TensorFlow
-    compiles with XLA (`tf.function(jit_compile=True)`), for
+    """Marks the calls inside (in this thread) as calls of functions that
+    TensorFlow compiles with XLA (`tf.function(jit_compile=True)`), for
     `compiling_with_xla`.
 
     A layer traced by TensorFlow cannot tell from its inputs whether XLA
     will compile the graph; the code that made the function can. zoo's
-    generation enters this around its XLA-compiled generate functions.
+    generation enters this around its XLA-compiled generate functions
+    (Keras' own `fit` and `predict` do not).
 
     Example:
 
@@ -108,16 +110,18 @@ def xla_calls():
     >>> inside == (keras.backend.backend() in ("jax", "tensorflow"))
     True
     """
-    _XLA_CALLS.append(True)
+    _XLA_CALLS.depth = getattr(_XLA_CALLS, "depth", 0) + 1
     try:
         yield
     finally:
-        _XLA_CALLS.pop()
+        _XLA_CALLS.depth -= 1
 
 
 def compiling_with_xla():
-    """Whether XLA compiles what this call computes: always under JAX;
-    under TensorFlow inside `xla_calls()`; never under PyTorch.
+    """Whether the layers may count on XLA compiling what this call
+    computes: always under JAX; under TensorFlow only inside `xla_calls()`
+    (zoo's generate functions; not Keras' `fit` or `predict`, even with
+    `jit_compile=True`); never under PyTorch.
 
     Some operations have XLA code that is much slower than another way of
     computing the same thing (depthwise convolutions on a CPU); their
@@ -129,7 +133,8 @@ def compiling_with_xla():
     True
     """
     backend = keras.backend.backend()
-    return backend == "jax" or (backend == "tensorflow" and bool(_XLA_CALLS))
+    inside = getattr(_XLA_CALLS, "depth", 0) > 0
+    return backend == "jax" or (backend == "tensorflow" and inside)
 
 
 def exporting_onnx():

@@ -34,6 +34,20 @@ def test_tiny_measurement_reports_every_figure():
     assert result["same_greedy_output"]
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch",
+    reason="the compiled decode step: PyTorch only",
+)
+def test_the_compiled_decode_step_captions_the_same():
+    args = captioning.parse_args(
+        ["--preset", "smoke", "--images", "4", "--batch-size", "4"]
+    )
+    result = captioning.measure(args)
+    for search in ("greedy", "beam3"):
+        compiled = result[f"{search}_compiled"]
+        assert compiled["same_output"] and compiled["compiled_over_eager"] > 0
+
+
 def test_a_missing_model_is_one_clear_line(tmp_path):
     args = captioning.parse_args(["--model", str(tmp_path / "none.keras")])
     with pytest.raises(SystemExit, match="no model at"):

@@ -24,11 +24,11 @@ def _offline(monkeypatch):
     )
 
 
-# Both datasets' smoke runs once (a recipe's whole run is the same
-# plumbing under every backend; the captioner itself is tested on every
-# backend in tests/models/captioning and tests/models/test_families.py, and
-# the recipe's numbers are compared across the three backends by
-# tests/testing/test_cross_backend.py).
+# Both datasets' whole smoke runs once (the recipe's flags, files and
+# pictures); the captioner itself is tested on every backend in
+# tests/models/captioning and tests/models/test_families.py, and the
+# recipe's model (training steps, prediction, saving, captions) on each
+# backend by tests/testing/test_cross_backend.py.
 @pytest.mark.one_backend
 @pytest.mark.parametrize("dataset", caption_images.DATASETS)
 def test_smoke_trains_measures_and_the_saved_model_captions_raw_images(

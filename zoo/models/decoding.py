@@ -148,11 +148,12 @@ class EncoderDecoderGeneration:
             model=self,
         )
 
-    def decode_token(self, token, cache, index, bias=None):
+    def decode_token(self, token, cache, index, bias):
         """One decoding step: `token` `(batch, 1)` at target position
         `index` -> `(logits (batch, vocab) float32, hidden (batch, dim),
         cache)`, the cache from the backbone's `decoder_cache`; `bias`
-        (the `token_bias` as a tensor, or None) is added to the logits."""
+        (the task's `token_bias` as a tensor, or None) is added to the
+        logits."""
         hidden, cache = self.backbone.decode_step(token, cache, index)
         logits = ops.cast(self.backbone.token_logits(hidden)[:, 0], "float32")
         if bias is not None:

@@ -589,6 +589,8 @@ class GenerationMixin:
     def _init_generation(self):
         self._samplers = {}  # setting -> sampler
         self._generate_functions = {}  # (setting, mode) -> compiled fn
+        self._xla_functions = {}  # (setting, mode) -> whether XLA compiles it
+        self._built_with_xla = False
         self._compiled_sampler = None
         self._setting = None
         self._generate_with_xla = True
@@ -663,30 +665,37 @@ class GenerationMixin:
             )
         return self._decode_functions[name]
 
-    def _generates_with_xla(self):
-        """Whether TensorFlow compiles this task's generate functions with
-        XLA: with `jit_compile=True`, or "auto" (the default)."""
+    def _tensorflow_xla(self):
+        """Whether a TensorFlow generate function built now would be
+        compiled with XLA (keras-hub builds it with `self.jit_compile`,
+        unless the task runs eagerly)."""
         return (
             keras.config.backend() == "tensorflow"
             and not self.run_eagerly
-            and (self.jit_compile is True or self._generate_with_xla)
+            and self.jit_compile is True
         )
 
     def make_generate_function(self):
+        if self.generate_function is not None:
+            return self.generate_function
         if (
-            self.generate_function is None
-            and self._generates_with_xla()
+            keras.config.backend() == "tensorflow"
+            and not self.run_eagerly
+            and self._generate_with_xla
             and not self.jit_compile
         ):
             # Keras' "auto" leaves XLA off for TensorFlow on CPU, a choice
             # made for training; the generation loop runs faster on CPU
             # with it (docs/log/gpt.md). jit_compile=False in compile()
-            # opts out.
+            # opts out. The jit_compile setter keeps False for a model with
+            # a layer XLA cannot compile.
             self.jit_compile = True
             try:
+                self._built_with_xla = self._tensorflow_xla()
                 return super().make_generate_function()
             finally:
                 self.jit_compile = False
+        self._built_with_xla = self._tensorflow_xla()
         return super().make_generate_function()
 
     def resolve_stop_token_ids(self, stop_token_ids):
@@ -776,11 +785,19 @@ class GenerationMixin:
         self.generation_mode = mode
         self.sampler = self._samplers[self._setting]
         try:
-            function = self.make_generate_function()
-            self._generate_functions[key] = function
-            xla = xla_calls() if self._generates_with_xla() else None
-            # reused_casts: under PyTorch each weight is cast once per call.
-            with reused_casts(), xla or contextlib.nullcontext():
+            if self.generate_function is None:
+                function = self.make_generate_function()
+                self._generate_functions[key] = function
+                self._xla_functions[key] = self._built_with_xla
+            function = self.generate_function
+            # Layers traced for XLA are told so (zoo.accelerator); under
+            # PyTorch each weight is cast once per call (reused_casts).
+            xla = (
+                xla_calls()
+                if self._xla_functions.get(key)
+                else contextlib.nullcontext()
+            )
+            with reused_casts(), xla:
                 outputs = function(inputs, stop_token_ids=stop_token_ids)
         finally:
             self.sampler = self._compiled_sampler

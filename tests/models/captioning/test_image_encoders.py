@@ -394,7 +394,7 @@ def test_missing_weights_package_or_torch_is_one_clear_line(monkeypatch):
 )
 @pytest.mark.parametrize("xla", [False, True])
 def test_depthwise_convolution_equals_keras_layer(
-    kernel, strides, padding, size, xla
+    kernel, strides, padding, size, xla, monkeypatch
 ):
     # Under JAX on a CPU, and under TensorFlow inside xla_calls() (as in an
     # XLA-compiled generate function), the zoo's layer sums shifted copies
@@ -417,8 +417,21 @@ def test_depthwise_convolution_equals_keras_layer(
     ]
     ours.set_weights(weights)
     reference.set_weights(weights)
+    # Which computation ran: Keras' own (its call) or the shifted sums.
+    keras_calls = []
+    keras_call = keras.layers.DepthwiseConv2D.call
+    monkeypatch.setattr(
+        keras.layers.DepthwiseConv2D,
+        "call",
+        lambda layer, x: keras_calls.append(layer) or keras_call(layer, x),
+    )
     with xla_calls() if xla else contextlib.nullcontext():
         outputs = ours(images)
+    shifted = keras.backend.backend() == "jax" or (
+        xla and keras.backend.backend() == "tensorflow"
+    )
+    assert keras_calls == ([] if shifted else [ours])
+    monkeypatch.undo()
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(outputs),
         keras.ops.convert_to_numpy(reference(images)),
