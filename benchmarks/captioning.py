@@ -32,6 +32,7 @@ import time
 
 from zoo.testing.benchmarks import (
     benchmark_parser,
+    print_compiled_decoding,
     print_result,
     run_worker,
     selected_backends,
@@ -266,18 +267,9 @@ def main(argv=None):
             f"{r['same_greedy_output']}",
             flush=True,
         )
-        for search in ("greedy", beam):
-            c = r.get(f"{search}_compiled")
-            if c:
-                print(
-                    f"{backend}: {search}, decode step compiled "
-                    f"(jit_compile=True): {c['images_per_second']:.2f} "
-                    f"captions/s, compiled / eager "
-                    f"{c['compiled_over_eager']:.2f}x (first calls "
-                    f"{c['warm_up_seconds']:.1f} s), same output: "
-                    f"{c['same_output']}",
-                    flush=True,
-                )
+        print_compiled_decoding(
+            backend, r, ("greedy", beam), "images_per_second", "captions/s"
+        )
     print(
         "greedy and beam: generate() from raw uint8 images, the decoder's "
         "cache on; recomp.: generate(use_cache=False); encoder: "

@@ -34,6 +34,7 @@ import time
 
 from zoo.testing.benchmarks import (
     benchmark_parser,
+    print_compiled_decoding,
     print_result,
     run_worker,
     selected_backends,
@@ -235,18 +236,9 @@ def main(argv=None):
             f"{r[beam + '_speedup']:>8.2f}x | {r['greedy_same_output']}",
             flush=True,
         )
-        for search in ("greedy", beam):
-            c = r.get(f"{search}_compiled")
-            if c:
-                print(
-                    f"{backend}: {search}, decode step compiled "
-                    f"(jit_compile=True): {c['sentences_per_second']:.2f} "
-                    f"sentences/s, compiled / eager "
-                    f"{c['compiled_over_eager']:.2f}x (first calls "
-                    f"{c['warm_up_seconds']:.1f} s), same output: "
-                    f"{c['same_output']}",
-                    flush=True,
-                )
+        print_compiled_decoding(
+            backend, r, ("greedy", beam), "sentences_per_second", "sentences/s"
+        )
     print(
         "cached: one new decoder position per step, earlier keys/values "
         "from the cache; recomp.: generate(use_cache=False), the decoder "

@@ -165,6 +165,25 @@ def run_benchmark(script, argv, parse_args, measure, header, row):
     return results
 
 
+def print_compiled_decoding(backend, result, searches, rate, unit):
+    """Prints one line per search of `result` timed again with the decode
+    step compiled (`result[f"{search}_compiled"]`: the timing under
+    `rate`, `compiled_over_eager`, `warm_up_seconds`, `same_output`), as
+    the translation and captioning benchmarks measure it under PyTorch;
+    nothing for a search without one."""
+    for search in searches:
+        c = result.get(f"{search}_compiled")
+        if c:
+            print(
+                f"{backend}: {search}, decode step compiled "
+                f"(jit_compile=True): {c[rate]:.2f} {unit}, compiled / "
+                f"eager {c['compiled_over_eager']:.2f}x (first calls "
+                f"{c['warm_up_seconds']:.1f} s), same output: "
+                f"{c['same_output']}",
+                flush=True,
+            )
+
+
 def write_results(args, results):
     """Writes the flags and every backend's results to `args.json`, when
     the script has that flag and it is set."""
