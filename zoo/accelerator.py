@@ -137,6 +137,112 @@ def compiling_with_xla():
     return backend == "jax" or (backend == "tensorflow" and inside)
 
 
+_IN_PLACE = threading.local()  # .depth: in_place_updates() entered
+
+
+@contextlib.contextmanager
+def in_place_updates():
+    """Within this block (in this thread), under PyTorch, `slice_update`
+    writes into the tensor it is given instead of into a copy of it.
+
+    For code that owns the tensors it updates and never reads their old
+    values again: a decoding loop's key/value caches. Keras'
+    `ops.slice_update` copies the whole tensor under PyTorch (its tensors
+    are values, as on the other backends), so writing one position of a
+    cache costs as much as the cache, per layer and per token; JAX's and
+    TensorFlow's compiled loops update their buffers in place already.
+    zoo's generation enters this block around its decoding loop; outside
+    it a layer called with a cache never changes the cache it was given.
+
+    Example:
+
+    >>> cache = keras.ops.zeros((1, 4))
+    >>> with in_place_updates():
+    ...     new = slice_update(cache, [0, 2], keras.ops.ones((1, 1)))
+    >>> keras.ops.convert_to_numpy(new)
+    array([[0., 0., 1., 0.]], dtype=float32)
+    >>> (new is cache) == (keras.backend.backend() == "torch")
+    True
+    """
+    _IN_PLACE.depth = getattr(_IN_PLACE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _IN_PLACE.depth -= 1
+
+
+def slice_update(inputs, start_indices, updates):
+    """`keras.ops.slice_update(inputs, start_indices, updates)`, written
+    into `inputs` itself where that is safe and saves a copy.
+
+    Under PyTorch, inside `in_place_updates()`, with no gradient being
+    recorded through either tensor, `inputs` contiguous (a broadcast
+    tensor's rows may share memory) and `updates` narrower than `inputs`
+    along at most one axis, `updates` is copied into that axis' positions
+    `start ...` of `inputs` (`index_copy_`, which `torch.compile` keeps as
+    one in-place write; `start` may be a Python int or a scalar tensor)
+    and `inputs` is returned. Otherwise, and always under JAX and
+    TensorFlow, Keras' `ops.slice_update` (a new tensor).
+
+    Args:
+        inputs: the tensor to update, e.g. a cache `(batch, 2, length,
+            heads, head_dim)`.
+        start_indices: one start per axis of `inputs`.
+        updates: a tensor of `inputs`' rank, e.g. `(batch, 2, n, heads,
+            head_dim)` for `n` new positions.
+
+    Returns:
+        The updated tensor, of `inputs`' shape and dtype (`updates` is
+        cast to it).
+
+    Example (one new position of a cache):
+
+    >>> cache = keras.ops.zeros((1, 2, 5, 1, 3))
+    >>> position = keras.ops.ones((1, 2, 1, 1, 3))
+    >>> new = slice_update(cache, [0, 0, 3, 0, 0], position)
+    >>> keras.ops.convert_to_numpy(keras.ops.sum(new, axis=(0, 1, 3, 4)))
+    array([0., 0., 0., 6., 0.], dtype=float32)
+    """
+    updates = keras.ops.cast(
+        updates, keras.backend.standardize_dtype(inputs.dtype)
+    )
+    if (
+        keras.backend.backend() != "torch"
+        or getattr(_IN_PLACE, "depth", 0) == 0
+    ):
+        return keras.ops.slice_update(inputs, start_indices, updates)
+    import torch
+
+    if (
+        not isinstance(inputs, torch.Tensor)
+        or not isinstance(updates, torch.Tensor)
+        or (
+            torch.is_grad_enabled()
+            and (inputs.requires_grad or updates.requires_grad)
+        )
+        # A broadcast tensor (rows that share memory) takes no writes.
+        or not inputs.is_contiguous()
+        or inputs.ndim != updates.ndim
+        or len(start_indices) != inputs.ndim
+    ):
+        return keras.ops.slice_update(inputs, start_indices, updates)
+    axes = [
+        axis
+        for axis in range(inputs.ndim)
+        if updates.shape[axis] != inputs.shape[axis]
+    ]
+    if len(axes) > 1:
+        return keras.ops.slice_update(inputs, start_indices, updates)
+    if not axes:
+        return inputs.copy_(updates)
+    axis = axes[0]
+    positions = (
+        torch.arange(updates.shape[axis], device=inputs.device)
+        + start_indices[axis]
+    )
+    return inputs.index_copy_(axis, positions, updates)
+
+
 def exporting_onnx():
     """Whether this call is being traced by `torch.onnx.export` (what
     Keras' `model.export(path, format="onnx")` runs under PyTorch).

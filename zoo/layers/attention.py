@@ -22,6 +22,7 @@ backend (a fused one, or an explicit float32 softmax) is
 import keras
 from keras import ops
 
+from zoo.accelerator import slice_update
 from zoo.layers.attention_kernels import _attend, _check_mask_fits, _static_dim
 from zoo.layers.sublayers import call_sublayer
 
@@ -345,9 +346,10 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             if cache_update_index is None:
                 projected_key, projected_value = cache[:, 0], cache[:, 1]
             else:
-                # One update of the whole (batch, 2, len, heads, dim) cache:
-                # eager PyTorch copies a tensor per slice_update, so updating
-                # keys and values apart and re-stacking them copied it 3 times.
+                # One update of the whole (batch, 2, len, heads, dim) cache
+                # (keys and values apart, then re-stacked, copied it 3 times
+                # under PyTorch), in place inside zoo's decoding loop
+                # (`zoo.accelerator.in_place_updates`).
                 new = ops.stack(
                     [
                         call_sublayer(self, self._key_dense, key),
@@ -355,7 +357,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                     ],
                     axis=1,
                 )
-                cache = ops.slice_update(
+                cache = slice_update(
                     cache, [0, 0, cache_update_index, 0, 0], new
                 )
                 projected_key, projected_value = cache[:, 0], cache[:, 1]

@@ -38,7 +38,7 @@ import numpy as np
 from keras import ops
 from keras_hub.src.utils.tensor_utils import any_equal
 
-from zoo.accelerator import compile_function, xla_calls
+from zoo.accelerator import compile_function, in_place_updates, xla_calls
 from zoo.layers.sublayers import concrete_index, reused_casts
 from zoo.models.arguments import check_integer, check_number, shown
 
@@ -791,13 +791,15 @@ class GenerationMixin:
                 self._xla_functions[key] = self._built_with_xla
             function = self.generate_function
             # Layers traced for XLA are told so (zoo.accelerator); under
-            # PyTorch each weight is cast once per call (reused_casts).
+            # PyTorch each weight is cast once per call (reused_casts) and
+            # the loop's caches, which nothing else holds, are written in
+            # place (in_place_updates).
             xla = (
                 xla_calls()
                 if self._xla_functions.get(key)
                 else contextlib.nullcontext()
             )
-            with reused_casts(), xla:
+            with reused_casts(), in_place_updates(), xla:
                 outputs = function(inputs, stop_token_ids=stop_token_ids)
         finally:
             self.sampler = self._compiled_sampler

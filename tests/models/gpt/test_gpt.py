@@ -124,6 +124,34 @@ def test_greedy_with_cache_equals_greedy_without():
     assert [s[: len(p)] for s, p in zip(cached, prompts)] == prompts
 
 
+def test_generation_writes_its_own_caches_in_place_and_nothing_else():
+    """Under PyTorch the decoding loop writes each new position into the
+    caches it made (`zoo.accelerator.in_place_updates`), with the text of
+    the cache-free path; a direct `call_with_cache` never changes the cache
+    it is given, on any backend."""
+    gpt = make_gpt()
+    step, written = gpt.call_with_cache, []
+
+    def spy(ids, cache, index):
+        outputs = step(ids, cache, index)
+        written.append(all(a is b for a, b in zip(cache, outputs[2])))
+        return outputs
+
+    gpt.call_with_cache = spy
+    prompts = ["to be", "whether 'tis"]
+    cached = gpt.generate(prompts, max_length=CONTEXT, sampler="beam")
+    del gpt.call_with_cache
+    assert written and set(written) == {keras.backend.backend() == "torch"}
+    assert cached == gpt.generate(
+        prompts, max_length=CONTEXT, sampler="beam", use_cache=False
+    )
+    ids = token_ids(gpt, TEXT, 4)
+    cache = tuple(ops.zeros((1, 2, 4, 2, 8)) for _ in range(2))
+    _, _, new = gpt.call_with_cache(ids, cache, 0)
+    assert all(not np.any(ops.convert_to_numpy(c)) for c in cache)
+    assert all(np.any(ops.convert_to_numpy(c)) for c in new)
+
+
 def test_generate_string_in_string_out_and_strip_prompt():
     gpt = make_gpt()
     full = gpt.generate("to be", max_length=12)
