@@ -142,17 +142,15 @@ _IN_PLACE = threading.local()  # .depth: in_place_updates() entered
 
 @contextlib.contextmanager
 def in_place_updates():
-    """Within this block (in this thread), under PyTorch, `slice_update`
-    writes into the tensor it is given instead of into a copy of it.
+    """Within this block (in this thread; blocks may nest), under PyTorch,
+    `slice_update` writes into the tensor it is given where it can (see
+    `slice_update` for when) instead of returning an updated copy.
 
     For code that owns the tensors it updates and never reads their old
-    values again: a decoding loop's key/value caches. Keras'
-    `ops.slice_update` copies the whole tensor under PyTorch (its tensors
-    are values, as on the other backends), so writing one position of a
-    cache costs as much as the cache, per layer and per token; JAX's and
-    TensorFlow's compiled loops update their buffers in place already.
-    zoo's generation enters this block around its decoding loop; outside
-    it a layer called with a cache never changes the cache it was given.
+    values again: zoo's generation enters it around its decoding loop, whose
+    key/value caches nothing else holds. Outside it a layer called with a
+    cache never changes the cache it was given. No effect under JAX and
+    TensorFlow.
 
     Example:
 
@@ -187,7 +185,11 @@ def slice_update(inputs, start_indices, updates):
     Args:
         inputs: the tensor to update, e.g. a cache `(batch, 2, length,
             heads, head_dim)`.
-        start_indices: one start per axis of `inputs`.
+        start_indices: one start per axis of `inputs` (0 on the axes
+            where `updates` is as long as `inputs`). The updated positions
+            must lie inside `inputs`: past its end the backends differ
+            (JAX moves the start back, Keras' PyTorch op writes nothing,
+            the in-place write raises an IndexError).
         updates: a tensor of `inputs`' rank, e.g. `(batch, 2, n, heads,
             head_dim)` for `n` new positions.
 

@@ -537,7 +537,8 @@ def _eager_if_compiling_fails(compiled, eager, name, functions):
     """`compiled`, except that if it raises (torch.compile cannot build the
     step: no C++ compiler for inductor, say), one warning says so and
     `functions[name]` becomes `eager`, which reruns the call (a decoding
-    step changes nothing in place, so rerunning it is safe; an error in the
+    step writes, at most, the new positions of its caches, and the rerun
+    writes the same values there, so rerunning it is safe; an error in the
     inputs themselves is raised by the eager call as usual)."""
 
     failed = []
