@@ -89,6 +89,17 @@ def compiling():
     return bool(torch.compiler.is_compiling())
 
 
+@contextlib.contextmanager
+def _entered(state):
+    """Counts a block entered in this thread on `state` (a
+    `threading.local`): `state.depth` > 0 inside it, nesting included."""
+    state.depth = getattr(state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        state.depth -= 1
+
+
 _XLA_CALLS = threading.local()  # .depth: xla_calls() entered, this thread
 
 
@@ -110,11 +121,8 @@ def xla_calls():
     >>> inside == (keras.backend.backend() in ("jax", "tensorflow"))
     True
     """
-    _XLA_CALLS.depth = getattr(_XLA_CALLS, "depth", 0) + 1
-    try:
+    with _entered(_XLA_CALLS):
         yield
-    finally:
-        _XLA_CALLS.depth -= 1
 
 
 def compiling_with_xla():
@@ -162,11 +170,8 @@ def in_place_updates():
     >>> (new is cache) == (keras.backend.backend() == "torch")
     True
     """
-    _IN_PLACE.depth = getattr(_IN_PLACE, "depth", 0) + 1
-    try:
+    with _entered(_IN_PLACE):
         yield
-    finally:
-        _IN_PLACE.depth -= 1
 
 
 def slice_update(inputs, start_indices, updates):
