@@ -66,3 +66,59 @@ def test_a_fit_that_raised_keeps_the_steps_it_finished():
     # Still usable: it trains on and predicts.
     task.fit(x, y, batch_size=2, epochs=1, verbose=0)
     assert np.all(np.isfinite(task.predict(x, verbose=0)))
+
+
+def counted(function, calls):
+    """`function`, appending to `calls` at each call (each trace, for a
+    traced train step)."""
+
+    def wrapper(*args):
+        calls.append(1)
+        return function(*args)
+
+    return wrapper
+
+
+def test_a_first_fit_traces_its_step_once_with_the_optimizer_built():
+    """Under TensorFlow the optimizer is built before `fit` traces its
+    step (otherwise its slots are created inside the first trace, and
+    TensorFlow traces the step again); the training is the same."""
+    from zoo.models import GPT
+
+    losses = []
+    for prebuilt in (True, False):
+        keras.utils.set_random_seed(0)
+        model = GPT(backbone(), preprocessor=None)
+        model.compile(optimizer=keras.optimizers.AdamW(1e-2))
+        traces = []
+        model.train_step = counted(model.train_step, traces)
+        x = ids(8)
+        y = np.ones((2, 8), "int32")
+        if prebuilt:
+            history = model.fit(x, y, epochs=2, verbose=0)
+            assert model.optimizer.built
+            if keras.backend.backend() == "tensorflow":
+                assert len(traces) == 1
+        else:  # Keras' own order: the optimizer built inside the step
+            history = keras.Model.fit(model, x, y, epochs=2, verbose=0)
+        losses.append(history.history["loss"])
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+
+
+def test_a_model_with_an_unbuilt_layer_is_left_to_keras():
+    class Lazy(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+
+        def call(self, x):
+            return self.dense(x)
+
+    from zoo.models.jax_state import build_optimizer_before_tracing
+
+    model = Lazy()
+    model.compile(optimizer="sgd", loss="mse")
+    build_optimizer_before_tracing(model)
+    assert not model.optimizer.built  # its Dense has no variables yet
+    model.fit(np.ones((4, 3)), np.ones((4, 1)), verbose=0)
+    assert model.optimizer.built

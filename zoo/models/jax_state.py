@@ -34,6 +34,7 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
     """
 
     def fit(self, *args, **kwargs):
+        build_optimizer_before_tracing(self)
         with _ReattachOnError(self):
             return super().fit(*args, **kwargs)
 
@@ -73,6 +74,35 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
             optimizer_variables=optimizer_variables,
             metrics_variables=metrics_variables,
         )
+
+
+def build_optimizer_before_tracing(model):
+    """Under TensorFlow, builds `model`'s optimizer for its trainable
+    variables before `fit` traces its first step, when every layer is
+    built and the optimizer is not.
+
+    Keras' TensorFlow trainer (without a distribution strategy) leaves the
+    optimizer to be built inside the first traced step, and a
+    `tf.function` that creates variables is traced a second time: twice
+    the tracing of every first `fit` (seconds for a Transformer's
+    optimizer). Keras' JAX and PyTorch trainers, and its TensorFlow
+    trainer under a strategy, build the optimizer before the first step,
+    as here. A model with an unbuilt layer (whose variables its first call
+    will create) is left to Keras.
+
+    Args:
+        model: a compiled Keras model.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or optimizer.built:
+        return
+    if not all(layer.built for layer in model._flatten_layers()):
+        return
+    variables = model.trainable_variables
+    if variables:
+        optimizer.build(variables)
 
 
 class _ReattachOnError:
