@@ -11,6 +11,10 @@ not callable", the weights gone. zoo's backbones and tasks mix in
 `KeepsWeightsOnError`, which gives the variables back the last state the
 loop reached (or the values they had) before the error goes on. Other
 backends keep the variables attached; there it does nothing.
+
+The same mixin's `fit` builds the optimizer before the first step under
+TensorFlow (`build_optimizer_before_tracing`), as Keras' other trainers
+do, so that TensorFlow traces the step once.
 """
 
 import keras
@@ -27,7 +31,9 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
     the checks every zoo model shares: `zoo.saving.KerasFilesOnly` (`save`
     writes `.keras` files only) and `zoo.models.token_ids.ChecksTokenIds`
     (token ids outside the vocabulary are one error line before `fit`,
-    `evaluate`, `predict` or a call on NumPy arrays).
+    `evaluate`, `predict` or a call on NumPy arrays), and its `fit` builds
+    the optimizer before TensorFlow traces the first step
+    (`build_optimizer_before_tracing`).
 
     Put it first among the bases: `class GPT(KeepsWeightsOnError, ...,
     keras_hub.models.CausalLM)`.
