@@ -105,6 +105,34 @@ def test_a_first_fit_traces_its_step_once_with_the_optimizer_built():
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
 
 
+def test_an_unbuilt_preprocessor_does_not_hold_the_optimizer_back():
+    """A task's preprocessor runs in the input pipeline, not in the step:
+    fitting raw text still builds the optimizer first and traces once."""
+    from zoo.data.tokenizers import CharacterTokenizer
+    from zoo.models import GPT, GPTPreprocessor
+
+    tokenizer = CharacterTokenizer.from_text("to be or not to be")
+    model = GPT(
+        GPTBackbone(
+            tokenizer.vocabulary_size(),
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=8,
+            sequence_length=8,
+        ),
+        preprocessor=GPTPreprocessor(tokenizer, 8),
+    )
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2))
+    assert not model.preprocessor.built  # what the check must look past
+    traces = []
+    model.train_step = counted(model.train_step, traces)
+    history = model.fit(["to be or", "not to be"], epochs=2, verbose=0)
+    assert model.optimizer.built
+    assert np.all(np.isfinite(history.history["loss"]))
+    if keras.backend.backend() == "tensorflow":
+        assert len(traces) == 1
+
+
 def test_a_model_with_an_unbuilt_layer_is_left_to_keras():
     class Lazy(keras.Model):
         def __init__(self):

@@ -94,7 +94,8 @@ def build_optimizer_before_tracing(model):
     optimizer). Keras' JAX and PyTorch trainers, and its TensorFlow
     trainer under a strategy, build the optimizer before the first step,
     as here. A model with an unbuilt layer (whose variables its first call
-    will create) is left to Keras.
+    will create) is left to Keras; a task's preprocessor, which runs in
+    the input pipeline, does not count.
 
     Args:
         model: a compiled Keras model.
@@ -104,7 +105,18 @@ def build_optimizer_before_tracing(model):
     optimizer = getattr(model, "optimizer", None)
     if optimizer is None or optimizer.built:
         return
-    if not all(layer.built for layer in model._flatten_layers()):
+    # A task's preprocessor runs in the input pipeline, never inside the
+    # step, so it creates no variable there whether or not it is built.
+    preprocessor = getattr(model, "preprocessor", None)
+    outside = (
+        {id(layer) for layer in preprocessor._flatten_layers()}
+        if isinstance(preprocessor, keras.layers.Layer)
+        else set()
+    )
+    layers = [
+        layer for layer in model._flatten_layers() if id(layer) not in outside
+    ]
+    if not all(layer.built for layer in layers):
         return
     variables = model.trainable_variables
     if variables:
