@@ -105,6 +105,30 @@ def test_a_first_fit_traces_its_step_once_with_the_optimizer_built():
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
 
 
+def test_train_on_batch_traces_its_step_once_with_the_optimizer_built():
+    from zoo.models import GPT
+
+    losses = []
+    for prebuilt in (True, False):
+        keras.utils.set_random_seed(0)
+        model = GPT(backbone(), preprocessor=None)
+        model.compile(optimizer=keras.optimizers.AdamW(1e-2))
+        traces = []
+        model.train_step = counted(model.train_step, traces)
+        x, y = ids(8), np.ones((2, 8), "int32")
+        # Keras' own order otherwise: the optimizer built inside the step.
+        train = model.train_on_batch if prebuilt else keras.Model.train_on_batch
+        args = (x, y) if prebuilt else (model, x, y)
+        losses.append(
+            [train(*args, return_dict=True)["loss"] for _ in range(2)]
+        )
+        if prebuilt:
+            assert model.optimizer.built
+            if keras.backend.backend() == "tensorflow":
+                assert len(traces) == 1
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+
+
 def test_an_unbuilt_preprocessor_does_not_hold_the_optimizer_back():
     """A task's preprocessor runs in the input pipeline, not in the step:
     fitting raw text still builds the optimizer first and traces once."""

@@ -12,8 +12,8 @@ not callable", the weights gone. zoo's backbones and tasks mix in
 loop reached (or the values they had) before the error goes on. Other
 backends keep the variables attached; there it does nothing.
 
-The same mixin's `fit` builds the optimizer before the first step under
-TensorFlow (`build_optimizer_before_tracing`), as Keras' other trainers
+The same mixin's `fit` and `train_on_batch` build the optimizer before
+the first step under TensorFlow (`build_optimizer_before_tracing`), as Keras' other trainers
 do, so that TensorFlow traces the step once.
 """
 
@@ -31,9 +31,9 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
     the checks every zoo model shares: `zoo.saving.KerasFilesOnly` (`save`
     writes `.keras` files only) and `zoo.models.token_ids.ChecksTokenIds`
     (token ids outside the vocabulary are one error line before `fit`,
-    `evaluate`, `predict` or a call on NumPy arrays), and its `fit` builds
-    the optimizer before TensorFlow traces the first step
-    (`build_optimizer_before_tracing`).
+    `evaluate`, `predict` or a call on NumPy arrays), and its `fit` and
+    `train_on_batch` build the optimizer before TensorFlow traces the
+    first step (`build_optimizer_before_tracing`).
 
     Put it first among the bases: `class GPT(KeepsWeightsOnError, ...,
     keras_hub.models.CausalLM)`.
@@ -43,6 +43,10 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
         build_optimizer_before_tracing(self)
         with _ReattachOnError(self):
             return super().fit(*args, **kwargs)
+
+    def train_on_batch(self, *args, **kwargs):
+        build_optimizer_before_tracing(self)
+        return super().train_on_batch(*args, **kwargs)
 
     def evaluate(self, *args, **kwargs):
         with _ReattachOnError(self):
