@@ -16,7 +16,7 @@ from tests.helpers import run_interrupted_after_first_epoch
 from zoo.models.vit import ViTImageClassifier
 
 
-@pytest.mark.one_backend
+@pytest.mark.one_backend("jax")
 def test_smoke_trains_measures_draws_and_the_saved_model_completes(
     tmp_path, monkeypatch
 ):
