@@ -79,10 +79,26 @@ def counted(function, calls):
     return wrapper
 
 
-def test_a_first_fit_traces_its_step_once_with_the_optimizer_built():
-    """Under TensorFlow the optimizer is built before `fit` traces its
-    step (otherwise its slots are created inside the first trace, and
-    TensorFlow traces the step again); the training is the same."""
+def train_twice(model, method, keras_order):
+    """The losses of two epochs (`fit`) or two steps (`train_on_batch`) on
+    one batch; `keras_order`: through `keras.Model`'s own method, which
+    under TensorFlow builds the optimizer inside the first trace."""
+    x, y = ids(8), np.ones((2, 8), "int32")
+    owner = keras.Model if keras_order else type(model)
+    if method == "fit":
+        return owner.fit(model, x, y, epochs=2, verbose=0).history["loss"]
+    return [
+        owner.train_on_batch(model, x, y, return_dict=True)["loss"]
+        for _ in range(2)
+    ]
+
+
+@pytest.mark.parametrize("method", ["fit", "train_on_batch"])
+def test_a_first_step_is_traced_once_with_the_optimizer_built(method):
+    """Under TensorFlow the optimizer is built before `fit` or
+    `train_on_batch` traces its step (otherwise its slots are created
+    inside the first trace, and TensorFlow traces the step again); the
+    training is the same."""
     from zoo.models import GPT
 
     losses = []
@@ -92,36 +108,7 @@ def test_a_first_fit_traces_its_step_once_with_the_optimizer_built():
         model.compile(optimizer=keras.optimizers.AdamW(1e-2))
         traces = []
         model.train_step = counted(model.train_step, traces)
-        x = ids(8)
-        y = np.ones((2, 8), "int32")
-        if prebuilt:
-            history = model.fit(x, y, epochs=2, verbose=0)
-            assert model.optimizer.built
-            if keras.backend.backend() == "tensorflow":
-                assert len(traces) == 1
-        else:  # Keras' own order: the optimizer built inside the step
-            history = keras.Model.fit(model, x, y, epochs=2, verbose=0)
-        losses.append(history.history["loss"])
-    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
-
-
-def test_train_on_batch_traces_its_step_once_with_the_optimizer_built():
-    from zoo.models import GPT
-
-    losses = []
-    for prebuilt in (True, False):
-        keras.utils.set_random_seed(0)
-        model = GPT(backbone(), preprocessor=None)
-        model.compile(optimizer=keras.optimizers.AdamW(1e-2))
-        traces = []
-        model.train_step = counted(model.train_step, traces)
-        x, y = ids(8), np.ones((2, 8), "int32")
-        # Keras' own order otherwise: the optimizer built inside the step.
-        train = model.train_on_batch if prebuilt else keras.Model.train_on_batch
-        args = (x, y) if prebuilt else (model, x, y)
-        losses.append(
-            [train(*args, return_dict=True)["loss"] for _ in range(2)]
-        )
+        losses.append(train_twice(model, method, keras_order=not prebuilt))
         if prebuilt:
             assert model.optimizer.built
             if keras.backend.backend() == "tensorflow":
