@@ -13,8 +13,8 @@ loop reached (or the values they had) before the error goes on. Other
 backends keep the variables attached; there it does nothing.
 
 The same mixin's `fit` and `train_on_batch` build the optimizer before
-the first step under TensorFlow (`build_optimizer_before_tracing`), as Keras' other trainers
-do, so that TensorFlow traces the step once.
+the first step under TensorFlow (`build_optimizer_before_tracing`), as
+Keras' other trainers do, so that TensorFlow traces the step once.
 """
 
 import keras
