@@ -457,6 +457,25 @@ def test_a_loaded_captioner_keeps_its_sampler_and_its_special_tokens(
     np.testing.assert_array_equal(bias, np.asarray(model.token_bias))
 
 
+def test_fit_on_ready_batches_traces_its_step_once():
+    """A PyDataset of preprocessed batches trains through Keras' own `fit`;
+    the optimizer is still built before TensorFlow traces the step."""
+    from tests.models.test_jax_state import counted
+
+    model = captioner("lstm")
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    ready = CaptionPairs(
+        IMAGES[:4], CAPTIONS[:4], 3, preprocessor=model.preprocessor
+    )
+    traces = []
+    model.train_step = counted(model.train_step, traces)
+    history = model.fit(ready, epochs=2, verbose=0)
+    assert model.optimizer.built
+    assert np.all(np.isfinite(history.history["loss"]))
+    if keras.backend.backend() == "tensorflow":
+        assert len(traces) == 1
+
+
 def test_a_decoder_trained_on_cached_features_gets_its_encoder_back():
     image_encoder = encoder()
     grid = to_numpy(image_encoder(IMAGES[:8].astype("float32")))

@@ -35,7 +35,11 @@ from zoo.models.generation import (
     finish_rows,
     resolve_sampler,
 )
-from zoo.models.jax_state import KeepsWeightsOnError, _ReattachOnError
+from zoo.models.jax_state import (
+    KeepsWeightsOnError,
+    _ReattachOnError,
+    build_optimizer_before_tracing,
+)
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
@@ -228,6 +232,7 @@ class ImageCaptioner(
         `validation_data` must then be one too."""
         _refuse_sample_weight(sample_weight, "fit")
         if isinstance(x, keras.utils.PyDataset):
+            build_optimizer_before_tracing(self)
             with _ReattachOnError(self):
                 return keras.Model.fit(self, x, shuffle=False, **kwargs)
         if kwargs.get("validation_data") is not None and not is_dataset(
