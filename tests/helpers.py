@@ -96,6 +96,17 @@ def np_layer_norm(x, gamma, beta, eps):
 # ---- Round trips ------------------------------------------------------------
 
 
+def counted(function, calls):
+    """`function`, appending to `calls` at each call (each trace, for a
+    traced train step)."""
+
+    def wrapper(*args):
+        calls.append(1)
+        return function(*args)
+
+    return wrapper
+
+
 def keras_round_trip(model, tmp_path, name="model.keras"):
     """Saves to .keras and loads it back (with zoo's registered objects)."""
     path = os.path.join(str(tmp_path), name)

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import to_numpy
+from tests.helpers import counted, to_numpy
 from tests.models.test_portable import text_classifier
 from zoo.models import GPTBackbone
 
@@ -66,17 +66,6 @@ def test_a_fit_that_raised_keeps_the_steps_it_finished():
     # Still usable: it trains on and predicts.
     task.fit(x, y, batch_size=2, epochs=1, verbose=0)
     assert np.all(np.isfinite(task.predict(x, verbose=0)))
-
-
-def counted(function, calls):
-    """`function`, appending to `calls` at each call (each trace, for a
-    traced train step)."""
-
-    def wrapper(*args):
-        calls.append(1)
-        return function(*args)
-
-    return wrapper
 
 
 def train_twice(model, method, keras_order):

@@ -17,6 +17,8 @@ the first step under TensorFlow (`build_optimizer_before_tracing`), as
 Keras' other trainers do, so that TensorFlow traces the step once.
 """
 
+import contextlib
+
 import keras
 
 from zoo.models.token_ids import ChecksTokenIds
@@ -40,8 +42,7 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
     """
 
     def fit(self, *args, **kwargs):
-        build_optimizer_before_tracing(self)
-        with _ReattachOnError(self):
+        with fitting(self):
             return super().fit(*args, **kwargs)
 
     def train_on_batch(self, *args, **kwargs):
@@ -86,10 +87,22 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
         )
 
 
+@contextlib.contextmanager
+def fitting(model):
+    """What `KeepsWeightsOnError.fit` wraps around Keras' `fit`, for a
+    model whose own `fit` calls `keras.Model.fit` directly: the optimizer
+    built before TensorFlow traces the step
+    (`build_optimizer_before_tracing`), and the weights kept if the loop
+    raises (JAX)."""
+    build_optimizer_before_tracing(model)
+    with _ReattachOnError(model):
+        yield
+
+
 def build_optimizer_before_tracing(model):
     """Under TensorFlow, builds `model`'s optimizer for its trainable
-    variables before `fit` traces its first step, when every layer is
-    built and the optimizer is not.
+    variables before `fit` or `train_on_batch` traces its first step, when
+    every layer is built and the optimizer is not.
 
     Keras' TensorFlow trainer (without a distribution strategy) leaves the
     optimizer to be built inside the first traced step, and a

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from tests.helpers import keras_round_trip, to_numpy
+from tests.helpers import counted, keras_round_trip, to_numpy
 from zoo.data.captions import CaptionPairs, make_synthetic_captions
 from zoo.data.tokenizers import SubwordTokenizer, train_subword_tokenizer
 from zoo.models.captioning import (
@@ -460,8 +460,6 @@ def test_a_loaded_captioner_keeps_its_sampler_and_its_special_tokens(
 def test_fit_on_ready_batches_traces_its_step_once():
     """A PyDataset of preprocessed batches trains through Keras' own `fit`;
     the optimizer is still built before TensorFlow traces the step."""
-    from tests.models.test_jax_state import counted
-
     model = captioner("lstm")
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     ready = CaptionPairs(

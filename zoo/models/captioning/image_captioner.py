@@ -38,7 +38,7 @@ from zoo.models.generation import (
 from zoo.models.jax_state import (
     KeepsWeightsOnError,
     _ReattachOnError,
-    build_optimizer_before_tracing,
+    fitting,
 )
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
@@ -232,8 +232,7 @@ class ImageCaptioner(
         `validation_data` must then be one too."""
         _refuse_sample_weight(sample_weight, "fit")
         if isinstance(x, keras.utils.PyDataset):
-            build_optimizer_before_tracing(self)
-            with _ReattachOnError(self):
+            with fitting(self):
                 return keras.Model.fit(self, x, shuffle=False, **kwargs)
         if kwargs.get("validation_data") is not None and not is_dataset(
             kwargs["validation_data"]
