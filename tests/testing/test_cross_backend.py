@@ -648,6 +648,31 @@ def test_imagegpt_agrees_across_backends_completions_included(shared_run):
     assert 0 <= completed.min() and completed.max() <= 255
 
 
+def test_each_saved_file_generates_through_the_first_files_model():
+    from zoo.testing.cross_backend import worker
+
+    def model(units, seed):
+        keras.utils.set_random_seed(seed)
+        return keras.Sequential(
+            [
+                keras.Input((3,), name="x"),
+                keras.layers.Dense(units, name="dense"),
+            ],
+            name="model",
+        )
+
+    first, same, other = model(2, 0), model(2, 1), model(4, 0)
+    x = np.ones((1, 3), "float32")
+    expected = same.predict_on_batch(x)
+    assert not np.allclose(first.predict_on_batch(x), expected)
+    assert worker._generator_for(first, None) is first
+    # The same model, other weights: the first model, carrying them.
+    assert worker._generator_for(same, first) is first
+    np.testing.assert_array_equal(first.predict_on_batch(x), expected)
+    # Another description: the loaded model itself.
+    assert worker._generator_for(other, first) is other
+
+
 def test_weights_are_matched_by_path_not_by_order():
     raw = agreeing_raw()
     # Another backend lists the same weights in another order: no difference.
