@@ -68,41 +68,66 @@ def test_a_fit_that_raised_keeps_the_steps_it_finished():
     assert np.all(np.isfinite(task.predict(x, verbose=0)))
 
 
-def train_twice(model, method, keras_order):
-    """The losses of two epochs (`fit`) or two steps (`train_on_batch`) on
-    one batch; `keras_order`: through `keras.Model`'s own method, which
-    under TensorFlow builds the optimizer inside the first trace."""
+def keras_order(patch):
+    """Takes zoo's builds before the first trace away (inside a
+    `monkeypatch.context()`): Keras' TensorFlow trainer then builds the
+    optimizer and the compiled metrics inside the first trace."""
+    from zoo.models import jax_state
+
+    patch.setattr(jax_state, "build_optimizer_before_tracing", lambda m: None)
+    patch.setattr(jax_state, "build_from_data_specs", lambda *a: False)
+
+
+def run_twice(model, method):
+    """The logs of two epochs (`fit`), two steps (`train_on_batch`) or two
+    `evaluate` calls on one batch, through `keras.Model`'s own methods
+    (what zoo adds must reach them too)."""
     x, y = ids(8), np.ones((2, 8), "int32")
-    owner = keras.Model if keras_order else type(model)
     if method == "fit":
-        return owner.fit(model, x, y, epochs=2, verbose=0).history["loss"]
-    return [
-        owner.train_on_batch(model, x, y, return_dict=True)["loss"]
-        for _ in range(2)
-    ]
+        return keras.Model.fit(model, x, y, epochs=2, verbose=0).history
+    call = getattr(keras.Model, method)
+    return [call(model, x, y, return_dict=True) for _ in range(2)]
 
 
-@pytest.mark.parametrize("method", ["fit", "train_on_batch"])
-def test_a_first_step_is_traced_once_with_the_optimizer_built(method):
-    """Under TensorFlow the optimizer is built before `fit` or
-    `train_on_batch` traces its step (otherwise its slots are created
-    inside the first trace, and TensorFlow traces the step again); the
-    training is the same."""
+@pytest.mark.parametrize(
+    "method, metrics",
+    [
+        ("fit", "auto"),
+        ("train_on_batch", "auto"),
+        # A metric named by a string is made (its variables created) when
+        # it first sees labels and predictions.
+        ("fit", ["accuracy"]),
+        ("evaluate", ["accuracy"]),
+    ],
+)
+def test_a_first_step_is_traced_once_with_the_optimizer_built(
+    method, metrics, monkeypatch
+):
+    """Under TensorFlow the optimizer and the compiled metrics are built
+    before `fit`, `train_on_batch` or `evaluate` traces its step
+    (otherwise they are created inside the first trace, and TensorFlow
+    traces the step again); the results are the same."""
     from zoo.models import GPT
 
-    losses = []
-    for prebuilt in (True, False):
-        keras.utils.set_random_seed(0)
-        model = GPT(backbone(), preprocessor=None)
-        model.compile(optimizer=keras.optimizers.AdamW(1e-2))
-        traces = []
-        model.train_step = counted(model.train_step, traces)
-        losses.append(train_twice(model, method, keras_order=not prebuilt))
-        if prebuilt:
-            assert model.optimizer.built
-            if keras.backend.backend() == "tensorflow":
-                assert len(traces) == 1
-    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+    results = []
+    for zoo_builds in (True, False):
+        with monkeypatch.context() as patch:
+            if not zoo_builds:
+                keras_order(patch)
+            keras.utils.set_random_seed(0)
+            model = GPT(backbone(), preprocessor=None)
+            model.compile(
+                optimizer=keras.optimizers.AdamW(1e-2),
+                weighted_metrics=metrics,
+            )
+            step = "test_step" if method == "evaluate" else "train_step"
+            traces = []
+            setattr(model, step, counted(getattr(model, step), traces))
+            results.append(run_twice(model, method))
+        if keras.backend.backend() == "tensorflow":
+            assert len(traces) == (1 if zoo_builds else 2)
+    first, second = (keras.tree.flatten(r) for r in results)
+    np.testing.assert_allclose(first, second, rtol=1e-5)
 
 
 def test_an_unbuilt_preprocessor_does_not_hold_the_optimizer_back():

@@ -12,9 +12,10 @@ not callable", the weights gone. zoo's backbones and tasks mix in
 loop reached (or the values they had) before the error goes on. Other
 backends keep the variables attached; there it does nothing.
 
-The same mixin's `fit` and `train_on_batch` build the optimizer before
-the first step under TensorFlow (`build_optimizer_before_tracing`), as
-Keras' other trainers do, so that TensorFlow traces the step once.
+Under TensorFlow the same mixin builds the optimizer and the compiled
+metrics before `fit`, `evaluate`, `train_on_batch` or `test_on_batch`
+traces the first step (`build_from_data_specs`), as Keras' other trainers
+do, so that TensorFlow traces the step once.
 """
 
 import contextlib
@@ -33,9 +34,9 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
     the checks every zoo model shares: `zoo.saving.KerasFilesOnly` (`save`
     writes `.keras` files only) and `zoo.models.token_ids.ChecksTokenIds`
     (token ids outside the vocabulary are one error line before `fit`,
-    `evaluate`, `predict` or a call on NumPy arrays), and its `fit` and
-    `train_on_batch` build the optimizer before TensorFlow traces the
-    first step (`build_optimizer_before_tracing`).
+    `evaluate`, `predict` or a call on NumPy arrays); and under
+    TensorFlow the optimizer and the compiled metrics are built before
+    the first step is traced (`build_from_data_specs`).
 
     Put it first among the bases: `class GPT(KeepsWeightsOnError, ...,
     keras_hub.models.CausalLM)`.
@@ -45,13 +46,18 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
         with fitting(self):
             return super().fit(*args, **kwargs)
 
-    def train_on_batch(self, *args, **kwargs):
-        build_optimizer_before_tracing(self)
-        return super().train_on_batch(*args, **kwargs)
-
     def evaluate(self, *args, **kwargs):
         with _ReattachOnError(self):
             return super().evaluate(*args, **kwargs)
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras' TensorFlow trainer calls this before tracing a step in
+        # `fit`, `evaluate`, `train_on_batch` and `test_on_batch`, also
+        # when called as `keras.Model.fit(model, ...)`.
+        if not build_from_data_specs(self, iterator, data_batch):
+            super()._maybe_symbolic_build(
+                iterator=iterator, data_batch=data_batch
+            )
 
     def predict(self, *args, **kwargs):
         with _ReattachOnError(self):
@@ -90,11 +96,10 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
 @contextlib.contextmanager
 def fitting(model):
     """What `KeepsWeightsOnError.fit` wraps around Keras' `fit`, for a
-    model whose own `fit` calls `keras.Model.fit` directly: the optimizer
-    built before TensorFlow traces the step
-    (`build_optimizer_before_tracing`), and the weights kept if the loop
-    raises (JAX)."""
-    build_optimizer_before_tracing(model)
+    model whose own `fit` calls `keras.Model.fit` directly: the weights
+    kept if the loop raises (JAX). (The builds before the first trace
+    under TensorFlow come from the mixin's `_maybe_symbolic_build`, which
+    Keras' `fit` calls whichever class's `fit` runs.)"""
     with _ReattachOnError(model):
         yield
 
@@ -138,6 +143,59 @@ def build_optimizer_before_tracing(model):
     variables = model.trainable_variables
     if variables:
         optimizer.build(variables)
+
+
+def build_from_data_specs(model, iterator=None, data_batch=None):
+    """Under TensorFlow without a distribution strategy, builds what
+    `model`'s first traced step would otherwise create (the compiled
+    metrics' and loss' variables, the optimizer's) before `fit` or
+    `evaluate` traces it, from the data's element specs: Keras' symbolic
+    build, which its TensorFlow trainer runs only under a strategy, and
+    its JAX and PyTorch trainers always.
+
+    A `tf.function` that creates variables is traced a second time, so
+    without this a classifier's first `fit` (its "accuracy" metric built
+    inside the first trace) or first `evaluate` traces its step twice.
+    No batch is read: the specs come from the epoch iterator's dataset.
+    With no metric or loss to build, only the optimizer is built
+    (`build_optimizer_before_tracing`); data whose specs are not plain
+    tensor specs (ragged, sparse) leaves the metrics to Keras.
+
+    Args:
+        model: a compiled Keras model.
+        iterator: Keras' epoch iterator of the `fit` or `evaluate` call.
+        data_batch: a batch (or its specs), when the caller has one.
+
+    Returns:
+        False where Keras' own `_maybe_symbolic_build` should run instead
+        (other backends, or a distribution strategy).
+    """
+    if (
+        keras.backend.backend() != "tensorflow"
+        or getattr(model, "_distribute_strategy", None) is not None
+    ):
+        return False
+    unbuilt = [
+        part
+        for part in (model._compile_metrics, model._compile_loss)
+        if part is not None and not part.built
+    ]
+    if unbuilt and data_batch is None:
+        dataset = getattr(iterator, "_distributed_dataset", None)
+        data_batch = getattr(dataset, "element_spec", None)
+        specs = keras.tree.flatten(data_batch)
+        if data_batch is None or not all(
+            type(spec).__name__ == "TensorSpec" for spec in specs
+        ):
+            data_batch = None
+    if unbuilt and data_batch is not None:
+        try:
+            model._symbolic_build(data_batch=data_batch)
+            return True
+        except Exception:
+            pass  # the first trace builds them, and raises what is wrong
+    build_optimizer_before_tracing(model)
+    return True
 
 
 class _ReattachOnError:
