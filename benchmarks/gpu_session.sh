@@ -144,13 +144,15 @@ else
 fi
 BF16="--mixed-precision bfloat16"
 
+# The installed versions, read without importing the frameworks again
+# ('import zoo' above imported them: seconds of the lease each time).
 step environment 5 60 bash -c "nvidia-smi -L; $PYTHON -c '
-import importlib
-for name in (\"jax\", \"torch\", \"keras\", \"keras_hub\", \"tensorflow\"):
+import importlib.metadata as metadata
+for name in (\"jax\", \"torch\", \"keras\", \"keras-hub\", \"tensorflow\"):
     try:
-        print(name, importlib.import_module(name).__version__)
-    except Exception as error:
-        print(name, \"missing:\", type(error).__name__)'"
+        print(name, metadata.version(name))
+    except metadata.PackageNotFoundError:
+        print(name, \"missing\")'"
 
 tests() {  # tests BACKEND: the attention and Transformer tests there
     # shellcheck disable=SC2086
