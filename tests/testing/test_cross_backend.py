@@ -673,6 +673,40 @@ def test_each_saved_file_generates_through_the_first_files_model():
     assert worker._generator_for(other, first) is other
 
 
+def test_the_first_files_generate_function_runs_the_loaded_weights(tmp_path):
+    # As in the matrix: two loads of one saved GPT, the second with other
+    # weights; the first, traced once, generates what the second would.
+    from zoo.models import GPT, GPTBackbone
+    from zoo.testing.cross_backend import worker
+
+    keras.utils.set_random_seed(0)
+    path = tmp_path / "gpt.keras"
+    GPT(
+        GPTBackbone(
+            20, num_layers=1, num_heads=2, hidden_dim=8, sequence_length=8
+        ),
+        preprocessor=None,
+    ).save(path)
+    first, other = (keras.saving.load_model(path) for _ in range(2))
+    rng = np.random.default_rng(0)
+    other.set_weights(
+        [
+            3 * rng.normal(size=w.shape).astype(w.dtype)
+            for w in other.get_weights()
+        ]
+    )
+    prompt = {
+        "token_ids": np.ones((2, 8), "int32"),
+        "padding_mask": np.arange(8)[None] < np.array([[2], [3]]),
+    }
+    before = first.generate(dict(prompt), stop_token_ids=None)["token_ids"]
+    expected = other.generate(dict(prompt), stop_token_ids=None)["token_ids"]
+    assert not np.array_equal(before, expected)  # the weights matter
+    assert worker._generator_for(other, first) is first
+    generated = first.generate(dict(prompt), stop_token_ids=None)
+    np.testing.assert_array_equal(generated["token_ids"], expected)
+
+
 def test_weights_are_matched_by_path_not_by_order():
     raw = agreeing_raw()
     # Another backend lists the same weights in another order: no difference.
