@@ -130,6 +130,27 @@ def test_a_first_step_is_traced_once_with_the_optimizer_built(
     np.testing.assert_allclose(first, second, rtol=1e-5)
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="Keras' JAX and PyTorch trainers build the optimizer in evaluate",
+)
+def test_an_evaluation_builds_the_metrics_but_not_the_optimizer():
+    """As Keras' TensorFlow trainer does: a layer frozen while the model
+    is evaluated, then unfrozen, still trains."""
+    from zoo.models import GPT
+
+    model = GPT(backbone(), preprocessor=None)
+    model.compile(weighted_metrics=["accuracy"])
+    model.backbone.embeddings.trainable = False
+    x, y = ids(8), np.ones((2, 8), "int32")
+    model.evaluate(x, y, verbose=0)
+    model.test_on_batch(x, y)
+    assert model._compile_metrics.built and not model.optimizer.built
+    model.backbone.embeddings.trainable = True
+    history = model.fit(x, y, epochs=1, verbose=0).history
+    assert np.isfinite(history["loss"][0])
+
+
 def test_an_unbuilt_preprocessor_does_not_hold_the_optimizer_back():
     """A task's preprocessor runs in the input pipeline, not in the step:
     fitting raw text still builds the optimizer first and traces once."""

@@ -47,8 +47,12 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
             return super().fit(*args, **kwargs)
 
     def evaluate(self, *args, **kwargs):
-        with _ReattachOnError(self):
+        with _ReattachOnError(self), _evaluation(self):
             return super().evaluate(*args, **kwargs)
+
+    def test_on_batch(self, *args, **kwargs):
+        with _evaluation(self):
+            return super().test_on_batch(*args, **kwargs)
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # Keras' TensorFlow trainer calls this before tracing a step in
@@ -147,19 +151,23 @@ def build_optimizer_before_tracing(model):
 
 def build_from_data_specs(model, iterator=None, data_batch=None):
     """Under TensorFlow without a distribution strategy, builds what
-    `model`'s first traced step would otherwise create (the compiled
-    metrics' and loss' variables, the optimizer's) before `fit` or
-    `evaluate` traces it, from the data's element specs: Keras' symbolic
-    build, which its TensorFlow trainer runs only under a strategy, and
-    its JAX and PyTorch trainers always.
+    `model`'s first traced step would otherwise create before `fit`,
+    `evaluate`, `train_on_batch` or `test_on_batch` traces it: the
+    compiled metrics' and loss' variables, from the data's specs (the
+    part of Keras' symbolic build, which its TensorFlow trainer runs only
+    under a strategy and its JAX and PyTorch trainers always), and, for
+    training, the optimizer's (`build_optimizer_before_tracing`). The
+    mixin's `evaluate` and `test_on_batch` leave the optimizer unbuilt, as
+    Keras' TensorFlow trainer does (`keras.Model.evaluate(model, ...)`
+    called directly builds it, as Keras' JAX and PyTorch trainers do).
 
     A `tf.function` that creates variables is traced a second time, so
-    without this a classifier's first `fit` (its "accuracy" metric built
+    without this a classifier's first `fit` (its "accuracy" metric made
     inside the first trace) or first `evaluate` traces its step twice.
-    No batch is read: the specs come from the epoch iterator's dataset.
-    With no metric or loss to build, only the optimizer is built
-    (`build_optimizer_before_tracing`); data whose specs are not plain
-    tensor specs (ragged, sparse) leaves the metrics to Keras.
+    No batch is read: the specs come from the epoch iterator's dataset
+    (or the batch `train_on_batch` was given). Ragged or sparse data, or
+    a model whose outputs cannot be worked out symbolically, leave the
+    metrics to Keras (built inside the first trace, as before).
 
     Args:
         model: a compiled Keras model.
@@ -168,34 +176,86 @@ def build_from_data_specs(model, iterator=None, data_batch=None):
 
     Returns:
         False where Keras' own `_maybe_symbolic_build` should run instead
-        (other backends, or a distribution strategy).
+        (other backends, a distribution strategy's scope, or metrics that
+        could not be built here).
     """
-    if (
-        keras.backend.backend() != "tensorflow"
-        or getattr(model, "_distribute_strategy", None) is not None
-    ):
+    if keras.backend.backend() != "tensorflow":
         return False
-    unbuilt = [
-        part
-        for part in (model._compile_metrics, model._compile_loss)
-        if part is not None and not part.built
-    ]
-    if unbuilt and data_batch is None:
-        dataset = getattr(iterator, "_distributed_dataset", None)
-        data_batch = getattr(dataset, "element_spec", None)
-        specs = keras.tree.flatten(data_batch)
+    strategy = getattr(model, "distribute_strategy", None)
+    if type(strategy).__name__ != "_DefaultDistributionStrategy":
+        return False  # inside a strategy's scope: Keras builds it all
+    metrics, loss = model._compile_metrics, model._compile_loss
+    metrics_unbuilt = metrics is not None and not metrics.built
+    loss_unbuilt = loss is not None and not loss.built
+    if metrics_unbuilt or loss_unbuilt:
+        if data_batch is None:
+            dataset = getattr(iterator, "_distributed_dataset", None)
+            data_batch = getattr(dataset, "element_spec", None)
         if data_batch is None or not all(
-            type(spec).__name__ == "TensorSpec" for spec in specs
+            _plain(leaf) for leaf in keras.tree.flatten(data_batch)
         ):
-            data_batch = None
-    if unbuilt and data_batch is not None:
+            return False
         try:
-            model._symbolic_build(data_batch=data_batch)
-            return True
+            _build_compiled(model, data_batch, metrics_unbuilt, loss_unbuilt)
         except Exception:
-            pass  # the first trace builds them, and raises what is wrong
-    build_optimizer_before_tracing(model)
+            return False  # the first trace builds them, or says what is wrong
+    if not getattr(model, "_evaluating", False):
+        build_optimizer_before_tracing(model)
     return True
+
+
+def _plain(leaf):
+    """Whether a data leaf is a dense array or tensor spec (or absent)."""
+    name = type(leaf).__name__
+    return leaf is None or (
+        hasattr(leaf, "shape")
+        and hasattr(leaf, "dtype")
+        and "Ragged" not in name
+        and "Sparse" not in name
+    )
+
+
+def _build_compiled(model, data_batch, metrics_unbuilt, loss_unbuilt):
+    """Keras' symbolic build of the compiled metrics and loss
+    (`Trainer._symbolic_build`), without the optimizer."""
+    from keras.src.backend import compute_output_spec
+
+    def symbolic(leaf):
+        if leaf is None:
+            return None
+        return keras.KerasTensor(
+            tuple(leaf.shape), keras.backend.standardize_dtype(leaf.dtype)
+        )
+
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(
+        keras.tree.map_structure(symbolic, data_batch)
+    )
+    y_pred = compute_output_spec(model, x, training=False)
+    if metrics_unbuilt:
+        compute_output_spec(
+            model.compute_metrics, x, y, y_pred, sample_weight=sample_weight
+        )
+    if loss_unbuilt:
+        compute_output_spec(
+            model._compute_loss,
+            x,
+            y,
+            y_pred,
+            sample_weight=sample_weight,
+            training=False,
+        )
+
+
+@contextlib.contextmanager
+def _evaluation(model):
+    """Marks `model` as evaluating while the block runs: the builds before
+    the first trace leave its optimizer unbuilt."""
+    outer = getattr(model, "_evaluating", False)
+    object.__setattr__(model, "_evaluating", True)
+    try:
+        yield
+    finally:
+        object.__setattr__(model, "_evaluating", outer)
 
 
 class _ReattachOnError:

@@ -269,10 +269,22 @@ def _worker_forward_and_train(config, rdir, variant, backend, log):
 
 
 def _description(model):
-    """A model's whole serialised form (config, build and compile config),
-    as text that compares equal for models of the same saved settings."""
+    """A model's whole serialised form (config, build and compile config)
+    and its preprocessor's vocabularies (saved as assets, not in the
+    config), as text that compares equal for models of the same saved
+    settings."""
+    vocabularies = []
+    preprocessor = getattr(model, "preprocessor", None)
+    if isinstance(preprocessor, keras.layers.Layer):
+        for layer in preprocessor._flatten_layers():
+            if hasattr(layer, "get_vocabulary"):
+                vocabularies.append(
+                    [str(token) for token in layer.get_vocabulary()]
+                )
     return json.dumps(
-        keras.saving.serialize_keras_object(model), sort_keys=True, default=str
+        [keras.saving.serialize_keras_object(model), vocabularies],
+        sort_keys=True,
+        default=str,
     )
 
 
