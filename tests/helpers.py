@@ -141,3 +141,22 @@ def run_interrupted_after_first_epoch(monkeypatch, run):
         patch.setattr(BackupUntilDone, "on_epoch_end", stop_after_first_epoch)
         with pytest.raises(Interrupted):
             run()
+
+
+def tiny_text_gpt(text, sequence_length=8):
+    """A one-block character GPT with its preprocessor (vocabulary from
+    `text`), unbuilt."""
+    from zoo.data.tokenizers import CharacterTokenizer
+    from zoo.models import GPT, GPTBackbone, GPTPreprocessor
+
+    tokenizer = CharacterTokenizer.from_text(text)
+    return GPT(
+        GPTBackbone(
+            tokenizer.vocabulary_size(),
+            num_layers=1,
+            num_heads=2,
+            hidden_dim=8,
+            sequence_length=sequence_length,
+        ),
+        preprocessor=GPTPreprocessor(tokenizer, sequence_length),
+    )

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import counted, to_numpy
+from tests.helpers import counted, tiny_text_gpt, to_numpy
 from tests.models.test_portable import text_classifier
 from zoo.models import GPTBackbone
 
@@ -154,20 +154,7 @@ def test_an_evaluation_builds_the_metrics_but_not_the_optimizer():
 def test_an_unbuilt_preprocessor_does_not_hold_the_optimizer_back():
     """A task's preprocessor runs in the input pipeline, not in the step:
     fitting raw text still builds the optimizer first and traces once."""
-    from zoo.data.tokenizers import CharacterTokenizer
-    from zoo.models import GPT, GPTPreprocessor
-
-    tokenizer = CharacterTokenizer.from_text("to be or not to be")
-    model = GPT(
-        GPTBackbone(
-            tokenizer.vocabulary_size(),
-            num_layers=1,
-            num_heads=2,
-            hidden_dim=8,
-            sequence_length=8,
-        ),
-        preprocessor=GPTPreprocessor(tokenizer, 8),
-    )
+    model = tiny_text_gpt("to be or not to be")
     model.compile(optimizer=keras.optimizers.AdamW(1e-2))
     assert not model.preprocessor.built  # what the check must look past
     traces = []

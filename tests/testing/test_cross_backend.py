@@ -709,22 +709,11 @@ def test_the_first_files_generate_function_runs_the_loaded_weights(tmp_path):
 
 def test_a_file_with_another_vocabulary_generates_on_its_own(tmp_path):
     # Vocabularies are assets, not config: they are part of the description.
-    from zoo.data.tokenizers import CharacterTokenizer
-    from zoo.models import GPT, GPTBackbone, GPTPreprocessor
+    from tests.helpers import tiny_text_gpt
     from zoo.testing.cross_backend import worker
 
     path = tmp_path / "gpt.keras"
-    tokenizer = CharacterTokenizer.from_text("abc")
-    GPT(
-        GPTBackbone(
-            tokenizer.vocabulary_size(),
-            num_layers=1,
-            num_heads=2,
-            hidden_dim=8,
-            sequence_length=8,
-        ),
-        preprocessor=GPTPreprocessor(tokenizer, 8),
-    ).save(path)
+    tiny_text_gpt("abc").save(path)
     first, same, other = (keras.saving.load_model(path) for _ in range(3))
     vocabulary = other.preprocessor.tokenizer.get_vocabulary()
     other.preprocessor.tokenizer.set_vocabulary(vocabulary[:-1] + ["d"])
