@@ -43,7 +43,7 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
     """
 
     def fit(self, *args, **kwargs):
-        with fitting(self):
+        with _ReattachOnError(self):
             return super().fit(*args, **kwargs)
 
     def evaluate(self, *args, **kwargs):
@@ -95,17 +95,6 @@ class KeepsWeightsOnError(KerasFilesOnly, ChecksTokenIds):
             optimizer_variables=optimizer_variables,
             metrics_variables=metrics_variables,
         )
-
-
-@contextlib.contextmanager
-def fitting(model):
-    """What `KeepsWeightsOnError.fit` wraps around Keras' `fit`, for a
-    model whose own `fit` calls `keras.Model.fit` directly: the weights
-    kept if the loop raises (JAX). (The builds before the first trace
-    under TensorFlow come from the mixin's `_maybe_symbolic_build`, which
-    Keras' `fit` calls whichever class's `fit` runs.)"""
-    with _ReattachOnError(model):
-        yield
 
 
 def build_optimizer_before_tracing(model):

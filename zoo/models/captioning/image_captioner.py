@@ -35,11 +35,7 @@ from zoo.models.generation import (
     finish_rows,
     resolve_sampler,
 )
-from zoo.models.jax_state import (
-    KeepsWeightsOnError,
-    _ReattachOnError,
-    fitting,
-)
+from zoo.models.jax_state import KeepsWeightsOnError, _ReattachOnError
 from zoo.models.losses import SparseCategoricalCrossentropyWithSmoothing
 from zoo.models.portable import PortableCompileConfig
 from zoo.models.presets import TaskFromPreset
@@ -232,7 +228,8 @@ class ImageCaptioner(
         `validation_data` must then be one too."""
         _refuse_sample_weight(sample_weight, "fit")
         if isinstance(x, keras.utils.PyDataset):
-            with fitting(self):
+            # Keras' fit still calls the mixin's _maybe_symbolic_build.
+            with _ReattachOnError(self):
                 return keras.Model.fit(self, x, shuffle=False, **kwargs)
         if kwargs.get("validation_data") is not None and not is_dataset(
             kwargs["validation_data"]
