@@ -170,6 +170,44 @@ def test_jit_compile_compiles_the_decode_step_as_one_graph(policy):
     assert graphs == 0
 
 
+def test_compiled_gpts_decode_with_their_own_weights_call_after_call():
+    # Their steps share one code object (GPT.call_with_cache) and the same
+    # shapes, and calls after a kind's first skip TorchDynamo's full guard
+    # check (zoo.accelerator.compile_function): each must still read its
+    # own model's weights (a graph that had them as constants would not).
+    # Beam search from one prompt starts from a broadcast cache (stride 0
+    # across the beams), then a contiguous one: two kinds, two graphs.
+    import torch
+
+    torch._dynamo.reset()
+    rng = np.random.default_rng(0)
+    prompt = {
+        "token_ids": rng.integers(1, 40, (1, 12)).astype("int32"),
+        "padding_mask": np.arange(12)[None] < 4,
+    }
+    options = [{}, {"sampler": "beam", "num_beams": 2}]
+    models, eager = [], []
+    for seed in (0, 1):
+        keras.utils.set_random_seed(seed)
+        gpt = GPT(GPTBackbone(40, sequence_length=12, **SMALL), None)
+        eager.append(
+            [
+                gpt.generate(dict(prompt), stop_token_ids=None, **o)
+                for o in options
+            ]
+        )
+        gpt.compile(jit_compile=True)
+        models.append(gpt)
+    assert not np.array_equal(
+        eager[0][0]["token_ids"], eager[1][0]["token_ids"]
+    )
+    for _ in range(2):
+        for gpt, expected in zip(models, eager):
+            for o, e in zip(options, expected):
+                out = gpt.generate(dict(prompt), stop_token_ids=None, **o)
+                np.testing.assert_array_equal(out["token_ids"], e["token_ids"])
+
+
 def test_a_step_torch_compile_cannot_build_decodes_eagerly(monkeypatch):
     # No C++ compiler for inductor, say: one warning, then the eager step.
     import warnings
