@@ -3,11 +3,10 @@ call computes (`compiling_with_xla`, `xla_calls`); slice updates in place
 inside a decoding loop (`slice_update`, `in_place_updates`). The allocator
 statistics and peak throughputs are tested with `zoo.callbacks.Throughput`
 (tests/test_callbacks.py), the compiled decoding step with the tasks
-(tests/models/test_torch_compile.py); `compile_function`'s guard checks
+(tests/models/test_torch_compile.py); `compile_function`'s guards
 here."""
 
 import contextlib
-import functools
 import threading
 
 import keras
@@ -161,30 +160,8 @@ torch_only = pytest.mark.skipif(
 )
 
 
-@contextlib.contextmanager
-def _counted_stances():
-    """Counts the calls `compile_function` makes under the stance that
-    skips TorchDynamo's full guard check: a list, one entry per call."""
-    import torch
-
-    skipped = []
-    real = torch.compiler.set_stance
-
-    @functools.wraps(real)
-    def spy(*args, **kwargs):
-        if kwargs.get("skip_guard_eval_unsafe"):
-            skipped.append(1)
-        return real(*args, **kwargs)
-
-    torch.compiler.set_stance = spy
-    try:
-        yield skipped
-    finally:
-        torch.compiler.set_stance = real
-
-
 @torch_only
-def test_compile_function_checks_every_guard_on_a_kinds_first_call_only():
+def test_compile_function_tells_calls_apart_by_their_arguments():
     import torch
 
     torch._dynamo.reset()
@@ -192,45 +169,17 @@ def test_compile_function_checks_every_guard_on_a_kinds_first_call_only():
     def scale(x, factor):
         return x * factor
 
-    with _counted_stances() as skipped:
-        step = compile_function(scale)
-        three, four = keras.ops.ones((3,)), keras.ops.ones((4,))
-        calls = [(three, 2), (three, 2), (three, 3), (four, 2), (three, 2)]
-        calls += [(three, 3), (four, 2), (four, 3)]
-        got = [keras.ops.convert_to_numpy(step(*call)) for call in calls]
-    for (x, factor), out in zip(calls, got):
+    step = compile_function(scale)
+    three, four = keras.ops.ones((3,)), keras.ops.ones((4,))
+    for x, factor in [(three, 2), (three, 3), (four, 2), (three, 2), (four, 3)]:
+        out = keras.ops.convert_to_numpy(step(x, factor))
         np.testing.assert_array_equal(out, np.full(x.shape, float(factor)))
-    # First calls of (3, 2), (3, 3), (4, 2) and (4, 3) check every guard;
-    # the repeats of the first three skip the full check, and still find
-    # the graph of their own factor and shape.
-    assert len(skipped) == 4
-
-
-@torch_only
-def test_compile_function_runs_every_guard_where_the_skipped_check_fails(
-    monkeypatch,
-):
-    # A call whose kind was seen but which none of the compiled graphs
-    # takes (here: every call is made one kind, so a new shape looks seen)
-    # is run again with every guard, and compiles, instead of raising.
-    import torch
-
-    from zoo import accelerator
-
-    torch._dynamo.reset()
-    monkeypatch.setattr(accelerator, "_call_kind", lambda value: "one kind")
-    with _counted_stances() as skipped:
-        step = compile_function(lambda x: x + 1)
-        for size in (3, 4, 3, 4):
-            out = keras.ops.convert_to_numpy(step(keras.ops.ones((size,))))
-            np.testing.assert_array_equal(out, np.full((size,), 2.0))
-    assert len(skipped) == 3
 
 
 @torch_only
 def test_compile_function_keeps_in_place_updates_apart():
     # The block changes what the graph does (writes into the cache or
-    # not) without changing any tensor: its calls are a kind of their own.
+    # not) without changing any tensor: module state, still guarded.
     import torch
 
     torch._dynamo.reset()
@@ -248,24 +197,3 @@ def test_compile_function_keeps_in_place_updates_apart():
         cache = keras.ops.zeros((1, 3))
         assert keras.ops.convert_to_numpy(step(cache, one))[0, 1] == 1
         assert not keras.ops.convert_to_numpy(cache).any()  # a new tensor
-
-
-@torch_only
-def test_compile_function_leaves_a_users_stance_alone():
-    import torch
-
-    calls = []
-
-    def count(x):
-        calls.append(torch.compiler.is_compiling())
-        return x + 1
-
-    torch._dynamo.reset()
-    step = compile_function(count)
-    x = keras.ops.ones((2,))
-    step(x)
-    step(x)
-    with torch.compiler.set_stance("force_eager"):
-        with _counted_stances() as skipped:
-            step(x)
-    assert calls[-1] is False and not skipped  # eager, as the user asked

@@ -8,7 +8,6 @@ nowhere in the layers or models): JAX's `Device.memory_stats()`, PyTorch's
 """
 
 import contextlib
-import inspect
 import threading
 
 import keras
@@ -282,22 +281,20 @@ def compile_function(function, **options):
     one-token decoding step when the task was compiled with
     `jit_compile=True`.
 
-    Before running a compiled graph, TorchDynamo checks its guards: every
-    tensor it reads (each weight included) and every Python value the trace
-    depended on. For a small model's one-token step that check costs as
-    much as a fifth of the step. So a call of a kind already seen (its
-    tensors' shapes, strides, dtypes, devices and `requires_grad`, its other
-    arguments' values, gradient recording and `in_place_updates()` the same
-    as in an earlier call that ran through the compiled function) runs with
-    only the guards that tell this function's compiled graphs apart
-    (`torch.compiler.set_stance(skip_guard_eval_unsafe=True)`; they check
-    every tensor's shape, dtype and strides). The first call of each kind
-    runs every guard, and compiles or recompiles as usual, and so does a
-    call that none of the compiled graphs passes that check. So the model
-    must not change in ways that are not tensors between calls (a layer
-    swapped, a setting flipped): compile the task again after such a
-    change, which makes a new function. Where PyTorch has no such stance
-    (before 2.6), every call runs every guard.
+    Before running a compiled graph, TorchDynamo checks its guards: that
+    nothing the graph was traced from has changed. For a small model's
+    one-token step, checking every attribute of every Keras layer (each an
+    `nn.Module` under PyTorch) costs as much as a fifth of the step. So
+    the guards on the layers are left out
+    (`torch.compiler.skip_guard_on_all_nn_modules_unsafe`); the guards on
+    the arguments (every tensor's shape, dtype and strides, other values),
+    on module globals and on PyTorch's global state (gradient mode,
+    autocast) stay. Graphs are kept for this one function: another
+    model's step, even one of the same class, compiles its own. A model
+    changed after its step was compiled in a way that is not a tensor's
+    value (a layer swapped, a setting flipped) needs a new function:
+    compile the task again. Where PyTorch has no guard filters (before
+    2.8), or with `mode` given, every guard stays.
 
     Args:
         function: a Python callable of tensors (a bound method is fine).
@@ -319,80 +316,31 @@ def compile_function(function, **options):
         return function
     import torch
 
-    compiled = torch.compile(function, dynamic=False, **options)
-    set_stance = getattr(torch.compiler, "set_stance", None)
-    if set_stance is None or "skip_guard_eval_unsafe" not in (
-        inspect.signature(set_stance).parameters
-    ):  # PyTorch < 2.6
-        return compiled
-    seen = set()  # kinds of call that ran through `compiled`
+    skip_layers = getattr(
+        torch.compiler, "skip_guard_on_all_nn_modules_unsafe", None
+    )
+    if skip_layers is not None and options.get("mode") is None:
+        options.pop("mode", None)  # torch.compile takes mode or options
+        options["options"] = {
+            "guard_filter_fn": skip_layers,
+            **(options.get("options") or {}),
+        }
+    return torch.compile(_own_code(function), dynamic=False, **options)
+
+
+def _own_code(function):
+    """A function that calls `function`, with a code object of its own.
+
+    TorchDynamo keeps compiled graphs on the code object it traced, and
+    every model of a class shares its methods' code: without the layers'
+    guards, a second model's step could run the first one's graph."""
 
     def call(*args, **kwargs):
-        kind = _call_kind((args, kwargs))
-        if kind is not None:
-            in_place = getattr(_IN_PLACE, "depth", 0) > 0
-            kind = (kind, torch.is_grad_enabled(), in_place)
-        if kind is None or kind not in seen or not _default_stance(torch):
-            result = compiled(*args, **kwargs)
-            if kind is not None:
-                seen.add(kind)
-            return result
-        try:
-            with set_stance(skip_guard_eval_unsafe=True):
-                return compiled(*args, **kwargs)
-        except RuntimeError as error:
-            # Raised before anything ran: no compiled graph passes the
-            # guards that tell them apart (something the kind does not
-            # describe differs), so this call needs a new graph.
-            if "skip_guard_eval_unsafe" not in str(error):
-                raise
-        return compiled(*args, **kwargs)
+        return function(*args, **kwargs)
 
+    call.__code__ = call.__code__.replace()  # a new object, its own graphs
+    call.__name__ = getattr(function, "__name__", call.__name__)
     return call
-
-
-def _default_stance(torch):
-    """Whether TorchDynamo's stance is the default one (not one a user
-    set, such as "force_eager", which `set_stance` would replace), outside
-    any function being traced."""
-    stance = getattr(
-        getattr(torch._dynamo, "eval_frame", None), "_stance", None
-    )
-    return (
-        getattr(stance, "stance", None) == "default"
-        and getattr(stance, "backend", None) is None
-        and not getattr(stance, "skip_guard_eval_unsafe", True)
-        and not torch.compiler.is_compiling()
-    )
-
-
-def _call_kind(value):
-    """A hashable description of `value` for `compile_function`: tensors by
-    shape, strides, dtype, device and `requires_grad`, containers by their
-    items,
-    anything else by its hashable value; None where some part is neither
-    (such a call always runs every guard)."""
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        stride = getattr(value, "stride", None)
-        return (
-            "tensor",
-            tuple(value.shape),
-            tuple(stride()) if callable(stride) else None,
-            str(value.dtype),
-            str(getattr(value, "device", "")),
-            bool(getattr(value, "requires_grad", False)),
-        )
-    if isinstance(value, (tuple, list)):
-        items = tuple(_call_kind(v) for v in value)
-        return None if None in items else (type(value).__name__, items)
-    if isinstance(value, dict):
-        items = tuple((k, _call_kind(v)) for k, v in value.items())
-        if any(v is None for _, v in items):
-            return None
-        return ("dict", items)
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return (type(value).__name__, value)
-    return None
 
 
 def peak_tflops(device_name, dtype):

@@ -170,13 +170,39 @@ def test_jit_compile_compiles_the_decode_step_as_one_graph(policy):
     assert graphs == 0
 
 
+def test_compiled_steps_of_models_that_differ_in_a_setting_stay_apart():
+    # The two GPTs differ only in a setting (a constant in each graph, not
+    # a tensor), and compiled steps leave out the guards on the layers
+    # (zoo.accelerator.compile_function): each step must still run its own
+    # model's graph, not the first one compiled for GPT.call_with_cache.
+    import torch
+
+    torch._dynamo.reset()
+    ids = keras.ops.convert_to_tensor(np.arange(1, 13)[None].astype("int32"))
+    cache = (keras.ops.zeros((1, 2, 12, 2, 8)),)
+    steps, expected = [], []
+    for epsilon in (1e-5, 2.0):
+        keras.utils.set_random_seed(0)
+        backbone = GPTBackbone(
+            40, sequence_length=12, layer_norm_epsilon=epsilon, **SMALL
+        )
+        gpt = GPT(backbone, preprocessor=None)
+        expected.append(
+            keras.ops.convert_to_numpy(gpt.call_with_cache(ids, cache, 0)[0])
+        )
+        gpt.compile(jit_compile=True)
+        steps.append(gpt.decode_function(gpt.call_with_cache))
+    assert not np.allclose(expected[0], expected[1], atol=1e-3)
+    for step, logits in [*zip(steps, expected), *zip(steps, expected)]:
+        out = keras.ops.convert_to_numpy(step(ids, cache, 0)[0])
+        np.testing.assert_allclose(out, logits, rtol=1e-4, atol=1e-5)
+
+
 def test_compiled_gpts_decode_with_their_own_weights_call_after_call():
-    # Their steps share one code object (GPT.call_with_cache) and the same
-    # shapes, and calls after a kind's first skip TorchDynamo's full guard
-    # check (zoo.accelerator.compile_function): each must still read its
-    # own model's weights (a graph that had them as constants would not).
-    # Beam search from one prompt starts from a broadcast cache (stride 0
-    # across the beams), then a contiguous one: two kinds, two graphs.
+    # Same shapes, and no guards on the layers (compile_function): each
+    # must still read its own model's weights (a graph that had them as
+    # constants would not). Beam search from one prompt starts from a
+    # broadcast cache (stride 0 across the beams), then a contiguous one.
     import torch
 
     torch._dynamo.reset()
