@@ -40,9 +40,9 @@ called through Keras' `Layer.__call__` (`through_layer_calls`), which
 shows what `zoo.layers.sublayers.call_sublayer`'s direct calls buy; and a
 compiled decode step: the model's `call_with_cache` (one forward pass over
 the new positions, what each generated token costs) compiled by
-`zoo.accelerator.compile_function` (`torch.compile` with static shapes,
-repeated calls past the full guard check: what `compile(jit_compile=True)`
-gives the step), the rest of the loop as it is; `compiled / eager` is zoo's
+`zoo.accelerator.compile_function` (`torch.compile` with static shapes
+and no guards on the layers: what `compile(jit_compile=True)` gives the
+step), the rest of the loop as it is; `compiled / eager` is zoo's
 cached time over the compiled one (above 1: compiling pays), with the
 first call's compile time and the number of graphs TorchDynamo made, for
 each mode in `--torch-compile-mode` (e.g. `default,reduce-overhead`).
@@ -403,7 +403,7 @@ def torch_compiled_step(gpt, prompt, outputs, args, mode):
     counter.clear()
     eager = gpt.call_with_cache
     # What `compile(jit_compile=True)` gives `generate` (static shapes; a
-    # call of a kind already seen skips the full guard check), in `mode`.
+    # no guards on the layers unless a mode is named), in `mode`.
     compiled = compile_function(
         eager,
         backend=args.torch_compile_backend,

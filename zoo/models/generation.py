@@ -635,9 +635,9 @@ class GenerationMixin:
         Under PyTorch, whose generation runs eagerly, a task compiled with
         `jit_compile=True` gets the step compiled with `torch.compile`
         (`zoo.accelerator.compile_function`: one graph per shape, compiled
-        on the first call and kept until the next `compile`; later calls
-        of a kind already seen skip TorchDynamo's full guard check), which
-        takes Keras' per-layer Python cost off every token. Otherwise, and
+        on the first call and kept until the next `compile`, without
+        TorchDynamo's guards on the layers), which takes Keras' per-layer
+        Python cost off every token. Otherwise, and
         always under JAX and TensorFlow (whose whole generation loop is
         compiled), `function` itself.
 
