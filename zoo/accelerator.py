@@ -293,8 +293,8 @@ def compile_function(function, **options):
     model's step, even one of the same class, compiles its own. A model
     changed after its step was compiled in a way that is not a tensor's
     value (a layer swapped, a setting flipped) needs a new function:
-    compile the task again. Where PyTorch has no guard filters (before
-    2.8), or with `mode` given, every guard stays.
+    compile the task again. Where PyTorch has no such guard filter (older
+    versions), or with `mode` given, every guard stays.
 
     Args:
         function: a Python callable of tensors (a bound method is fine).
