@@ -402,8 +402,8 @@ def torch_compiled_step(gpt, prompt, outputs, args, mode):
     counter = torch._dynamo.utils.counters
     counter.clear()
     eager = gpt.call_with_cache
-    # What `compile(jit_compile=True)` gives `generate` (static shapes; a
-    # no guards on the layers unless a mode is named), in `mode`.
+    # What `compile(jit_compile=True)` gives `generate` (static shapes, no
+    # guards on the layers unless a mode is named), in `mode`.
     compiled = compile_function(
         eager,
         backend=args.torch_compile_backend,

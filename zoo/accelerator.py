@@ -319,8 +319,8 @@ def compile_function(function, **options):
     skip_layers = getattr(
         torch.compiler, "skip_guard_on_all_nn_modules_unsafe", None
     )
+    # torch.compile takes a mode or options, not both.
     if skip_layers is not None and options.get("mode") is None:
-        options.pop("mode", None)  # torch.compile takes mode or options
         options["options"] = {
             "guard_filter_fn": skip_layers,
             **(options.get("options") or {}),
