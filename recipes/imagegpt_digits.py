@@ -160,6 +160,13 @@ def parse_args(argv=None):
         help="train the probes on at most this many training images "
         "(default: all)",
     )
+    parser.add_argument(
+        "--probe-steps",
+        type=positive_int,
+        default=None,
+        help="batches each probe's classifier trains on (default: the "
+        "preset's, 2000 for digits)",
+    )
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument(
         "--output-dir",
@@ -319,16 +326,20 @@ def label_agreement(model, classifier_path, images, labels, seed):
     }
 
 
-def probes(model, splits, limit=None):
+def probes(model, splits, limit=None, steps=2000):
     """The linear probe on the final features and on the middle block's,
-    and on raw pixels, trained on the training images, measured on the
-    validation ones."""
+    and on raw pixels, trained on the training images (`steps` batches),
+    measured on the validation ones."""
     (x, y), (x_val, y_val) = splits["train"], splits["validation"]
     if limit:
         x, y = x[:limit], y[:limit]
     results = {
         "raw_pixels": linear_probe(
-            x.reshape(len(x), -1), y, x_val.reshape(len(x_val), -1), y_val
+            x.reshape(len(x), -1),
+            y,
+            x_val.reshape(len(x_val), -1),
+            y_val,
+            steps=steps,
         )
     }
     middle = model.backbone.num_layers // 2
@@ -338,6 +349,7 @@ def probes(model, splits, limit=None):
             y,
             model.features(x_val, layer=layer),
             y_val,
+            steps=steps,
         )
     return {
         k: {m: round(v, 4) if isinstance(v, float) else v for m, v in r.items()}
@@ -354,7 +366,7 @@ def measure(model, splits, args):
             bits_per_pixel(model, splits["train"][0]), 4
         ),
         "palette": [round(v, 1) for v in model.preprocessor.palette],
-        "probe": probes(model, splits, args.probe_limit),
+        "probe": probes(model, splits, args.probe_limit, args.probe_steps),
         "completions": label_agreement(
             model,
             None if args.smoke else args.classifier,
@@ -490,6 +502,7 @@ def run(args):
                 "warmup_fraction",
                 "levels",
                 "validation_fraction",
+                "probe_steps",
             )
         },
         **measure(model, splits, args),

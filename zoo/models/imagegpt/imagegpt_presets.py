@@ -33,6 +33,7 @@ PRESETS = Presets(
                 min_learning_rate=1e-4,
                 warmup_fraction=0.05,
                 weight_decay=0.1,
+                probe_steps=2000,
             ),
         },
         "smoke": {
@@ -55,6 +56,7 @@ PRESETS = Presets(
                 min_learning_rate=3e-4,
                 warmup_fraction=0.1,
                 weight_decay=0.1,
+                probe_steps=200,
             ),
         },
     },
