@@ -326,11 +326,12 @@ def label_agreement(model, classifier_path, images, labels, seed):
     }
 
 
-def probes(model, splits, limit=None, steps=2000):
+def probes(model, splits, limit=None, steps=None):
     """The linear probe on the final features and on the middle block's,
-    and on raw pixels, trained on the training images (`steps` batches),
-    measured on the validation ones."""
+    and on raw pixels, trained on the training images (`steps` batches;
+    None: `linear_probe`'s default), measured on the validation ones."""
     (x, y), (x_val, y_val) = splits["train"], splits["validation"]
+    options = {} if steps is None else {"steps": steps}
     if limit:
         x, y = x[:limit], y[:limit]
     results = {
@@ -339,7 +340,7 @@ def probes(model, splits, limit=None, steps=2000):
             y,
             x_val.reshape(len(x_val), -1),
             y_val,
-            steps=steps,
+            **options,
         )
     }
     middle = model.backbone.num_layers // 2
@@ -349,7 +350,7 @@ def probes(model, splits, limit=None, steps=2000):
             y,
             model.features(x_val, layer=layer),
             y_val,
-            steps=steps,
+            **options,
         )
     return {
         k: {m: round(v, 4) if isinstance(v, float) else v for m, v in r.items()}

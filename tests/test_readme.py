@@ -37,13 +37,18 @@ def test_the_readme_has_python_examples():
 
 
 def _example(index):
-    """The README's tour of the shipped models (an example loading several
-    of them) runs in one backend's run: every shipped file is loaded and
-    predicts under every backend in tests/test_package.py, and each call
-    the tour makes is its family's test under every backend."""
+    """An example that loads shipped files runs in one backend's run: every
+    shipped file is loaded and predicts under every backend in
+    tests/test_package.py, `export` runs under every backend in
+    tests/test_export.py, and each call the tour of the shipped models makes
+    is its family's test under every backend. The export example runs under
+    TensorFlow, where exporting is quickest."""
     loads = set(re.findall(r"saved_models/[\w.-]+\.keras", BLOCKS[index]))
-    marks = [pytest.mark.one_backend] if len(loads) > 1 else []
-    return pytest.param(index, marks=marks, id=str(index))
+    if not loads:
+        return pytest.param(index, id=str(index))
+    backend = ["tensorflow"] if ".export(" in BLOCKS[index] else []
+    mark = pytest.mark.one_backend(*backend)
+    return pytest.param(index, marks=[mark], id=str(index))
 
 
 @pytest.mark.parametrize("index", [_example(i) for i in range(len(BLOCKS))])

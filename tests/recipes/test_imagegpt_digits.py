@@ -63,7 +63,7 @@ def test_a_local_npz_judged_by_a_classifier_then_evaluate(tmp_path):
     )
     classifier = tiny_classifier(tmp_path / "vit.keras")
     common = ["--data", data, "--preset", "smoke", "--verbose", "0"]
-    common += ["--classifier", classifier]
+    common += ["--classifier", classifier, "--probe-steps", "20"]
     metrics = imagegpt_digits.main(
         [*common, "--epochs", "1", "--output-dir", str(tmp_path / "out")]
     )
@@ -105,7 +105,7 @@ def test_a_local_npz_judged_by_a_classifier_then_evaluate(tmp_path):
 
 @pytest.mark.one_backend("jax")
 def test_an_interrupted_run_resumes_only_when_asked(tmp_path, monkeypatch):
-    argv = ["--smoke", "--epochs", "2", "--verbose", "0"]
+    argv = ["--smoke", "--epochs", "2", "--verbose", "0", "--probe-steps", "20"]
     argv += ["--output-dir", str(tmp_path)]
     run_interrupted_after_first_epoch(
         monkeypatch, lambda: imagegpt_digits.main(argv)
