@@ -120,6 +120,7 @@ def parse_args(argv=None):
             ("min-learning-rate", positive_float, "end of the cosine"),
             ("weight-decay", float, "AdamW weight decay"),
             ("warmup-fraction", rate, "share of the steps warming up"),
+            ("probe-steps", positive_int, "batches each probe trains on"),
         ),
     )
     parser.add_argument(
@@ -159,13 +160,6 @@ def parse_args(argv=None):
         default=None,
         help="train the probes on at most this many training images "
         "(default: all)",
-    )
-    parser.add_argument(
-        "--probe-steps",
-        type=positive_int,
-        default=None,
-        help="batches each probe's classifier trains on (default: the "
-        "preset's, 2000 for digits)",
     )
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument(
