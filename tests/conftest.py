@@ -5,15 +5,18 @@ import os
 
 # The suite checks numbers, not speed, and compiles many small programs
 # (under JAX, every operation of an eager call is one): XLA's CPU code
-# generation without its optimisation passes and with its older fusion
-# emitters, which compile small programs faster (JAX's programs and
+# generation without its optimisation passes, with its older fusion
+# emitters, and as one LLVM module instead of parts compiled on a thread
+# pool, which compile small programs faster (JAX's programs and
 # TensorFlow's `jit_compile`; set before the backend starts, and inherited
 # by the recipes and workers the tests start). With the older emitters the
-# JAX layer tests ran in 43 s against 100 s, side by side. benchmarks/
+# JAX layer tests ran in 43 s against 100 s, side by side; in one part,
+# the JAX GPT model tests took 63 s of CPU time against 72 s. benchmarks/
 # measures speed with the defaults.
 if not os.environ.get("XLA_FLAGS"):  # unset or empty
     os.environ["XLA_FLAGS"] = (
         "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+        " --xla_cpu_parallel_codegen_split_count=1"
     )
 
 import keras
@@ -79,6 +82,28 @@ def _fresh_keras_state():
     keras.backend.clear_session(free_memory=False)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture
+def torch_compile_without_inductor(monkeypatch):
+    """Decoding steps that `jit_compile=True` compiles under PyTorch go
+    through TorchDynamo and AOTAutograd but not inductor's code generation
+    (`torch.compile(backend="aot_eager")`): the same graphs, breaks and
+    guards, without a C++ compiler's time (inductor costs 5-20 s a test
+    with an empty cache, as on CI). For tests of what TorchDynamo does
+    (graphs, which graph runs, whose weights it reads) and of scripts
+    that only need the compiled path to run; the tokens inductor's code
+    gives are tests/models/test_torch_compile.py's."""
+    import functools
+
+    from zoo.accelerator import compile_function
+    from zoo.models import generation
+
+    monkeypatch.setattr(
+        generation,
+        "compile_function",
+        functools.partial(compile_function, backend="aot_eager"),
+    )
 
 
 _file_seconds = {}

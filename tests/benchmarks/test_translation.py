@@ -44,7 +44,11 @@ def test_tiny_measurement_reports_every_figure():
     keras.backend.backend() != "torch",
     reason="the compiled decode step: PyTorch only",
 )
-def test_the_compiled_decode_step_translates_the_same():
+def test_the_compiled_decode_step_translates_the_same(
+    torch_compile_without_inductor,
+):
+    # The script's compiled path; inductor's tokens are
+    # tests/models/test_torch_compile.py's.
     args = translation.parse_args(
         [
             "--preset",
