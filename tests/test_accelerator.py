@@ -177,6 +177,27 @@ def test_compile_function_tells_calls_apart_by_their_arguments():
 
 
 @torch_only
+def test_compile_function_compiles_one_graph_for_every_int_position():
+    # An eagerly run decoding loop hands its step the position as an int:
+    # with static shapes each value would otherwise compile a graph.
+    import torch
+
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+
+    def write(cache, update, index):
+        return slice_update(cache, [0, index], update)
+
+    step = compile_function(write)
+    cache, one = keras.ops.zeros((1, 6)), keras.ops.ones((1, 1))
+    for index in range(6):
+        cache = step(cache, one, index)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(cache), 1.0)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+@torch_only
 def test_compile_function_keeps_in_place_updates_apart():
     # The block changes what the graph does (writes into the cache or
     # not) without changing any tensor: module state, still guarded.

@@ -294,7 +294,9 @@ def compile_function(function, **options):
     changed after its step was compiled in a way that is not a tensor's
     value (a layer swapped, a setting flipped) needs a new function:
     compile the task again. Where PyTorch has no such guard filter (older
-    versions), or with `mode` given, every guard stays.
+    versions), or with `mode` given, every guard stays. A Python int among
+    the positional arguments (a decoding position) is passed as a 0-d
+    int32 tensor, so one graph serves every value.
 
     Args:
         function: a Python callable of tensors (a bound method is fine).
@@ -325,7 +327,21 @@ def compile_function(function, **options):
             "guard_filter_fn": skip_layers,
             **(options.get("options") or {}),
         }
-    return torch.compile(_own_code(function), dynamic=False, **options)
+    compiled = torch.compile(_own_code(function), dynamic=False, **options)
+
+    def call(*args, **kwargs):
+        return compiled(*(_int_as_tensor(a) for a in args), **kwargs)
+
+    return call
+
+
+def _int_as_tensor(value):
+    """A Python int (not a bool) as a 0-d int32 tensor: with static shapes
+    TorchDynamo compiles a graph per value of an int argument, and a
+    decoding loop run eagerly carries its position as one."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return keras.ops.convert_to_tensor(value, "int32")
+    return value
 
 
 def _own_code(function):

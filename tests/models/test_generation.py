@@ -4,6 +4,7 @@ likeliest of top-k), and every sampler argument refused the same way,
 in one line naming it, before anything runs. The tasks' use of these
 checks is tested with each task (tests/models/gpt, seq2seq, captioning)."""
 
+import keras
 import keras_hub
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from zoo.models.generation import (
     check_max_length,
     check_sampler,
     get_sampler,
+    saved_sampler,
 )
 
 # Token 0 then 1 hold 90% of the mass: top-p with p=0.8 keeps exactly the
@@ -131,3 +133,93 @@ def test_max_length_is_an_integer_up_to_a_named_cap():
         assert "MAX_GENERATION_LENGTH" in str(e.value)
     with pytest.raises(ValueError, match=r"in \[2, 8\] \(the decoder's length"):
         check_max_length(9, 8, "the decoder's length")
+
+
+# Logits that depend on the previous token: each row's text follows from
+# its prompt, and beam search has beams worth telling apart.
+TRANSITIONS = np.random.default_rng(7).normal(size=(6, 6)).astype("float32") * 3
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("greedy", {}),
+        ("top_k", {"k": 3, "seed": 2}),
+        ("top_p", {"p": 0.9, "seed": 2}),
+        ("random", {"seed": 2}),
+        ("beam", {"num_beams": 3}),
+        ("beam", {"num_beams": 3, "return_all_beams": True}),
+    ],
+)
+def test_samplers_loop_as_keras_hub_does_with_the_position_an_int_eagerly(
+    name, options
+):
+    """zoo's samplers run keras-hub's loop under JAX and TensorFlow; under
+    PyTorch, eagerly, a Python loop that hands `next` the position as an
+    int. The tokens (and the beams' scores) are keras-hub's loop's."""
+    positions = []
+
+    def next(prompt, cache, index):
+        positions.append(index)
+        previous = ops.take(prompt, index - 1, axis=1)
+        logits = ops.take(ops.convert_to_tensor(TRANSITIONS), previous, axis=0)
+        return logits, None, cache
+
+    # Rows of different prompt lengths: the loop starts at the shortest and
+    # keeps the longer row's prompt tokens.
+    prompt = np.zeros((2, 10), "int32")
+    prompt[0, :2], prompt[1, :4] = [1, 4], [2, 5, 0, 3]
+    mask = prompt > 0
+    mask[1, 2] = True
+
+    def run(sampler):
+        positions.clear()
+        out = sampler(
+            next, prompt, cache=np.zeros((2, 1), "float32"), index=2, mask=mask
+        )
+        return keras.tree.map_structure(ops.convert_to_numpy, out)
+
+    zoo_sampler = get_sampler(name, **options)
+    ours = run(zoo_sampler)
+    if keras.backend.backend() == "torch":
+        assert positions and all(type(p) is int for p in positions)
+        assert positions[0] == 2 and positions == sorted(positions)
+    keras_loop = type(
+        "KerasLoop",
+        (type(zoo_sampler),),
+        {"run_loop": keras_hub.samplers.Sampler.run_loop},
+    )
+    reference = run(keras_loop.from_config(zoo_sampler.get_config()))
+    keras.tree.assert_same_structure(ours, reference)
+    for got, want in zip(
+        keras.tree.flatten(ours), keras.tree.flatten(reference)
+    ):
+        np.testing.assert_array_equal(got, want)
+    # The longer row's prompt is kept, and the shorter row is extended.
+    tokens = keras.tree.flatten(ours)[0]
+    tokens = tokens if tokens.ndim == 2 else tokens[:, 0]  # the best beam
+    np.testing.assert_array_equal(tokens[:, :2], prompt[:, :2])
+    np.testing.assert_array_equal(tokens[1, :4], prompt[1, :4])
+    assert (tokens[0, 2:] > 0).any()
+
+
+def test_saved_keras_hub_samplers_come_back_as_zoos_with_their_settings():
+    """A file saved when `get_sampler` returned keras-hub's own greedy,
+    random, top-k or top-p sampler loads with zoo's, whose loop is the
+    faster one under PyTorch; keras-hub's beam search (which does not end
+    beams at stop tokens) stays keras-hub's."""
+    hub = keras_hub.samplers
+    for saved, options in (
+        (hub.GreedySampler(temperature=2.0), {"temperature": 2.0}),
+        (hub.RandomSampler(seed=4), {"seed": 4}),
+        (hub.TopKSampler(k=7, seed=1), {"k": 7, "seed": 1}),
+        (hub.TopPSampler(p=0.5, k=9), {"p": 0.5, "k": 9}),
+    ):
+        loaded = saved_sampler(keras.saving.serialize_keras_object(saved))
+        assert type(loaded).__module__ == "zoo.models.generation"
+        assert isinstance(loaded, type(saved))
+        for name, value in options.items():
+            assert getattr(loaded, name) == value
+    beam = hub.BeamSampler(num_beams=2)
+    loaded = saved_sampler(keras.saving.serialize_keras_object(beam))
+    assert type(loaded) is hub.BeamSampler

@@ -38,7 +38,12 @@ import numpy as np
 from keras import ops
 from keras_hub.src.utils.tensor_utils import any_equal
 
-from zoo.accelerator import compile_function, in_place_updates, xla_calls
+from zoo.accelerator import (
+    compile_function,
+    compiling,
+    in_place_updates,
+    xla_calls,
+)
 from zoo.layers.sublayers import concrete_index, reused_casts
 from zoo.models.arguments import check_integer, check_number, shown
 
@@ -60,8 +65,46 @@ SAMPLER_OPTIONS = {
 MAX_GENERATION_LENGTH = 1_000_000
 
 
+class _PositionAsInt:
+    """A keras-hub sampler whose loop, under eager PyTorch, carries its
+    position as a Python int.
+
+    keras-hub's samplers carry the position as a scalar tensor (the third
+    loop variable, in every one of them). Run eagerly, each op given it
+    pays for that: `ops.slice_update` of the prompt and `ops.slice` of the
+    last token build index tensors and scatter or narrow instead of taking
+    a slice. Here the loop runs in Python, as Keras' own PyTorch
+    `while_loop` does, with the position as an int, so every such op takes
+    its slice path. A step compiled with `zoo.accelerator.compile_function`
+    is handed the position as a tensor again. Under JAX and TensorFlow, and
+    while `torch.compile` traces the loop, keras-hub's `run_loop` runs as
+    it is.
+    """
+
+    def run_loop(
+        self, cond, body, model=None, loop_vars=None, maximum_iterations=None
+    ):
+        if keras.backend.backend() != "torch" or compiling():
+            return super().run_loop(
+                cond,
+                body,
+                model=model,
+                loop_vars=loop_vars,
+                maximum_iterations=maximum_iterations,
+            )
+        loop_vars = list(
+            keras.tree.map_structure(ops.convert_to_tensor, tuple(loop_vars))
+        )
+        loop_vars[2] = int(loop_vars[2])
+        steps = None if maximum_iterations is None else int(maximum_iterations)
+        while (steps is None or steps > 0) and cond(*loop_vars):
+            loop_vars = body(*loop_vars)
+            steps = None if steps is None else steps - 1
+        return tuple(loop_vars)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
-class BeamSampler(keras_hub.samplers.BeamSampler):
+class BeamSampler(_PositionAsInt, keras_hub.samplers.BeamSampler):
     """Beam search that ends hypotheses at a stop token and ranks them with
     a length penalty.
 
@@ -265,15 +308,38 @@ class _KWithinVocabulary:
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TopKSampler(_KWithinVocabulary, keras_hub.samplers.TopKSampler):
+class GreedySampler(_PositionAsInt, keras_hub.samplers.GreedySampler):
+    """keras-hub's `GreedySampler`: the most likely token at each step."""
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class RandomSampler(_PositionAsInt, keras_hub.samplers.RandomSampler):
+    """keras-hub's `RandomSampler`: a draw from the whole distribution."""
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TopKSampler(
+    _PositionAsInt, _KWithinVocabulary, keras_hub.samplers.TopKSampler
+):
     """keras-hub's `TopKSampler`; `k` larger than the vocabulary samples
     from all of it."""
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class TopPSampler(_KWithinVocabulary, keras_hub.samplers.TopPSampler):
+class TopPSampler(
+    _PositionAsInt, _KWithinVocabulary, keras_hub.samplers.TopPSampler
+):
     """keras-hub's `TopPSampler`; `k` larger than the vocabulary is no
     limit."""
+
+
+# keras-hub's samplers that zoo's subclass without changing what they draw.
+_ZOO_SAMPLERS = {
+    keras_hub.samplers.GreedySampler: GreedySampler,
+    keras_hub.samplers.RandomSampler: RandomSampler,
+    keras_hub.samplers.TopKSampler: TopKSampler,
+    keras_hub.samplers.TopPSampler: TopPSampler,
+}
 
 
 def resolve_sampler(sampler):
@@ -293,7 +359,9 @@ def saved_sampler(config):
     the sampler object its config describes. A sampler that cannot be
     rebuilt (a class neither registered with
     `keras.saving.register_keras_serializable` nor given in
-    `custom_objects`) is "greedy", with a warning.
+    `custom_objects`) is "greedy", with a warning. keras-hub's greedy,
+    random, top-k and top-p samplers come back as zoo's of the same
+    settings (`get_sampler`'s, which draw the same tokens).
 
     Example:
 
@@ -305,7 +373,7 @@ def saved_sampler(config):
     if isinstance(config, str):
         return config
     try:
-        return keras.saving.deserialize_keras_object(config)
+        sampler = keras.saving.deserialize_keras_object(config)
     except Exception as error:
         name = config.get("class_name") if isinstance(config, dict) else None
         warnings.warn(
@@ -317,6 +385,8 @@ def saved_sampler(config):
             stacklevel=2,
         )
         return "greedy"
+    own = _ZOO_SAMPLERS.get(type(sampler))
+    return sampler if own is None else own.from_config(sampler.get_config())
 
 
 def check_sampler_option(name, value, k_optional=False):
@@ -447,9 +517,8 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
     ('TopKSampler', 5)
     """
     temperature, options = check_sampler_options(name, temperature, **options)
-    samplers = keras_hub.samplers
     if name == "greedy":
-        return samplers.GreedySampler(temperature=temperature, **options)
+        return GreedySampler(temperature=temperature, **options)
     if name == "top_k":
         options.setdefault("k", 10)
         return TopKSampler(seed=seed, temperature=temperature, **options)
@@ -460,9 +529,7 @@ def get_sampler(name, temperature=1.0, seed=None, **options):
         options.setdefault("num_beams", 5)
         return BeamSampler(temperature=temperature, **options)
     if name == "random":
-        return samplers.RandomSampler(
-            seed=seed, temperature=temperature, **options
-        )
+        return RandomSampler(seed=seed, temperature=temperature, **options)
     raise AssertionError(name)  # check_sampler_options knows every name
 
 
