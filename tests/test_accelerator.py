@@ -190,11 +190,18 @@ def test_compile_function_compiles_one_graph_for_every_int_position():
         return slice_update(cache, [0, index], update)
 
     step = compile_function(write)
-    cache, one = keras.ops.zeros((1, 6)), keras.ops.ones((1, 1))
+    assert step.__name__ == "write"
+    cache, one = keras.ops.zeros((1, 8)), keras.ops.ones((1, 1))
     for index in range(6):
         cache = step(cache, one, index)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(cache), 1.0)
+    cache = step(cache, one, np.int64(6))  # NumPy ints too
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(cache)[0, :7], 1)
     assert counters["stats"]["unique_graphs"] == 1
+    # Keyword arguments: one more graph (another call), for every value.
+    for index in (7, 0):
+        cache = step(cache, update=2 * one, index=index)
+    assert keras.ops.convert_to_numpy(cache)[0].tolist() == [2] + [1] * 6 + [2]
+    assert counters["stats"]["unique_graphs"] == 2
 
 
 @torch_only

@@ -8,6 +8,8 @@ nowhere in the layers or models): JAX's `Device.memory_stats()`, PyTorch's
 """
 
 import contextlib
+import functools
+import numbers
 import threading
 
 import keras
@@ -294,9 +296,11 @@ def compile_function(function, **options):
     changed after its step was compiled in a way that is not a tensor's
     value (a layer swapped, a setting flipped) needs a new function:
     compile the task again. Where PyTorch has no such guard filter (older
-    versions), or with `mode` given, every guard stays. A Python int among
-    the positional arguments (a decoding position) is passed as a 0-d
-    int32 tensor, so one graph serves every value.
+    versions), or with `mode` given, every guard stays. Every integer
+    argument (a Python or NumPy int, not a bool: a decoding position, say)
+    is passed as a 0-d int32 tensor, so one graph serves every value; a
+    function that uses one as a Python int (a slice's bound) runs that
+    part eagerly.
 
     Args:
         function: a Python callable of tensors (a bound method is fine).
@@ -329,18 +333,23 @@ def compile_function(function, **options):
         }
     compiled = torch.compile(_own_code(function), dynamic=False, **options)
 
+    @functools.wraps(function)
     def call(*args, **kwargs):
-        return compiled(*(_int_as_tensor(a) for a in args), **kwargs)
+        return compiled(
+            *(_int_as_tensor(a) for a in args),
+            **{k: _int_as_tensor(v) for k, v in kwargs.items()},
+        )
 
     return call
 
 
 def _int_as_tensor(value):
-    """A Python int (not a bool) as a 0-d int32 tensor: with static shapes
-    TorchDynamo compiles a graph per value of an int argument, and a
-    decoding loop run eagerly carries its position as one."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return keras.ops.convert_to_tensor(value, "int32")
+    """An integer (a Python or NumPy int, not a bool) as a 0-d int32
+    tensor: with static shapes TorchDynamo compiles a graph per value of
+    an int argument, and a decoding loop run eagerly carries its position
+    as one."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return keras.ops.convert_to_tensor(int(value), "int32")
     return value
 
 

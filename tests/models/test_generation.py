@@ -15,7 +15,6 @@ from zoo.models.generation import (
     check_max_length,
     check_sampler,
     get_sampler,
-    saved_sampler,
 )
 
 # Token 0 then 1 hold 90% of the mass: top-p with p=0.8 keeps exactly the
@@ -203,23 +202,25 @@ def test_samplers_loop_as_keras_hub_does_with_the_position_an_int_eagerly(
     assert (tokens[0, 2:] > 0).any()
 
 
-def test_saved_keras_hub_samplers_come_back_as_zoos_with_their_settings():
-    """A file saved when `get_sampler` returned keras-hub's own greedy,
-    random, top-k or top-p sampler loads with zoo's, whose loop is the
-    faster one under PyTorch; keras-hub's beam search (which does not end
-    beams at stop tokens) stays keras-hub's."""
-    hub = keras_hub.samplers
-    for saved, options in (
-        (hub.GreedySampler(temperature=2.0), {"temperature": 2.0}),
-        (hub.RandomSampler(seed=4), {"seed": 4}),
-        (hub.TopKSampler(k=7, seed=1), {"k": 7, "seed": 1}),
-        (hub.TopPSampler(p=0.5, k=9), {"p": 0.5, "k": 9}),
-    ):
-        loaded = saved_sampler(keras.saving.serialize_keras_object(saved))
-        assert type(loaded).__module__ == "zoo.models.generation"
-        assert isinstance(loaded, type(saved))
-        for name, value in options.items():
-            assert getattr(loaded, name) == value
-    beam = hub.BeamSampler(num_beams=2)
-    loaded = saved_sampler(keras.saving.serialize_keras_object(beam))
-    assert type(loaded) is hub.BeamSampler
+def test_tasks_refuse_a_sampler_that_returns_every_beam():
+    """`return_all_beams=True` is for calling the sampler itself (above):
+    a task's `generate` returns one text a prompt, so it refuses the
+    option in one line, given by name or to `compile`, before any work."""
+    from zoo.data.tokenizers import CharacterTokenizer
+    from zoo.models.gpt import GPTCausalLM, GPTPreprocessor
+
+    tokenizer = CharacterTokenizer.from_text("to be or not to be")
+    gpt = GPTCausalLM.from_preset(
+        "smoke", preprocessor=GPTPreprocessor(tokenizer, 16)
+    )
+    message = "return_all_beams=True returns every beam.*best beam"
+    with pytest.raises(ValueError, match=message) as error:
+        gpt.generate(
+            "to be", max_length=8, sampler="beam", return_all_beams=True
+        )
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=message):
+        gpt.compile(
+            sampler=keras_hub.samplers.BeamSampler(return_all_beams=True)
+        )
+    assert len(gpt.generate("to be", max_length=8, sampler="beam")) > 0

@@ -333,15 +333,6 @@ class TopPSampler(
     limit."""
 
 
-# keras-hub's samplers that zoo's subclass without changing what they draw.
-_ZOO_SAMPLERS = {
-    keras_hub.samplers.GreedySampler: GreedySampler,
-    keras_hub.samplers.RandomSampler: RandomSampler,
-    keras_hub.samplers.TopKSampler: TopKSampler,
-    keras_hub.samplers.TopPSampler: TopPSampler,
-}
-
-
 def resolve_sampler(sampler):
     """What a task's `compile(sampler=...)` takes: zoo's sampler for one of
     `SAMPLERS` given by name (keras-hub's would be used otherwise: its beam
@@ -350,7 +341,29 @@ def resolve_sampler(sampler):
     if isinstance(sampler, str) and sampler in SAMPLERS:
         return get_sampler(sampler)
     if isinstance(sampler, keras_hub.samplers.Sampler):
-        return check_sampler(sampler)
+        return one_sequence_a_row(check_sampler(sampler))
+    return sampler
+
+
+def one_sequence_a_row(sampler):
+    """`sampler`, or one ValueError line if it returns more than one
+    sequence a row (a beam search with `return_all_beams=True`: every
+    beam and its score), which a task's `generate` cannot turn into one
+    text a prompt.
+
+    Example:
+
+    >>> one_sequence_a_row(get_sampler("beam", return_all_beams=True))
+    Traceback (most recent call last):
+      ...
+    ValueError: return_all_beams=True returns every beam with its score, ...
+    """
+    if getattr(sampler, "return_all_beams", False):
+        raise ValueError(
+            "return_all_beams=True returns every beam with its score, and "
+            "generate() returns one text a prompt, its best beam; call the "
+            "sampler itself for every beam."
+        )
     return sampler
 
 
@@ -359,9 +372,7 @@ def saved_sampler(config):
     the sampler object its config describes. A sampler that cannot be
     rebuilt (a class neither registered with
     `keras.saving.register_keras_serializable` nor given in
-    `custom_objects`) is "greedy", with a warning. keras-hub's greedy,
-    random, top-k and top-p samplers come back as zoo's of the same
-    settings (`get_sampler`'s, which draw the same tokens).
+    `custom_objects`) is "greedy", with a warning.
 
     Example:
 
@@ -373,7 +384,7 @@ def saved_sampler(config):
     if isinstance(config, str):
         return config
     try:
-        sampler = keras.saving.deserialize_keras_object(config)
+        return keras.saving.deserialize_keras_object(config)
     except Exception as error:
         name = config.get("class_name") if isinstance(config, dict) else None
         warnings.warn(
@@ -385,8 +396,6 @@ def saved_sampler(config):
             stacklevel=2,
         )
         return "greedy"
-    own = _ZOO_SAMPLERS.get(type(sampler))
-    return sampler if own is None else own.from_config(sampler.get_config())
 
 
 def check_sampler_option(name, value, k_optional=False):
@@ -825,8 +834,10 @@ class GenerationMixin:
             if sampler is None and not options and temperature == 1.0:
                 chosen = self._compiled_sampler
             else:
-                chosen = get_sampler(
-                    sampler or "greedy", temperature, seed, **options
+                chosen = one_sequence_a_row(
+                    get_sampler(
+                        sampler or "greedy", temperature, seed, **options
+                    )
                 )
             self._samplers[setting] = chosen
         chosen = self._samplers[setting]
