@@ -331,7 +331,9 @@ class GPTCausalLM(
                 `max_length` or a sampler argument out of range (`k` < 1,
                 `p` outside (0, 1], `temperature` <= 0, `num_beams` < 1,
                 NaN or a fraction where an integer belongs: see
-                `zoo.models.generation.get_sampler`), before any work.
+                `zoo.models.generation.get_sampler`), or
+                `return_all_beams=True` (one text a prompt is returned),
+                before any work.
         """
         context = self.backbone.sequence_length
         if max_length is not None:  # before reading the prompts
