@@ -30,6 +30,7 @@ then fail, or return the prompt unchanged, each in its own way).
 """
 
 import contextlib
+import math
 import warnings
 
 import keras
@@ -44,7 +45,7 @@ from zoo.accelerator import (
     in_place_updates,
     xla_calls,
 )
-from zoo.layers.sublayers import concrete_index, reused_casts
+from zoo.layers.sublayers import reused_casts
 from zoo.models.arguments import check_integer, check_number, shown
 
 SAMPLERS = ("greedy", "top_k", "top_p", "beam", "random")
@@ -96,10 +97,13 @@ class _PositionAsInt:
             keras.tree.map_structure(ops.convert_to_tensor, tuple(loop_vars))
         )
         loop_vars[2] = int(loop_vars[2])
-        steps = None if maximum_iterations is None else int(maximum_iterations)
-        while (steps is None or steps > 0) and cond(*loop_vars):
+        limit = (
+            math.inf if maximum_iterations is None else int(maximum_iterations)
+        )
+        steps = 0
+        while steps < limit and cond(*loop_vars):
             loop_vars = body(*loop_vars)
-            steps = None if steps is None else steps - 1
+            steps += 1
         return tuple(loop_vars)
 
 
@@ -201,10 +205,8 @@ class BeamSampler(_PositionAsInt, keras_hub.samplers.BeamSampler):
             return ops.logical_not(ops.all(done))
 
         def body(prompt, cache, index, log_probs, done):
+            # `index`: a Python int under eager PyTorch (`_PositionAsInt`).
             logits, _, cache = next(prompt, cache, index)
-            # Read once (a Python int under eager PyTorch) for the indexing
-            # below; the loop and the decode step keep the tensor.
-            position = concrete_index(index)
             vocab_size = ops.shape(logits)[-1]
             step = ops.log(self.compute_probabilities(logits) + 1e-30)
             tokens = ops.arange(vocab_size)[None, :]
@@ -215,8 +217,8 @@ class BeamSampler(_PositionAsInt, keras_hub.samplers.BeamSampler):
             # Where this row's prompt goes on (prompts of different
             # lengths), its next prompt token, at no cost: the beams stay
             # those of its first free position, as if it were alone.
-            in_prompt = mask[:, position][:, None]
-            given = ops.cast(prompt[:, position], "int32")[:, None]
+            in_prompt = mask[:, index][:, None]
+            given = ops.cast(prompt[:, index], "int32")[:, None]
             step = ops.where(
                 in_prompt, ops.where(tokens == given, 0.0, -1e9), step
             )
@@ -241,10 +243,8 @@ class BeamSampler(_PositionAsInt, keras_hub.samplers.BeamSampler):
                 cache = keras.tree.map_structure(gather_beams, cache)
             next_token = ops.cast(next_token, prompt.dtype)
             in_prompt = in_prompt[:, 0]
-            next_token = ops.where(in_prompt, prompt[:, position], next_token)
-            prompt = ops.slice_update(
-                prompt, [0, position], next_token[:, None]
-            )
+            next_token = ops.where(in_prompt, prompt[:, index], next_token)
+            prompt = ops.slice_update(prompt, [0, index], next_token[:, None])
             if stop_token_ids:
                 done = ops.logical_or(
                     gather_beams(done),
